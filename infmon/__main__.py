@@ -1,0 +1,3 @@
+from infmon.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Pure domain state and statistics: no I/O, no Textual."""

@@ -1,0 +1,1 @@
+"""infmon.ui: the only package that imports Textual."""
