@@ -74,7 +74,7 @@ def literal_answer(expect: str, match: str) -> str | None:
     lit = lit.strip("^$")
     lit = re.sub(r"\\(.)", r"\1", lit)
     try:
-        return lit if re.search(expect, lit) else None
+        return lit if re.fullmatch(expect, lit) else None
     except re.error:
         return None
 
