@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 
 from infmon import __version__
@@ -24,6 +24,8 @@ from infmon.sim.roofline import EngineConfig
 from infmon.sim.streams import SSE_HEADERS, Stream
 from infmon.sim.text import TextModel, chat_prompt, load_probes, token_ids
 from infmon.sim.trace import TimingTrace
+
+DELIVERY_SLICE = 128  # streams written per loop turn: bounds the loop lag one step causes
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,12 @@ class SimServer:
             ("GET", "/version"): self._version, ("GET", "/metrics"): self._metrics,
             ("GET", "/metrics/"): self._metrics, ("POST", "/tokenize"): self._tokenize,
             ("POST", "/v1/completions"): self._generate, ("POST", "/v1/chat/completions"): self._generate,
+            ("GET", "/sim/stats"): self._stats,
         }
+        self._lags_s: deque[float] = deque(maxlen=100_000)
+        self._deliver_s: deque[float] = deque(maxlen=100_000)
+        self._deliver_cpu_s: deque[float] = deque(maxlen=100_000)
+        self._lag_task: asyncio.Task | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self, host: str = "127.0.0.1", port: int = 8000) -> int:
@@ -65,6 +72,7 @@ class SimServer:
         self._server = await loop.create_server(self._connection, host, port, backlog=4096)
         self._task = asyncio.create_task(self._engine_loop())
         self._fault_task = asyncio.create_task(self.faults.run_timed(self))
+        self._lag_task = asyncio.create_task(self._watch_lag())
         return self._server.sockets[0].getsockname()[1]
 
     def _connection(self) -> Connection:
@@ -80,7 +88,7 @@ class SimServer:
         self.metrics.reset()
 
     async def close(self) -> None:
-        for task in (self._task, self._fault_task):
+        for task in (self._task, self._fault_task, self._lag_task):
             if task is not None:
                 task.cancel()
         if self._server is not None:
@@ -122,6 +130,31 @@ class SimServer:
 
     def _metrics(self, req: Request, conn: Connection) -> None:
         self.faults.serve_metrics(conn, self.metrics.render(), CONTENT_TYPE)
+
+    def _stats(self, req: Request, conn: Connection) -> None:
+        """The simulator's own health (not a vLLM endpoint): event-loop lag since the last call."""
+        def summary(values: deque[float]) -> dict:
+            v = sorted(values)
+            values.clear()
+
+            def pct(p: float) -> float | None:
+                return v[min(len(v) - 1, int(p * len(v)))] * 1e3 if v else None
+
+            return {"p50": pct(0.5), "p99": pct(0.99), "max": pct(1.0), "samples": len(v)}
+
+        conn.send_json(200, {"loop_lag_ms": summary(self._lags_s),
+                             "step_delivery_ms": summary(self._deliver_s),
+                             "step_delivery_cpu_ms": summary(self._deliver_cpu_s),
+                             "running": len(self.engine.running),
+                             "waiting": len(self.engine.waiting),
+                             "connections": len(self._conns)})
+
+    async def _watch_lag(self, period_s: float = 0.01) -> None:
+        """Loop lag: how late a 10 ms sleep wakes (perf_counter; uvloop's clock is in ms)."""
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(period_s)
+            self._lags_s.append(max(0.0, time.perf_counter() - t0 - period_s))
 
     def _tokenize(self, req: Request, conn: Connection) -> None:
         body = req.json()
@@ -184,31 +217,44 @@ class SimServer:
                 await asyncio.sleep(delay)
             elif out.end_s == out.start_s:
                 await asyncio.sleep(0.001)  # nothing schedulable: do not spin
-            self._deliver(out)
+            await self._deliver(out)
             t = max(out.end_s, loop.time())
 
-    def _deliver(self, out: StepOutput) -> None:
+    async def _deliver(self, out: StepOutput) -> None:
+        """Write the step's tokens in slices, yielding to the loop between slices."""
+        emitted = out.emitted
+        for i in range(0, len(emitted), DELIVERY_SLICE):
+            if i:
+                await asyncio.sleep(0)
+            w0, c0 = time.perf_counter(), time.thread_time()
+            self._emit(out, emitted[i : i + DELIVERY_SLICE])
+            self._deliver_s.append(time.perf_counter() - w0)
+            self._deliver_cpu_s.append(time.thread_time() - c0)
         cfg = self.cfg
         flops = 2.0 * cfg.model.params * out.scheduled_tokens
         read = cfg.model.weight_bytes + out.context_tokens * cfg.model.kv_bytes_per_token
         self.metrics.on_step(out, flops, read if out.scheduled_tokens else 0.0)
-        for seq, n in out.emitted:
-            stream: Stream = seq.handle  # type: ignore[assignment]
-            start = seq.output_len - n
-            if start == 0:
-                self.metrics.on_first_token(seq)
-            elif not math.isnan(stream.last_emit_s):
-                self.metrics.observe_itl(out.end_s - stream.last_emit_s)
-            stream.last_emit_s = out.end_s
-            done = seq.finish_reason
-            if stream.fault is not None and self.faults.apply_stream_fault(stream, start, n, done):
-                continue
-            stream.emit(start, n, done)
         for seq in out.finished:
             self.metrics.on_finished(seq)
             self._record_trace(seq.handle, seq.finish_reason)
         if not self.engine.has_work:
             self.metrics.set_state(0, 0, self.engine.pool.usage)
+
+    def _emit(self, out: StepOutput, emitted: list) -> None:
+        end_s = out.end_s
+        metrics = self.metrics
+        for seq, n in emitted:
+            stream: Stream = seq.handle  # type: ignore[assignment]
+            start = seq.output_len - n
+            if start == 0:
+                metrics.on_first_token(seq)
+            elif stream.last_emit_s == stream.last_emit_s:  # not nan
+                metrics.observe_itl(end_s - stream.last_emit_s)
+            stream.last_emit_s = end_s
+            done = seq.finish_reason
+            if stream.fault is not None and self.faults.apply_stream_fault(stream, start, n, done):
+                continue
+            stream.emit(start, n, done)
 
     def _record_trace(self, stream: Stream, outcome: str | None) -> None:
         if self.trace is not None and stream.trace is not None:
