@@ -96,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     cfg, error_rate = _config(args)
     mem = memory_budget(cfg)
+    if mem.num_gpu_blocks == 0:
+        raise CliError(f"{cfg.model.name} ({mem.weights_gb + mem.drafter_weights_gb:.1f} GB of "
+                       f"weights) leaves no room for KV on {cfg.gpu.name} at "
+                       f"gpu_memory_utilization {cfg.gpu_memory_utilization:g}")
     if mem.kv_tokens < cfg.max_model_len:
         raise CliError(f"KV cache holds {mem.kv_tokens} tokens, less than max_model_len "
                        f"{cfg.max_model_len}: raise --gpu-memory-utilization or lower --max-model-len")

@@ -109,6 +109,8 @@ class SimServer:
             route(req, conn)
         except ApiError as exc:
             conn.send_json(exc.status, exc.body())
+        except Exception as exc:  # a simulator bug must not kill the connection silently
+            conn.send_json(500, ApiError(500, f"simulator error: {exc!r}").body())
 
     def _models(self, req: Request, conn: Connection) -> None:
         name = self.cfg.served_model_name
