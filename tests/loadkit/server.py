@@ -136,3 +136,40 @@ def serve(behaviour: Behaviour | None = None) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def serve_subprocess(*args: str) -> Iterator[str]:
+    """Run this server in its own process (no GIL shared with the client under test)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.loadkit.server", *args], cwd=repo,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if "listening on " not in line:
+            raise RuntimeError(f"test server did not start: {line!r}")
+        yield line.split("listening on ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--ttft", type=float, default=0.02)
+    p.add_argument("--itl", type=float, default=0.005)
+    a = p.parse_args()
+    with serve(Behaviour(ttft_s=a.ttft, itl_s=a.itl)) as url:
+        print(f"listening on {url}", flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
