@@ -14,7 +14,7 @@ import contextlib
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infmon.clock import Clock
 from infmon.config import Config
@@ -56,12 +56,12 @@ class StepProgress:
 
 def plan_from_config(config: Config) -> list[StepSpec]:
     """The steps a config asks for (concurrency steps, else rate steps, else c=1)."""
-    common = {"duration_s": config.step_duration_s, "warmup_s": config.effective_warmup_s,
-              "max_requests": config.step_requests}  # fmt: skip
+    base = StepSpec(duration_s=config.step_duration_s, warmup_s=config.effective_warmup_s,
+                    max_requests=config.step_requests, max_concurrency=config.max_concurrency,
+                    arrival=config.arrival)  # fmt: skip
     if config.rate and not config.concurrency:
-        return [StepSpec(rate=r, max_concurrency=config.max_concurrency, arrival=config.arrival, **common)
-                for r in config.rate]  # fmt: skip
-    return [StepSpec(concurrency=c, **common) for c in (config.concurrency or (1,))]
+        return [replace(base, rate=r) for r in config.rate]
+    return [replace(base, concurrency=c) for c in (config.concurrency or (1,))]
 
 
 class StepCollector:
