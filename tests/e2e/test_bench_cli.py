@@ -110,3 +110,24 @@ def test_bad_options_and_dataset(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{nope\n")
     assert_clean_error(bench("http://127.0.0.1:9", tmp_path, "--dataset", str(bad)), "bad.jsonl:1")
+
+
+def test_ctrl_c_stops_fast_and_accounts_for_every_request(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    with serve(Behaviour(ttft_s=0.05, itl_s=0.05)) as url:
+        args = ["bench", url, "--concurrency", "4", "--step-duration", "30", "--output-tokens", "500",
+                "--session-dir", str(tmp_path / "s")]  # fmt: skip
+        p = subprocess.Popen(infmon_cmd(*args), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert p.stdout is not None
+        while "target:" not in p.stdout.readline():
+            pass
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=10)
+        assert time.monotonic() - t0 < 2.5
+    assert p.returncode == 130 and "Traceback" not in err
+    records = [json.loads(x) for x in (tmp_path / "s" / "records.jsonl").read_text().splitlines()]
+    assert len(records) >= 4 and all(r["error_kind"] in (None, "cancelled") for r in records)
