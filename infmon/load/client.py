@@ -258,7 +258,7 @@ class StreamingClient:
     async def stream(
         self,
         request_id: int,
-        prompt: Prompt,
+        prompt: Prompt | str | list[dict[str, str]],
         output_tokens: int,
         *,
         step: int = 0,
@@ -271,9 +271,16 @@ class StreamingClient:
     ) -> RequestRecord:
         """Send one streaming request and measure it; failures come back as records.
 
+        ``prompt`` is a ``Prompt``, plain text, or chat messages (``[{"role", "content"}]``).
+        ``extra_body`` adds request fields (e.g. ``{"temperature": 0}`` for quality probes).
+
         If the task is cancelled, ``on_cancel`` receives the partial record (kind
         ``cancelled``) and the cancellation propagates.
         """
+        if isinstance(prompt, str):
+            prompt = Prompt(text=prompt)
+        elif isinstance(prompt, list):
+            prompt = Prompt(messages=tuple((m.get("role", "user"), m["content"]) for m in prompt))
         caps = self.capabilities or await self.detect_capabilities()
         rec = await self._stream(request_id, prompt, output_tokens, caps, extra_body or {},
                                  on_cancel, keep_text=keep_text)  # fmt: skip

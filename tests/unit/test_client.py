@@ -245,3 +245,15 @@ def test_client_limits_and_timeouts_are_explicit() -> None:
     assert pool._max_connections == 300
     asyncio.run(c.aclose())
     assert math.isfinite(timeout.read)
+
+
+async def test_plain_text_and_message_prompts_are_accepted() -> None:
+    clock = FakeClock()
+    seen: list[dict] = []
+    script = [(0.1, chunk("a", "length")), (0.0, DONE)]
+    client = make_client(clock, scripted(clock, script, seen), endpoint="chat")
+    await client.stream(1, "plain", 3, extra_body={"temperature": 0})
+    await client.stream(2, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], 3)
+    await client.aclose()
+    assert seen[0]["messages"] == [{"role": "user", "content": "plain"}] and seen[0]["temperature"] == 0
+    assert seen[1]["messages"][0] == {"role": "system", "content": "s"}
