@@ -18,6 +18,7 @@ from infmon.commands.common import (
     config_from_args,
     default_session_dir,
     make_workload,
+    open_journal,
 )
 from infmon.config import Config
 from infmon.load.client import ClientError, StreamingClient
@@ -45,11 +46,12 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from_config(config)
     workload = make_workload(config)
     session_dir = Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
-    journal = SessionJournal(session_dir)
+    clock = MonotonicClock()
+    journal = open_journal(session_dir, clock)
     print(f"session: {session_dir}", flush=True)
     journal.write_config(config.to_public_dict())
     try:
-        result = asyncio.run(_bench(config, plan, workload, journal))
+        result = asyncio.run(_bench(config, plan, workload, journal, clock))
     finally:
         journal.close()
         print(f"session recorded in {session_dir}", flush=True)
@@ -59,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     return _verdict(result)
 
 
-async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: SessionJournal) -> dict[str, Any]:
-    clock = MonotonicClock()
+async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: SessionJournal,
+                 clock: MonotonicClock) -> dict[str, Any]:  # fmt: skip
     try:
         client = StreamingClient(config, clock)
     except ClientError as exc:
@@ -83,7 +85,9 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
         steps = await run_steps(driver, collector, plan, clock=clock, slo=config.slo,
                                 on_step=lambda i, spec, s: _on_step(journal, progress, i, spec, s),
                                 on_tick=progress.tick)  # fmt: skip
-        return _result(target, steps, errors, config)
+        result = _result(target, steps, errors, config)
+        journal.write_event("bench_summary", knee=result["knee"], slo_max_concurrency=result["slo_max_concurrency"])
+        return result
     finally:
         if driver is not None:
             await driver.stop()

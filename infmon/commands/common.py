@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from infmon.cli import CliError
-from infmon.clock import wall_time
+from infmon.clock import Clock, wall_time
 from infmon.config import Config, ConfigError, build_config
 from infmon.load.prompts import DatasetError, Workload, load_dataset
 from infmon.model.records import RequestRecord
@@ -101,15 +101,21 @@ def default_session_dir(label: str, now_s: float | None = None) -> Path:
     return path
 
 
+def open_journal(directory: Path, clock: Clock) -> SessionJournal:
+    """The session record of a run (swap in ``infmon.journal.JournalWriter`` here once it lands)."""
+    return SessionJournal(directory, clock)
+
+
 class SessionJournal:
     """Append-only session record (JSONL), flushed at least once a second.
 
-    Same method names as ``infmon.journal.JournalWriter`` so bench can switch with one import.
+    Same method names as ``infmon.journal.JournalWriter`` so commands switch in ``open_journal``.
     """
 
     FLUSH_EVERY_S = 1.0
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, clock: Clock | None = None) -> None:
+        self.clock = clock
         try:
             directory.mkdir(parents=True, exist_ok=True)
             self.directory = directory
