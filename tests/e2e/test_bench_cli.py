@@ -131,3 +131,13 @@ def test_ctrl_c_stops_fast_and_accounts_for_every_request(tmp_path: Path) -> Non
     assert p.returncode == 130 and "Traceback" not in err
     records = [json.loads(x) for x in (tmp_path / "s" / "records.jsonl").read_text().splitlines()]
     assert len(records) >= 4 and all(r["error_kind"] in (None, "cancelled") for r in records)
+
+
+def test_stalled_stream_hits_the_read_timeout_and_the_run_goes_on(tmp_path: Path) -> None:
+    out = tmp_path / "o.json"
+    with serve(Behaviour(stall_after_chunks=2, stall_s=1.5)) as url:
+        r = bench(url, tmp_path, "--concurrency", "2", "--read-timeout", "300ms", "--json", str(out))
+    step = json.loads(out.read_text())["steps"][0]
+    assert r.returncode == 1 and step["completed"] > 0
+    assert set(step["errors_by_kind"]) == {"timeout"}
+    assert_clean_error(r, "read timeout")

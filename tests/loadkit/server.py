@@ -37,6 +37,9 @@ class Behaviour:
     """Drop the connection after this many content chunks (every other request when odd_only)."""
     close_odd_only: bool = False
     malformed: bool = False
+    stall_after_chunks: int | None = None
+    """Go silent for ``stall_s`` after this many chunks (every other request)."""
+    stall_s: float = 0.0
     serialize: bool = False
     """Serve one generation at a time (like transformers serve)."""
 
@@ -103,6 +106,8 @@ async def _stream(b: Behaviour, body: dict, chat: bool, n: int, lock: asyncio.Lo
                 not b.close_odd_only or n % 2 == 1
             ):
                 raise ConnectionResetError("scripted mid-stream close")
+            if b.stall_after_chunks == chunks and n % 2 == 1:
+                await asyncio.sleep(b.stall_s)
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if b.strict and last else None
             yield _chunk(chat, " tok" * k, "length" if last else None, usage)
             if not last:
