@@ -16,10 +16,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 VLLM_ONLY = ("ignore_eos", "min_tokens", "max_completion_tokens")
 
@@ -44,32 +40,52 @@ class Behaviour:
     """Serve one generation at a time (like transformers serve)."""
 
 
-def make_app(b: Behaviour) -> Starlette:
+async def _read_body(receive) -> bytes:
+    body = b""
+    while True:
+        msg = await receive()
+        body += msg.get("body", b"")
+        if not msg.get("more_body"):
+            return body
+
+
+async def _send_json(send, status: int, obj: object) -> None:
+    data = json.dumps(obj).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def make_app(b: Behaviour):
+    """A raw ASGI app (uvicorn is a runtime dependency; no web framework needed)."""
     lock = asyncio.Lock()
     counter = {"n": 0}
 
-    async def models(request: Request) -> Response:
-        if b.status == 401:
-            return JSONResponse({"error": {"message": "bad key"}}, status_code=401)
-        return JSONResponse({"object": "list", "data": [{"id": b.model, "object": "model"}]})
-
-    async def generate(request: Request) -> Response:
-        body = await request.json()
+    async def app(scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        if path == "/v1/models" and method == "GET":
+            if b.status == 401:
+                return await _send_json(send, 401, {"error": {"message": "bad key"}})
+            return await _send_json(send, 200, {"object": "list", "data": [{"id": b.model, "object": "model"}]})
+        if path not in ("/v1/completions", "/v1/chat/completions") or method != "POST":
+            return await _send_json(send, 404, {"detail": "Not Found"})
+        body = json.loads(await _read_body(receive))
         if b.status:
-            return JSONResponse({"error": {"message": f"scripted {b.status}"}}, status_code=b.status)
+            return await _send_json(send, b.status, {"error": {"message": f"scripted {b.status}"}})
         if b.strict and any(k in body for k in VLLM_ONLY):
-            return JSONResponse({"detail": [{"msg": "extra fields not permitted"}]}, status_code=422)
+            return await _send_json(send, 422, {"detail": [{"msg": "extra fields not permitted"}]})
         if body.get("model") != b.model:
-            return JSONResponse({"error": {"message": "model not found"}}, status_code=404)
+            return await _send_json(send, 404, {"error": {"message": "model not found"}})
         counter["n"] += 1
-        gen = _stream(b, body, request.url.path.endswith("chat/completions"), counter["n"], lock)
-        return StreamingResponse(gen, media_type="text/event-stream")
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        async for part in _stream(b, body, path.endswith("chat/completions"), counter["n"], lock):
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
 
-    return Starlette(routes=[
-        Route("/v1/models", models),
-        Route("/v1/completions", generate, methods=["POST"]),
-        Route("/v1/chat/completions", generate, methods=["POST"]),
-    ])
+    return app
 
 
 def _chunk(chat: bool, text: str, finish: str | None, usage: dict | None = None) -> bytes:
