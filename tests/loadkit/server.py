@@ -142,7 +142,8 @@ async def _stream(b: Behaviour, body: dict, chat: bool, n: int, lock: asyncio.Lo
 def serve(behaviour: Behaviour | None = None) -> Iterator[str]:
     """Run the app on a free loopback port in a thread; yield its base URL."""
     config = uvicorn.Config(make_app(behaviour or Behaviour()), host="127.0.0.1", port=0,
-                            log_level="critical", lifespan="off", loop="asyncio")
+                            log_level="critical", lifespan="off", loop="asyncio",
+                            timeout_graceful_shutdown=0.5)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
