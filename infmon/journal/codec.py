@@ -51,18 +51,14 @@ def decode_record(d: dict[str, Any]) -> RequestRecord:
     """Inverse of :func:`encode_record`."""
     sent_s = float(d["t"])
     gaps = d.get("c") or []
-    times: list[float] = []
-    acc = 0
-    for g in gaps:
-        acc += g
-        times.append(sent_s + acc / US)
+    times = tuple(sent_s + a / US for a in itertools.accumulate(gaps))
     k = d.get("k")
     chunk_tokens = (1,) * len(times) if k == 1 else tuple(k or ())
     end = d.get("e")
     return RequestRecord(
         request_id=int(d["i"]),
         sent_s=sent_s,
-        chunk_times_s=tuple(times),
+        chunk_times_s=times,
         end_s=sent_s + end / US if end is not None else math.nan,
         chunk_tokens=chunk_tokens,
         prompt_tokens=d.get("p"),

@@ -109,7 +109,8 @@ class JournalWriter:
     def write_scrape(self, snapshot: Any) -> None:
         """A ``ServerSnapshot`` (anything with ``to_dict()``) or a plain dict."""
         snap = snapshot.to_dict() if hasattr(snapshot, "to_dict") else dict(snapshot)
-        t = snap.get("t_s", snap.get("t"))
+        snap = {k: v for k, v in snap.items() if v not in (None, {}, [], ())}
+        t = snap.get("timestamp_s", snap.get("t"))
         self._append(SCRAPES, dumps({"t": t if t is not None else self.clock.now(),
                                      "snap": snap}))
 
