@@ -119,9 +119,9 @@ def test_background_flush_without_close(tmp_path):
 def test_scrape_accepts_objects_with_to_dict(tmp_path):
     class Snap:
         def to_dict(self):
-            return {"t_s": 3.5, "waiting": 0}
+            return {"timestamp_s": 3.5, "waiting": 0, "backend": None}
 
     with JournalWriter(tmp_path, autoflush=False) as j:
         j.write_scrape(Snap())
     [s] = list(SessionReader(tmp_path).iter_scrapes())
-    assert s["t"] == 3.5 and s["snap"]["waiting"] == 0
+    assert s["t"] == 3.5 and s["snap"] == {"timestamp_s": 3.5, "waiting": 0}
