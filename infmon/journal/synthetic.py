@@ -98,11 +98,13 @@ def write_synthetic_session(
                 break
         end = max(free)
         clock.t = end
-        j.write_event("step_end", t=end, index=step,
+        j.write_event("step_end", t=end, index=step, concurrency=c,
                       duration_s=end - start - warmup_s)
         if max_requests is not None and rid >= max_requests:
             break
     if finish:
-        j.write_event("session_end")
-    j.close()
+        j.close()
+    else:
+        j.flush()
+        j.abandon()
     return rid

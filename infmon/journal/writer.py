@@ -156,9 +156,19 @@ class JournalWriter:
             except (OSError, ValueError):
                 return
 
+    def abandon(self) -> None:
+        """Stop without the ``session_end`` event, as a killed process would (for tests)."""
+        self._stop.set()
+        with self._io_lock, self._lock:
+            self._closed = True
+            for f in self._files.values():
+                f.close()
+
     def close(self) -> None:
+        """Flush everything, note ``session_end`` and close (a clean end)."""
         if self._closed:
             return
+        self.write_event("session_end")
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -47,34 +47,23 @@ class _Totals:
             self.output_n += 1
 
 
-def _step_events(events: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    info: dict[int, dict[str, Any]] = {}
-    for e in events:
-        if e.get("kind") in ("step_start", "step_end") and isinstance(e.get("index"), int):
-            info.setdefault(e["index"], {})[e["kind"]] = e
-    return info
+def _step_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Finished steps in order: ``step`` events (bench) or ``step_end`` events, with stats."""
+    return [e for e in events if e.get("kind") in ("step", "step_end")]
 
 
 def _duration_s(records: list[RequestRecord], ev: dict[str, Any]) -> float:
-    """The step's measured duration: its recorded one, else warm-up end → last completion."""
-    end_ev = ev.get("step_end") or {}
-    if isinstance(end_ev.get("duration_s"), (int, float)):
-        return float(end_ev["duration_s"])
-    ends = [r.end_s for r in records if not math.isnan(r.end_s)]
-    last = max(ends) if ends else max(r.sent_s for r in records)
-    start_ev = ev.get("step_start") or {}
-    if isinstance(start_ev.get("t"), (int, float)):
-        start = start_ev["t"] + float(start_ev.get("warmup_s") or 0.0)
-    else:
-        measured = [r.sent_s for r in records if not r.warmup] or [r.sent_s for r in records]
-        start = min(measured)
-    return max(last - start, 1e-9)
+    """The step's measured duration: as recorded when it ended, else from its records."""
+    for src in (ev.get("stats") or {}, ev):
+        if isinstance(src.get("duration_s"), (int, float)):
+            return float(src["duration_s"])
+    measured = [r for r in records if not r.warmup] or records
+    ends = [r.end_s for r in measured if not math.isnan(r.end_s)]
+    last = max(ends) if ends else max(r.sent_s for r in measured)
+    return max(last - min(r.sent_s for r in measured), 1e-9)
 
 
-def _label(records: list[RequestRecord], ev: dict[str, Any], key: str) -> Any:
-    start = ev.get("step_start") or {}
-    if start.get(key) is not None:
-        return start[key]
+def _label(records: list[RequestRecord], key: str) -> Any:
     values = [getattr(r, key) for r in records if getattr(r, key) is not None]
     return max(set(values), key=values.count) if values else None
 
@@ -82,13 +71,19 @@ def _label(records: list[RequestRecord], ev: dict[str, Any], key: str) -> Any:
 class _Steps:
     """Buffers records per step and summarises each once it is complete."""
 
-    def __init__(self, step_info: dict[int, dict[str, Any]], slo: Any, origin_s: float) -> None:
-        self.info, self.slo, self.origin_s = step_info, slo, origin_s
+    def __init__(self, step_events: list[dict[str, Any]], slo: Any, origin_s: float) -> None:
+        self.step_events, self.slo, self.origin_s = step_events, slo, origin_s
+        self.order: list[int] = []
         self.open: dict[int, list[RequestRecord]] = {}
         self.done: dict[int, dict[str, Any]] = {}
 
     def add(self, r: RequestRecord) -> None:
-        self.open.setdefault(r.step, []).append(r)
+        if r.step not in self.open:
+            if r.step in self.done:
+                return
+            self.order.append(r.step)
+            self.open[r.step] = []
+        self.open[r.step].append(r)
         for idx in [i for i in self.open if i <= r.step - 2]:
             self._close(idx)
 
@@ -99,18 +94,20 @@ class _Steps:
 
     def _close(self, idx: int) -> None:
         records = self.open.pop(idx)
-        ev = self.info.get(idx, {})
-        entry = stepstats.step_entry(records, _duration_s(records, ev), self.slo)
-        entry["step"] = idx
+        ordinal = self.order.index(idx)
+        ev = self.step_events[ordinal] if ordinal < len(self.step_events) else {}
+        recorded = dict(ev.get("stats") or {})
         for key in ("concurrency", "rate"):
-            if entry.get(key) is None:
-                value = _label(records, ev, key)
-                if value is not None:
-                    entry[key] = value
+            if recorded.get(key) is None and ev.get(key) is not None:
+                recorded[key] = ev[key]
+            if recorded.get(key) is None:
+                recorded[key] = _label(records, key)
+        entry = stepstats.step_entry(records, _duration_s(records, ev), self.slo, recorded)
+        entry["step"] = idx
         entry["start_s"] = min(r.sent_s for r in records) - self.origin_s
         entry["end_s"] = max((r.end_s for r in records if not math.isnan(r.end_s)),
                              default=entry["start_s"] + self.origin_s) - self.origin_s
-        entry["complete"] = "step_end" in ev
+        entry["complete"] = bool(ev)
         self.done[idx] = entry
 
 
@@ -123,6 +120,15 @@ def _marks(events: list[dict[str, Any]], origin_s: float) -> list[dict[str, Any]
             item["t_s"] = e["t"] - origin_s
             out.append(item)
     return out[-500:]
+
+
+def _target(config: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
+    """URL, model and endpoint: the resolved ones (``target`` event) over the configured ones."""
+    out = {k: config.get(k) for k in ("url", "model", "endpoint")}
+    for e in events:
+        if e.get("kind") == "target":
+            out.update({k: e[k] for k in out if e.get(k) is not None})
+    return out
 
 
 def build_summary(
@@ -165,7 +171,7 @@ def build_summary(
             "skipped_lines": reader.skipped[0],
             "ended_cleanly": any(e.get("kind") == "session_end" for e in events),
         },
-        "target": {k: config.get(k) for k in ("url", "model", "endpoint")},
+        "target": _target(config, events),
         "config": config,
         "server": server_cfg,
         "memory_budget": memory_budget(server_cfg, 0.0 if math.isnan(mean_prompt) else mean_prompt,

@@ -84,7 +84,8 @@ def test_writer_reader_round_trip(tmp_path):
     assert [x.request_id for x in r.iter_records()] == [0, 1, 2, 3, 4]
     [scrape] = list(r.iter_scrapes())
     assert scrape["t"] == 51.0 and scrape["snap"] == {"running": 3, "kv_usage_fraction": None}
-    [event] = list(r.iter_events())
+    event, end = list(r.iter_events())
+    assert end["kind"] == "session_end"
     assert event["kind"] == "mark" and event["label"] == "fp8 on" and event["t"] == 51.0
 
 
