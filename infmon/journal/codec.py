@@ -47,8 +47,23 @@ def encode_record(r: RequestRecord) -> dict[str, Any]:
     return d
 
 
+_FIELDS = frozenset(RequestRecord.__dataclass_fields__)
+
+
+def _decode_plain(d: dict[str, Any]) -> RequestRecord:
+    """A record written with its full field names (``dataclasses.asdict`` style)."""
+    kw = {k: v for k, v in d.items() if k in _FIELDS}
+    for key in ("chunk_times_s", "chunk_tokens"):
+        kw[key] = tuple(kw.get(key) or ())
+    if kw.get("end_s") is None:
+        kw["end_s"] = math.nan
+    return RequestRecord(**kw)
+
+
 def decode_record(d: dict[str, Any]) -> RequestRecord:
-    """Inverse of :func:`encode_record`."""
+    """Inverse of :func:`encode_record` (also reads full-field-name records)."""
+    if "request_id" in d:
+        return _decode_plain(d)
     sent_s = float(d["t"])
     gaps = d.get("c") or []
     times = tuple(sent_s + a / US for a in itertools.accumulate(gaps))

@@ -62,7 +62,17 @@ class SessionReader:
 
     @property
     def config(self) -> dict[str, Any]:
-        return self.meta.get("config", {})
+        meta = self.meta
+        return meta.get("config", {}) if "schema" in meta else meta
+
+    def origin_s(self) -> float:
+        """The session's perf_counter origin: recorded, else the first request's send time."""
+        origin = (self.meta.get("clock_origin") or {}).get("perf_s")
+        if isinstance(origin, (int, float)):
+            return float(origin)
+        first = next(self.iter_records(), None)
+        self.skipped[0] = 0
+        return first.sent_s if first is not None else 0.0
 
     @property
     def quality(self) -> dict[str, Any] | None:

@@ -29,7 +29,7 @@ def write_reports(
     session_dir = Path(session_dir)
     out = Path(out_dir) if out_dir is not None else session_dir
     out.mkdir(parents=True, exist_ok=True)
-    origin = float((SessionReader(session_dir).meta.get("clock_origin") or {}).get("perf_s") or 0)
+    origin = SessionReader(session_dir).origin_s()
     csv_path = out / "requests.csv"
     tmp_csv = csv_path.with_name(csv_path.name + ".tmp")
     with open(tmp_csv, "w", newline="", encoding="utf-8") as f:

@@ -137,7 +137,7 @@ def build_summary(
     """The report document of a session; ``on_record`` sees every record once (for CSV)."""
     reader = SessionReader(Path(session_dir))
     meta, config = reader.meta, reader.config
-    origin_s = float((meta.get("clock_origin") or {}).get("perf_s") or 0.0)
+    origin_s = reader.origin_s()
     events = list(reader.iter_events())
     steps = _Steps(_step_events(events), stepstats.parse_slo(config.get("slo")), origin_s)
     timeline, totals = ClientTimeline(origin_s), _Totals()
