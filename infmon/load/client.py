@@ -310,7 +310,7 @@ class StreamingClient:
                     await resp.aread()
                     raise _StreamFailure(ErrorKind.HTTP, self._http_message(resp, self._path))
                 decoder = SSEDecoder()
-                async for chunk in resp.aiter_raw():
+                async for chunk in resp.aiter_bytes():
                     t = clock.now()
                     for ev in decoder.feed(chunk):
                         st.event(ev.data, t)
