@@ -64,27 +64,15 @@ def decode_record(d: dict[str, Any]) -> RequestRecord:
     """Inverse of :func:`encode_record` (also reads full-field-name records)."""
     if "request_id" in d:
         return _decode_plain(d)
+    get = d.get
     sent_s = float(d["t"])
-    gaps = d.get("c") or []
-    times = tuple(sent_s + a / US for a in itertools.accumulate(gaps))
-    k = d.get("k")
-    chunk_tokens = (1,) * len(times) if k == 1 else tuple(k or ())
-    end = d.get("e")
+    gaps = get("c")
+    times = tuple([sent_s + a / US for a in itertools.accumulate(gaps)]) if gaps else ()
+    k = get("k")
+    end = get("e")
     return RequestRecord(
-        request_id=int(d["i"]),
-        sent_s=sent_s,
-        chunk_times_s=times,
-        end_s=sent_s + end / US if end is not None else math.nan,
-        chunk_tokens=chunk_tokens,
-        prompt_tokens=d.get("p"),
-        output_tokens=d.get("o"),
-        finish_reason=d.get("f"),
-        http_status=d.get("h"),
-        error_kind=d.get("x"),
-        error_message=d.get("xm"),
-        step=int(d.get("s", 0)),
-        concurrency=d.get("n"),
-        rate=d.get("r"),
-        warmup=bool(d.get("w", 0)),
-        output_text=d.get("txt"),
+        int(d["i"]), sent_s, times, math.nan if end is None else sent_s + end / US,
+        (1,) * len(times) if k == 1 else tuple(k or ()),
+        get("p"), get("o"), get("f"), get("h"), get("x"), get("xm"), int(get("s", 0)),
+        get("n"), get("r"), bool(get("w", 0)), get("txt"),
     )

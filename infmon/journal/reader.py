@@ -21,7 +21,7 @@ def iter_jsonl(path: Path, skipped: list[int] | None = None) -> Iterator[dict[st
     """Yield each parseable JSON object of ``path``; count the rest in ``skipped[0]``."""
     if not path.exists():
         return
-    with open(path, "rb") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for raw in f:
             if not raw.strip():
                 continue

@@ -27,12 +27,13 @@ class RequestsCsv:
 
     def add(self, r: RequestRecord) -> None:
         t = r.chunk_times_s
-        itl_mean = (t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else math.nan
+        n = len(t)
+        itl_mean = f"{1e3 * (t[-1] - t[0]) / (n - 1):.3f}" if n > 1 else ""
         self.w.writerow((
             r.request_id, r.step, "" if r.concurrency is None else r.concurrency,
             "" if r.rate is None else r.rate, int(r.warmup), int(r.ok), r.error_kind or "",
             "" if r.http_status is None else r.http_status, f"{r.sent_s - self.origin_s:.6f}",
-            _ms(r.ttft_s), _ms(r.tpot_s), _ms(itl_mean), _ms(r.e2el_s),
+            _ms(r.ttft_s), _ms(r.tpot_s), itl_mean, _ms(r.e2el_s),
             r.output_token_count if r.ok else "", int(r.tokens_estimated),
-            "" if r.prompt_tokens is None else r.prompt_tokens, len(t), r.finish_reason or "",
+            "" if r.prompt_tokens is None else r.prompt_tokens, n, r.finish_reason or "",
         ))

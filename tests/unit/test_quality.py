@@ -1,4 +1,4 @@
-"""Quality probes: the built-in set, scoring, drift against a baseline, and a real HTTP run."""
+"""Quality probes: the built-in set, scoring, drift against a baseline, (HTTP runs: test_quality_http)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from infmon.quality.probes import ProbeFileError, builtin_probes, parse_probes
+from infmon.quality.probes import Probe, ProbeFileError, builtin_probes, parse_probes
 from infmon.quality.scoring import drift, first_divergence, is_correct, normalise
-from infmon.quality.probes import Probe
 
 
 def test_builtin_set_is_large_and_self_consistent():
