@@ -13,14 +13,15 @@ from typing import Any
 from infmon.cli import CliError
 from infmon.clock import MonotonicClock
 from infmon.commands.common import (
-    SessionJournal,
     add_load_arguments,
     config_from_args,
     default_session_dir,
     make_workload,
     open_journal,
+    write_session_reports,
 )
 from infmon.config import Config
+from infmon.journal import JournalWriter
 from infmon.load.client import ClientError, StreamingClient
 from infmon.load.driver import LoadDriver
 from infmon.load.prompts import Workload
@@ -55,13 +56,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         journal.close()
         print(f"session recorded in {session_dir}", flush=True)
+        if (session_dir / "records.jsonl").stat().st_size > 0:  # some load ran: report it
+            write_session_reports(session_dir)
     result["session_dir"] = str(session_dir)
     if args.json:
         _write_json(Path(args.json), result)
     return _verdict(result)
 
 
-async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: SessionJournal,
+async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
                  clock: MonotonicClock) -> dict[str, Any]:  # fmt: skip
     try:
         client = StreamingClient(config, clock)
@@ -136,7 +139,7 @@ def _row(index: int, spec: StepSpec, s: StepStats) -> str:
     return "  ".join(c.rjust(w) for c, w in zip(cells, _WIDTHS, strict=True))
 
 
-def _on_step(journal: SessionJournal, progress: _Progress, index: int, spec: StepSpec, s: StepStats) -> None:
+def _on_step(journal: JournalWriter, progress: _Progress, index: int, spec: StepSpec, s: StepStats) -> None:
     progress.clear()
     print(_row(index, spec, s), flush=True)
     for note in s.client_notes:

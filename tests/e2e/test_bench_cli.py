@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from infmon.journal import SessionReader
 from tests.conftest import REPO, infmon_cmd
 from tests.loadkit.server import Behaviour, serve
 
@@ -54,8 +55,10 @@ def test_bench_steps_json_and_session(tmp_path: Path) -> None:
             assert set(s[key]) >= {"mean", "p50", "p90", "p95", "p99"}
     assert "knee" in data and data["slo_max_concurrency"] == 16
     session = tmp_path / "session"
-    records = [json.loads(x) for x in (session / "records.jsonl").read_text().splitlines()]
+    records = list(SessionReader(session).iter_records())
     assert len(records) == sum(s["completed"] + s["warmup_excluded"] for s in data["steps"])
+    assert {r.step for r in records} == {1, 2, 3}
+    assert (session / "report.md").exists() and (session / "report.html").exists()
     for f in session.iterdir():
         assert KEY not in f.read_text()
     assert KEY not in out.read_text()
@@ -129,8 +132,8 @@ def test_ctrl_c_stops_fast_and_accounts_for_every_request(tmp_path: Path) -> Non
         _, err = p.communicate(timeout=10)
         assert time.monotonic() - t0 < 2.5
     assert p.returncode == 130 and "Traceback" not in err
-    records = [json.loads(x) for x in (tmp_path / "s" / "records.jsonl").read_text().splitlines()]
-    assert len(records) >= 4 and all(r["error_kind"] in (None, "cancelled") for r in records)
+    records = list(SessionReader(tmp_path / "s").iter_records())
+    assert len(records) >= 4 and all(r.error_kind in (None, "cancelled") for r in records)
 
 
 def test_stalled_stream_hits_the_read_timeout_and_the_run_goes_on(tmp_path: Path) -> None:
