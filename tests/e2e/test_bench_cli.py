@@ -144,3 +144,14 @@ def test_stalled_stream_hits_the_read_timeout_and_the_run_goes_on(tmp_path: Path
     assert r.returncode == 1 and step["completed"] > 0
     assert set(step["errors_by_kind"]) == {"timeout"}
     assert_clean_error(r, "read timeout")
+
+
+def test_rate_steps(tmp_path: Path) -> None:
+    out = tmp_path / "o.json"
+    with serve() as url:
+        r = bench(url, tmp_path, "--rate", "10,40", "--arrival", "gamma", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    steps = json.loads(out.read_text())["steps"]
+    assert [s["rate"] for s in steps] == [10.0, 40.0] and all("concurrency" not in s for s in steps)
+    assert steps[1]["request_throughput_req_s"] > 2 * steps[0]["request_throughput_req_s"]
+    assert "rate=40/s" in r.stdout
