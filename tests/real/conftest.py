@@ -9,6 +9,7 @@ The cached environment and the tiny model are built by ``scripts/real_servers.py
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +34,14 @@ def server_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def vllm(real_setup, server_logs: Path) -> Iterator[rs.Server]:
-    """Plain vLLM (CPU, tiny model), warmed by one request."""
+    """Plain vLLM (CPU, tiny model), warmed by one request.
+
+    ``INFMON_REAL_VLLM_URL`` points the suite at a vLLM already running (serving ``tiny-gpt2``,
+    e.g. from ``python scripts/real_servers.py serve-vllm``) instead of starting one.
+    """
+    if os.environ.get("INFMON_REAL_VLLM_URL"):
+        yield rs.Server("vllm", os.environ["INFMON_REAL_VLLM_URL"].rstrip("/"), -1, server_logs)
+        return
     with rs.serve_vllm(server_logs) as server:
         complete(server.url, "warm up", max_tokens=4)
         yield server

@@ -89,9 +89,10 @@ def post_json(url: str, body: dict, timeout_s: float = 60.0) -> dict:
         return json.loads(resp.read())
 
 
-def complete(base_url: str, prompt: str, max_tokens: int = 16) -> dict:
+def complete(base_url: str, prompt: str, max_tokens: int = 16, temperature: float = 1.0) -> dict:
     """One non-streaming completion (to put something on the server's counters)."""
-    body = {"model": rs.MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens}
+    body = {"model": rs.MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens,
+            "temperature": temperature}  # fmt: skip
     return post_json(base_url + "/v1/completions", body)
 
 
