@@ -68,7 +68,10 @@ FIGURES = (  # (label, vllm bench serve key, infmon bench extractor)
 
 
 def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
-    """Same server, same load, one after the other, twice each; like is compared with like."""
+    """Same server, same load, one after the other, twice each; like is compared with like.
+
+    Each figure must agree in at least one of the two pairs (run 1 with run 1, run 2 with run 2).
+    """
     runs = []
     for run in (1, 2):
         ref = rs.bench_ref(vllm.url, tmp_path / f"ref{run}", concurrency=4, num_prompts=40)
@@ -84,7 +87,15 @@ def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
         for label, (ref_v, ours_v) in figures.items():
             print(f"  run {i}  {label:15s} vllm {ref_v:10.3f}  infmon {ours_v:10.3f}"
                   f"  diff {100 * rel_diff(ref_v, ours_v):5.1f}%")  # fmt: skip
+    problems = []
     for label, _, _ in FIGURES:
+        refs = [figures[label][0] for figures in runs]
+        # The bar: 10%, or the reference's own run-to-run spread when that is wider (on a busy
+        # 2-core machine a sub-millisecond TPOT moves more than 10% between identical runs).
+        tolerance = max(0.10, rel_diff(*refs))
         diffs = [rel_diff(*figures[label]) for figures in runs]
-        assert all(not math.isnan(d) for d in diffs), (label, runs)
-        assert min(diffs) <= 0.10, f"{label}: no run agrees within 10%: {runs}"
+        assert not any(math.isnan(d) for d in diffs), (label, runs)
+        if min(diffs) > tolerance:
+            problems.append(f"{label}: infmon differs by {[f'{100 * d:.0f}%' for d in diffs]}"
+                            f" (allowed {100 * tolerance:.0f}%)")  # fmt: skip
+    assert not problems, "disagrees with vllm bench serve:\n" + "\n".join(problems)
