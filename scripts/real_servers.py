@@ -228,6 +228,7 @@ def ensure_model(python: Path) -> Path:
     try:
         _run([str(python), "-c", MODEL_BUILDER, str(tmp)], env=server_env())
         (tmp / MARKER).write_text(f"recipe {MODEL_RECIPE}\n")
+        tmp.chmod(0o755)  # mkdtemp made it private
         tmp.rename(final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
