@@ -52,12 +52,14 @@ def test_bench_concurrency_steps(vllm: rs.Server, tmp_path: Path) -> None:
     generated = sample_sum(after, "vllm:generation_tokens_total") - sample_sum(before, "vllm:generation_tokens_total")
     assert finished >= completed and generated >= 32 * completed, (finished, generated, completed)
 
-    # A session was recorded and reports were written.
-    files = {p.name for p in session.rglob("*") if p.is_file()}
-    assert files, f"empty session directory {session}"
-    records = [p for p in session.rglob("*.jsonl") if p.stat().st_size > 0]
-    assert records, f"no journal in {session}: {sorted(files)}"
-    assert any(name.startswith("report") for name in files), f"no report in {session}: {sorted(files)}"
+    # A session was recorded (one journal line per request at least) and reports are written from it.
+    records = session / "records.jsonl"
+    assert records.is_file(), f"no journal in {session}: {sorted(p.name for p in session.iterdir())}"
+    assert sum(1 for _ in records.open()) >= completed
+    proc = infmon("report", str(session), cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    reports = [p for p in session.rglob("report*") if p.is_file() and p.stat().st_size > 0]
+    assert reports, f"no report written in {session}: {sorted(p.name for p in session.iterdir())}"
 
 
 FIGURES = (  # (label, vllm bench serve key, infmon bench extractor)
@@ -89,13 +91,8 @@ def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
                   f"  diff {100 * rel_diff(ref_v, ours_v):5.1f}%")  # fmt: skip
     problems = []
     for label, _, _ in FIGURES:
-        refs = [figures[label][0] for figures in runs]
-        # The bar: 10%, or the reference's own run-to-run spread when that is wider (on a busy
-        # 2-core machine a sub-millisecond TPOT moves more than 10% between identical runs).
-        tolerance = max(0.10, rel_diff(*refs))
         diffs = [rel_diff(*figures[label]) for figures in runs]
         assert not any(math.isnan(d) for d in diffs), (label, runs)
-        if min(diffs) > tolerance:
-            problems.append(f"{label}: infmon differs by {[f'{100 * d:.0f}%' for d in diffs]}"
-                            f" (allowed {100 * tolerance:.0f}%)")  # fmt: skip
-    assert not problems, "disagrees with vllm bench serve:\n" + "\n".join(problems)
+        if min(diffs) > 0.10:
+            problems.append(f"{label}: infmon differs by {[f'{100 * d:.0f}%' for d in diffs]}")
+    assert not problems, "disagrees with vllm bench serve by more than 10%:\n" + "\n".join(problems)
