@@ -26,7 +26,10 @@ def test_bench_against_transformers_serve(
                   "--json", str(out), "--session-dir", str(tmp_path / "session"), cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, explain(proc)
     new_log = transformers_server.log_path.read_text(errors="replace")[len(log_before):]
-    assert " 422 " not in new_log, new_log[-3000:]
+    # At most one 422: the one probe that tells infmon this server refuses vLLM's extra fields;
+    # every measured request is sent without them.
+    rejected = [line for line in new_log.splitlines() if " 422 " in line]
+    assert len(rejected) <= 1, "\n".join(rejected[:5])
     data = json.loads(out.read_text())
     for step in data["steps"]:
         # The stream ends without [DONE]: the request still completes, with its tokens.
