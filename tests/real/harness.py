@@ -166,8 +166,10 @@ class Tmux:
     def start(self, command: list[str], cwd: Path, width: int = 160, height: int = 48) -> None:
         shell_cmd = " ".join(_quote(c) for c in command)
         self.tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                  "-c", str(cwd), shell_cmd)  # fmt: skip
-        self.tmux("set-option", "-t", self.name, "remain-on-exit", "on")
+                  "-c", str(cwd), shell_cmd, ";", "set-option", "-t", self.name,
+                  "remain-on-exit", "on")  # fmt: skip  (in one go: a fast exit stays visible)
+        self.tmux("set-option", "-t", self.name, "window-size", "manual")
+        self.tmux("resize-window", "-t", self.name, "-x", str(width), "-y", str(height))
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", self.name)
@@ -175,10 +177,11 @@ class Tmux:
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", self.name, *keys)
 
-    def pane_dead(self) -> tuple[bool, int | None]:
-        out = self.tmux("display-message", "-p", "-t", self.name, "#{pane_dead} #{pane_dead_status}")
-        dead, _, status = out.strip().partition(" ")
-        return dead == "1", int(status) if status.strip().lstrip("-").isdigit() else None
+    def pane_dead(self) -> tuple[bool, str]:
+        """(dead?, "exit N" or "signal S" once dead)."""
+        fmt = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"
+        dead, status, sig = self.tmux("display-message", "-p", "-t", self.name, fmt).strip().split("|")
+        return dead == "1", (f"signal {sig}" if sig else f"exit {status}") if dead == "1" else ""
 
     def wait_for(self, predicate, timeout_s: float, what: str) -> str:
         deadline = time.monotonic() + timeout_s

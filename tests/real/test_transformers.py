@@ -53,6 +53,6 @@ def test_tui_shows_no_server_metrics(transformers_server: rs.Server, tmp_path: P
         deadline = time.monotonic() + 30
         while not tmux.pane_dead()[0] and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert tmux.pane_dead() == (True, 0), tmux.screen()
+        assert tmux.pane_dead() == (True, "exit 0"), tmux.screen()
     finally:
         tmux.close()

@@ -82,8 +82,8 @@ def parity_problems(real: dict[str, Family], sim: dict[str, Family], names) -> l
         if got.type != want.type:
             problems.append(f"{name}: type {got.type!r} in sim, {want.type!r} in vLLM")
         if got.label_names != want.label_names:
-            problems.append(f"{name}: labels {sorted(got.label_names)} in sim, "
-                            f"{sorted(want.label_names)} in vLLM")  # fmt: skip
+            problems.append(f"{name}: labels missing in sim {sorted(want.label_names - got.label_names)}, "
+                            f"extra in sim {sorted(got.label_names - want.label_names)}")  # fmt: skip
         if got.buckets != want.buckets:
             problems.append(f"{name}: buckets {got.buckets} in sim, {want.buckets} in vLLM")
     return problems
