@@ -220,10 +220,14 @@ class StreamingClient:
             ) from None
 
     async def resolve_model(self) -> str:
-        """Check ``params.model`` against the server's list, or take the first served model."""
+        """Check ``params.model`` against the server's list, or take the first served model.
+
+        An empty list with a model given is trusted: ``transformers serve`` lists only the
+        models already in its hub cache, yet serves others by path.
+        """
         models = await self.list_models()
         if self.model:
-            if self.model not in models:
+            if models and self.model not in models:
                 served = ", ".join(models[:5]) or "none"
                 raise ClientError(ErrorKind.HTTP, f"model {self.model!r} is not served here (served: {served})")
             return self.model

@@ -206,6 +206,17 @@ async def test_list_and_resolve_models() -> None:
     await client.aclose()
 
 
+async def test_empty_model_list_trusts_the_given_model() -> None:
+    t = httpx.MockTransport(lambda request: httpx.Response(200, json={"object": "list", "data": []}))
+    client = StreamingClient(ClientParams(base_url="http://t", model="tiny"), FakeClock(), transport=t)
+    assert await client.resolve_model() == "tiny"
+    await client.aclose()
+    client = StreamingClient(ClientParams(base_url="http://t"), FakeClock(), transport=t)
+    with pytest.raises(ClientError, match="serves no models"):
+        await client.resolve_model()
+    await client.aclose()
+
+
 async def test_unreachable_server_is_a_clear_error() -> None:
     client = StreamingClient(ClientParams(base_url="http://127.0.0.1:1", connect_timeout_s=2), FakeClock())
     with pytest.raises(ClientError, match="cannot connect") as info:
