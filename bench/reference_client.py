@@ -55,7 +55,7 @@ async def _one(session: aiohttp.ClientSession, url: str, body: dict, rid: str) -
 async def run_reference(base_url: str, model: str, concurrency: int, stop: asyncio.Event,
                         prompt_tokens: int, output_tokens: int, id_prefix: str,
                         records: list[RefRecord]) -> None:
-    """Hold ``concurrency`` streams until ``stop`` is set; append every finished record."""
+    """Hold ``concurrency`` streams until ``stop`` is set, then let them finish; keep every record."""
     url = base_url.rstrip("/") + "/v1/completions"
     rng = random.Random(0)
     counter = iter(range(1 << 62))
@@ -74,7 +74,4 @@ async def run_reference(base_url: str, model: str, concurrency: int, stop: async
 
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         tasks = [asyncio.create_task(worker(session)) for _ in range(concurrency)]
-        await stop.wait()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks)  # after ``stop``, each finishes its current request
