@@ -1,4 +1,9 @@
-"""One shared ``httpx.AsyncClient``; one streamed request → one ``RequestRecord``.
+"""The load client: one streamed request → one ``RequestRecord``.
+
+Streams go through one aiohttp session (``infmon.load.wire`` says why, with the figures);
+discovery (``/v1/models``) and injected test transports use one ``httpx.AsyncClient``. Every
+request carries a unique ``X-Request-Id`` (``request_id_prefix`` + its id) so server logs and
+traces can be joined with its record.
 
 Timestamps are taken once per network read (before decoding), so parsing cost never shows up
 as latency. Failures become records with an ``error_kind``; only operator-level problems
@@ -156,7 +161,7 @@ def _error_text(obj: Any) -> str:
 
 
 class StreamingClient:
-    """The load client: one ``httpx.AsyncClient`` with explicit limits and streaming timeouts."""
+    """The load client: explicit connection limits and streaming timeouts (no total timeout)."""
 
     def __init__(
         self,
