@@ -113,6 +113,7 @@ class Session:
         self._active_diagnosis: set[str] = set()
         self._diagnosis: tuple[str, ...] = ()
         self._meta: dict[str, str | None] = {"model": None, "backend": None, "version": None}
+        self._views: tuple[ThroughputView, LatencyView, ServerView, KneeView] | None = None
 
     # ---- ingest -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
@@ -130,12 +131,15 @@ class Session:
         self._server_at_s = now
         self._down_since_s = None
         self._server_error = None
+        if self._views is None or not self._views[2].has_data or not self._views[2].up:
+            self._views = None
 
     def server_failed(self, now: float, error: str) -> None:
         """A failed scrape: the server is shown down from the first failure on."""
         if self._down_since_s is None:
             self._down_since_s = now
             self.add_event(now, "server", f"server down: {error}")
+            self._views = None
         self._server_error = error
 
     def set_server_info(self, *, model: str | None = None, backend: str | None = None,
@@ -208,11 +212,12 @@ class Session:
         return tuple(points)
 
     def snapshot(self, now: float) -> DashboardSnapshot:
+        """Everything the panes render. The windowed views are rebuilt once per second (with the
+        series), so between samples the same objects come back and equal panes do not repaint."""
         self._advance(now)
-        server = self._server_view(now)
-        throughput = self._throughput_view(now)
-        latency = self._latency_view(now)
-        knee = self._knee_view(now)
+        if self._views is None:
+            self._views = self._build_views(now)
+        throughput, latency, server, knee = self._views
         return DashboardSnapshot(
             header=self._header_view(now, server),
             throughput=throughput,
@@ -222,6 +227,10 @@ class Session:
             events=tuple(self._events),
             diagnosis=self._diagnosis,
         )
+
+    def _build_views(self, t: float) -> tuple[ThroughputView, LatencyView, ServerView, KneeView]:
+        return (self._throughput_view(t), self._latency_view(t), self._server_view(t),
+                self._knee_view(t))
 
     # ---- internals ----------------------------------------------------------------------------
     def _step_at(self, t: float) -> _Step | None:
@@ -253,14 +262,15 @@ class Session:
     def _take_sample(self, t: float) -> None:
         tv = self._throughput_view(t)
         lat = self._latency_view(t)
+        server = self._server_view(t)
         self._client_series.append(tv.client_output_tokens_per_s)
         self._server_series.append(tv.server_generation_tokens_per_s)
         self._ttft_series.append(lat.ttft.p90_s)
         self._tpot_series.append(lat.tpot.p90_s)
         self._e2el_series.append(lat.e2el.p90_s)
-        server = self._server_view(t)
         self._kv_series.append(server.kv_usage_fraction)
         self._update_diagnosis(t, server, tv)
+        self._views = None
 
     def _update_diagnosis(self, t: float, server: ServerView, tv: ThroughputView) -> None:
         current = self._steps[-1] if self._steps else None
@@ -340,7 +350,7 @@ class Session:
             load_mode=step.mode if step else "closed",
             load_level=step.level if step else 0.0,
             state=state,
-            elapsed_s=now - self.start_s,
+            elapsed_s=float(int(now - self.start_s)),
             inflight_requests=self._inflight,
             baseline_step=self._baseline,
         )
