@@ -257,9 +257,10 @@ class Session:
         self._samples_taken = max(self._samples_taken, due - self.config.history_samples)
         while self._samples_taken < due:
             self._samples_taken += 1
-            self._take_sample(self.start_s + self._samples_taken * SAMPLE_PERIOD_S)
+            t = self.start_s + self._samples_taken * SAMPLE_PERIOD_S
+            self._take_sample(t, diagnose_now=self._samples_taken == due)
 
-    def _take_sample(self, t: float) -> None:
+    def _take_sample(self, t: float, diagnose_now: bool = True) -> None:
         tv = self._throughput_view(t)
         lat = self._latency_view(t)
         server = self._server_view(t)
@@ -269,7 +270,8 @@ class Session:
         self._tpot_series.append(lat.tpot.p90_s)
         self._e2el_series.append(lat.e2el.p90_s)
         self._kv_series.append(server.kv_usage_fraction)
-        self._update_diagnosis(t, server, tv)
+        if diagnose_now:
+            self._update_diagnosis(t, server, tv)
         self._views = None
 
     def _update_diagnosis(self, t: float, server: ServerView, tv: ThroughputView) -> None:
@@ -298,9 +300,9 @@ class Session:
         good = sum(1 for r in ok if meets_slo(r, self.config.slo)) if self.config.slo.is_set else None
         base = self._baseline_point(now)
         return ThroughputView(
-            client_output_tokens_per_s=sum(r.output_token_count for r in ok) / span if recs or self._steps else NAN,
+            client_output_tokens_per_s=sum(r.output_token_count for r in ok) / span if self._recent else NAN,
             server_generation_tokens_per_s=self._server_view(now).generation_tokens_per_s,
-            requests_per_s=len(ok) / span if recs or self._steps else NAN,
+            requests_per_s=len(ok) / span if self._recent else NAN,
             goodput_requests_per_s=(good / span) if good is not None else NAN,
             error_fraction=(len(recs) - len(ok)) / len(recs) if recs else NAN,
             client_series=tuple(self._client_series),

@@ -109,7 +109,7 @@ class InfmonApp(App[None]):
             yield SpecPane(id="spec")
             yield KneePane(id="knee")
         yield EventsPane(id="events")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def get_system_commands(self, screen: Screen) -> Any:
         yield from system_commands(self)
@@ -274,7 +274,8 @@ class InfmonApp(App[None]):
     def action_toggle_mode(self) -> None:
         if self.load_mode == "closed":
             rps = self.last_snapshot.throughput.requests_per_s if self.last_snapshot else math.nan
-            self.rate_per_s = max(1.0, round(rps)) if not math.isnan(rps) else self.rate_per_s
+            if not math.isnan(rps) and rps >= 1.0:
+                self.rate_per_s = float(round(rps))  # hold today's load, now open loop
             self.load_mode = "rate"
         else:
             self.load_mode = "closed"

@@ -26,7 +26,7 @@ KEYS: tuple[tuple[str, str, str, str, str], ...] = (
     ("q", "q", "quit", "quit", "write the final report and quit"),
     ("question_mark", "?", "help", "help", "show the keys"),
 )
-FOOTER_KEYS = {"+", "-", "]", "[", "space", "w", "m", "s", "q", "?"}
+FOOTER_KEYS = {"+", "-", "]", "[", "space", "w", "s", "q", "?"}
 
 
 def system_commands(app: InfmonApp) -> Iterable[SystemCommand]:

@@ -36,5 +36,9 @@ class Pane(Vertical):
 class Body(Static):
     """A pane's text: always given ``rich.text.Text`` (never markup), so untrusted strings stay text."""
 
+    last_text: Text | None = None
+    """What was shown last (the tests read it)."""
+
     def show(self, text: Text) -> None:
+        self.last_text = text
         self.update(text)
