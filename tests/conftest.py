@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
+SHARED = next(
+    (p / "shared" for p in REPO.parents if (p / "shared" / "fixtures").is_dir()),
+    REPO.parent / "shared",
+)
+"""The team's shared folder: beside the checkout (CI, main) or above a worktree."""
 FIXTURES = SHARED / "fixtures"
 LISTEN_RE = re.compile(r"listening on (http://\S+)")
 

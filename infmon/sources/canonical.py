@@ -1,0 +1,381 @@
+"""Samples → canonical ``ServerSnapshot``, through a backend table.
+
+Two steps: ``read_page`` pulls the table's concepts out of one page into ``Readings`` (per label
+group, still cumulative); ``snapshot_from`` turns one or two ``Readings`` into a snapshot (two
+give rates and window statistics; one gives the page's own values, histograms since start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from infmon.model.histogram import Histogram, delta, window_stat
+from infmon.model.rates import counter_increase, ratio
+from infmon.model.server import (
+    LATENCY_NAMES,
+    EngineSnapshot,
+    GpuSnapshot,
+    ServerSnapshot,
+    SpecDecode,
+)
+from infmon.sources.backends import detect, detect_version
+from infmon.sources.backends.table import BackendTable
+from infmon.sources.exposition import Page, Sample
+from infmon.sources.gpu import dcgm_gpus
+
+GroupKey = tuple[tuple[str, str], ...]
+_NOT_CONFIG = {"engine", "instance", "job", "__name__", "pod", "namespace", "container"}
+
+
+@dataclass(frozen=True)
+class Readings:
+    """The concepts of one page, cumulative, grouped by the table's engine labels."""
+
+    backend: str | None = None
+    version: str | None = None
+    models: tuple[str, ...] = ()
+    gauges: Mapping[str, Mapping[GroupKey, float]] = field(default_factory=dict)
+    counters: Mapping[str, Mapping[GroupKey, float]] = field(default_factory=dict)
+    finished: Mapping[str, float] = field(default_factory=dict)
+    per_pos: Mapping[int, float] = field(default_factory=dict)
+    hists: Mapping[str, Histogram] = field(default_factory=dict)
+    cache_config: Mapping[str, str] = field(default_factory=dict)
+    kv_by_group: Mapping[GroupKey, tuple[int | None, int | None, int | None]] = field(
+        default_factory=dict
+    )
+    """Per cache_config series: (block size, GPU blocks, capacity tokens)."""
+    gpus: tuple[GpuSnapshot, ...] = ()
+
+
+def _first(page: Page, names: Sequence[str]) -> tuple[Sample, ...]:
+    for n in names:
+        found = page.get(n)
+        if found:
+            return found
+    return ()
+
+
+def _key(labels: Mapping[str, str], group_by: Sequence[str]) -> GroupKey:
+    return tuple((k, labels[k]) for k in group_by if k in labels)
+
+
+def _grouped(samples: Sequence[Sample], group_by: Sequence[str]) -> dict[GroupKey, float]:
+    out: dict[GroupKey, float] = {}
+    for s in samples:
+        k = _key(s.labels, group_by)
+        out[k] = out.get(k, 0.0) + s.value
+    return out
+
+
+def _histogram(page: Page, base: str) -> Histogram | None:
+    buckets = page.get(base + "_bucket")
+    sums, counts = page.get(base + "_sum"), page.get(base + "_count")
+    if not (buckets or sums or counts):
+        return None
+    by_le: dict[float, float] = {}
+    for s in buckets:
+        le = float(s.labels.get("le", "nan"))
+        by_le[le] = by_le.get(le, 0.0) + s.value
+    bounds = tuple(sorted(b for b in by_le if b == b))
+    return Histogram(
+        bounds=bounds,
+        cumulative=tuple(by_le[b] for b in bounds),
+        sum=sum(s.value for s in sums) if sums else None,
+        count=sum(s.value for s in counts) if counts else None,
+    )
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(float(text)) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _cache_config(
+    page: Page, table: BackendTable, group_by: Sequence[str]
+) -> tuple[dict[str, str], dict[GroupKey, tuple[int | None, int | None, int | None]]]:
+    series = page.get(table.cache_config_info) if table.cache_config_info else ()
+    config: dict[str, str] = {}
+    kv: dict[GroupKey, tuple[int | None, int | None, int | None]] = {}
+    for s in series:
+        if not config:
+            config = {k: v for k, v in s.labels.items() if k not in _NOT_CONFIG}
+        bs, blocks = _int(s.labels.get("block_size")), _int(s.labels.get("num_gpu_blocks"))
+        tokens = bs * blocks if bs and blocks else _int(s.labels.get("kv_cache_size_tokens"))
+        kv[_key(s.labels, group_by)] = (bs, blocks, tokens)
+    return config, kv
+
+
+def _models(page: Page, table: BackendTable) -> tuple[str, ...]:
+    if table.model_label is None:
+        return ()
+    seen: dict[str, None] = {}
+    for name in page.names:
+        if name.startswith(table.prefix):
+            for s in page.get(name):
+                m = s.labels.get(table.model_label)
+                if m is not None:
+                    seen[m] = None
+    return tuple(seen)
+
+
+def read_page(
+    page: Page, table: BackendTable | None = None, group_by: Sequence[str] | None = None
+) -> Readings:
+    """Extract every concept of ``table`` (autodetected when None) from ``page``."""
+    table = table or detect(page)
+    gpus = dcgm_gpus(page)
+    if table is None:
+        return Readings(gpus=gpus)
+    gb = tuple(group_by if group_by is not None else table.engine_labels)
+    gauges = {
+        c: _grouped(ss, gb) for c, names in table.gauges.items() if (ss := _first(page, names))
+    }
+    counters: dict[str, dict[GroupKey, float]] = {}
+    per_pos: dict[int, float] = {}
+    for concept, names in table.counters.items():
+        ss = _first(page, names)
+        if not ss:
+            continue
+        if concept == "spec_accepted_per_pos":
+            for s in ss:
+                pos = _int(s.labels.get(table.spec_position_label))
+                if pos is not None:
+                    per_pos[pos] = per_pos.get(pos, 0.0) + s.value
+        counters[concept] = _grouped(ss, gb)
+    finished: dict[str, float] = {}
+    for name, label in table.finished:
+        for s in page.get(name):
+            reason = s.labels.get(label, "all") if label else "all"
+            finished[reason] = finished.get(reason, 0.0) + s.value
+    hists = {}
+    for concept, bases in table.histograms.items():
+        for base in bases:
+            h = _histogram(page, base)
+            if h is not None:
+                hists[concept] = h
+                break
+    config, kv = _cache_config(page, table, gb)
+    return Readings(
+        backend=table.name,
+        version=detect_version(page, table),
+        models=_models(page, table),
+        gauges=gauges,
+        counters=counters,
+        finished=finished,
+        per_pos=dict(sorted(per_pos.items())),
+        hists=hists,
+        cache_config=config,
+        kv_by_group=kv,
+        gpus=gpus,
+    )
+
+
+def _total(groups: Mapping[GroupKey, float] | None) -> float | None:
+    return sum(groups.values()) if groups else None
+
+
+def _increase(
+    cur: Mapping[GroupKey, float] | None, prev: Mapping[GroupKey, float] | None
+) -> tuple[float | None, bool]:
+    """Summed per-group increase (a group new since ``prev`` counts from 0)."""
+    if not cur or prev is None:
+        return None, False
+    total, reset = 0.0, False
+    for k, v in cur.items():
+        inc, r = counter_increase(prev.get(k, 0.0), v)
+        total += inc or 0.0
+        reset = reset or r
+    return total, reset
+
+
+@dataclass
+class _Window:
+    """The two readings behind one snapshot, and what changed between them."""
+
+    cur: Readings
+    prev: Readings | None
+    window_s: float | None
+    reset: bool = False
+
+    def total(self, concept: str) -> float | None:
+        return _total(self.cur.counters.get(concept))
+
+    def increase(self, concept: str) -> float | None:
+        """Window increase, or the total itself when there is no previous page."""
+        cur = self.cur.counters.get(concept)
+        if self.prev is None:
+            return _total(cur)
+        inc, reset = _increase(cur, self.prev.counters.get(concept))
+        self.reset = self.reset or reset
+        return inc
+
+    def rate(self, concept: str) -> float | None:
+        if self.prev is None or not self.window_s:
+            return None
+        inc = self.increase(concept)
+        return None if inc is None else inc / self.window_s
+
+    def hist(self, concept: str) -> Histogram | None:
+        h = self.cur.hists.get(concept)
+        if h is None or self.prev is None:
+            return h
+        d, reset = delta(self.prev.hists.get(concept), h)
+        self.reset = self.reset or reset
+        return d
+
+
+def _kv_usage(r: Readings) -> float | None:
+    groups = r.gauges.get("kv_cache_usage")
+    if not groups:
+        return None
+    return sum(groups.values()) / len(groups)
+
+
+def _spec(w: _Window) -> SpecDecode | None:
+    c, g = w.cur.counters, w.cur.gauges
+    if not any(k.startswith("spec_") for k in (*c, *g)):
+        return None
+    drafts, drafted, accepted = (
+        w.increase(k) for k in ("spec_drafts", "spec_draft_tokens", "spec_accepted_tokens")
+    )
+    rate = ratio(accepted, drafted)
+    if rate is None and "spec_acceptance_rate" in g:
+        rate = _total(g["spec_acceptance_rate"]) / len(g["spec_acceptance_rate"])
+    length = None if ratio(accepted, drafts) is None else 1.0 + (accepted or 0.0) / (drafts or 1)
+    if length is None and "spec_acceptance_length" in g:
+        length = _total(g["spec_acceptance_length"]) / len(g["spec_acceptance_length"])
+    pos = dict(w.cur.per_pos)
+    if w.prev is not None:
+        pos = {i: counter_increase(w.prev.per_pos.get(i, 0.0), v)[0] or 0.0 for i, v in pos.items()}
+    per_pos = tuple(v / drafts for v in pos.values()) if drafts else ()
+    return SpecDecode(
+        drafts_total=w.total("spec_drafts"),
+        draft_tokens_total=w.total("spec_draft_tokens"),
+        accepted_tokens_total=w.total("spec_accepted_tokens"),
+        acceptance_rate=rate,
+        mean_acceptance_length=length,
+        accepted_per_position_total=tuple(w.cur.per_pos.values()),
+        acceptance_per_position=per_pos,
+    )
+
+
+def _engines(w: _Window) -> tuple[EngineSnapshot, ...]:
+    r = w.cur
+    keys: dict[GroupKey, None] = {}
+    for groups in (*r.gauges.values(), *r.counters.values()):
+        keys.update(dict.fromkeys(groups))
+    out = []
+    for k in keys:
+
+        def g(concept: str, src: Mapping[str, Mapping[GroupKey, float]], key: GroupKey = k):
+            return src.get(concept, {}).get(key)
+
+        def per_s(concept: str, key: GroupKey = k) -> float | None:
+            if w.prev is None or not w.window_s:
+                return None
+            inc, _ = counter_increase(
+                w.prev.counters.get(concept, {}).get(key, 0.0), g(concept, r.counters)
+            )
+            return None if inc is None else inc / w.window_s
+
+        kv = [t for ck, (_, _, t) in r.kv_by_group.items() if set(ck) <= set(k) and t]
+        out.append(
+            EngineSnapshot(
+                labels=k,
+                running=g("running", r.gauges),
+                waiting=g("waiting", r.gauges),
+                kv_cache_usage=g("kv_cache_usage", r.gauges),
+                prompt_tokens_total=g("prompt_tokens", r.counters),
+                generation_tokens_total=g("generation_tokens", r.counters),
+                preemptions_total=g("preemptions", r.counters),
+                prompt_tokens_per_s=per_s("prompt_tokens"),
+                generation_tokens_per_s=per_s("generation_tokens"),
+                kv_capacity_tokens=kv[0] if len(kv) == 1 else None,
+            )
+        )
+    return tuple(out)
+
+
+def _finished_per_s(w: _Window) -> float | None:
+    if w.prev is None or not w.window_s or not w.cur.finished:
+        return None
+    inc, reset = _increase(
+        {(("r", k),): v for k, v in w.cur.finished.items()},
+        {(("r", k),): v for k, v in w.prev.finished.items()},
+    )
+    w.reset = w.reset or reset
+    return None if inc is None else inc / w.window_s
+
+
+def _kv_totals(r: Readings) -> tuple[int | None, int | None, int | None]:
+    vals = list(r.kv_by_group.values())
+    if not vals:
+        return None, None, None
+    sizes = {bs for bs, _, _ in vals}
+    bs = sizes.pop() if len(sizes) == 1 else None
+    blocks = sum(b for _, b, _ in vals if b) if all(b for _, b, _ in vals) else None
+    tokens = sum(t for _, _, t in vals if t) if all(t for _, _, t in vals) else None
+    return bs, blocks, tokens
+
+
+def snapshot_from(
+    cur: Readings,
+    prev: Readings | None = None,
+    *,
+    timestamp_s: float,
+    window_s: float | None = None,
+    max_model_len: int | None = None,
+    served_models: Sequence[str] = (),
+) -> ServerSnapshot:
+    """The canonical snapshot of ``cur``; with ``prev`` (``window_s`` earlier) rates and windows."""
+    w = _Window(cur, prev, window_s if prev is not None else None)
+    hits, queries = w.increase("prefix_cache_hits"), w.increase("prefix_cache_queries")
+    hit_rate = ratio(hits, queries)
+    if hit_rate is None and "prefix_cache_hit_rate" in cur.gauges:
+        gauge = cur.gauges["prefix_cache_hit_rate"]
+        hit_rate = sum(gauge.values()) / len(gauge)
+    latency = {c: s for c in LATENCY_NAMES if (s := window_stat(w.hist(c))) is not None}
+    bs, blocks, tokens = _kv_totals(cur)
+    models = tuple(dict.fromkeys((*served_models, *cur.models)))
+    return ServerSnapshot(
+        timestamp_s=timestamp_s,
+        backend=cur.backend,
+        backend_version=cur.version,
+        models=models,
+        running=_total(cur.gauges.get("running")),
+        waiting=_total(cur.gauges.get("waiting")),
+        kv_cache_usage=_kv_usage(cur),
+        prefix_cache_hit_rate=hit_rate,
+        prefix_cache_hits_total=w.total("prefix_cache_hits"),
+        prefix_cache_queries_total=w.total("prefix_cache_queries"),
+        preemptions_total=w.total("preemptions"),
+        preemptions_per_s=w.rate("preemptions"),
+        prompt_tokens_total=w.total("prompt_tokens"),
+        generation_tokens_total=w.total("generation_tokens"),
+        prompt_tokens_per_s=w.rate("prompt_tokens"),
+        generation_tokens_per_s=w.rate("generation_tokens"),
+        requests_finished_total=dict(cur.finished),
+        requests_finished_per_s=_finished_per_s(w),
+        latency_s=latency,
+        iteration_tokens=window_stat(w.hist("iteration_tokens")),
+        spec_decode=_spec(w),
+        cache_config=dict(cur.cache_config),
+        max_model_len=max_model_len,
+        kv_capacity_tokens=tokens,
+        kv_block_size_tokens=bs,
+        kv_num_gpu_blocks=blocks,
+        engines=_engines(w),
+        gpus=cur.gpus,
+        window_s=w.window_s,
+        server_restarted=w.reset,
+    )
+
+
+def snapshot_of_page(
+    page: Page, table: BackendTable | None = None, *, timestamp_s: float = 0.0
+) -> ServerSnapshot:
+    """One page on its own: the page's values, histograms since the server started."""
+    return snapshot_from(read_page(page, table), timestamp_s=timestamp_s)

@@ -1,0 +1,137 @@
+"""A real Prometheus server on loopback, scraping a metrics target every second.
+
+``prometheus_for(target_url)`` starts Debian's ``prometheus`` with a temporary config and TSDB,
+waits until the target's series are queryable and always stops it. If CI already runs one, set
+``INFMON_TEST_PROMETHEUS_URL`` (and ``INFMON_TEST_PROMETHEUS_TARGET``, the URL it scrapes, and
+``INFMON_TEST_PROMETHEUS_JOB``): the fixtures then use it instead of starting their own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+JOB = "infmon-e2e"
+
+
+@dataclass(frozen=True)
+class PromTarget:
+    prometheus_url: str
+    target_url: str
+    """The base URL Prometheus scrapes (``/metrics`` is appended)."""
+    job: str
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_series(url: str, job: str, timeout_s: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout_s
+    query = f'count({{job="{job}", __name__=~"vllm:.+"}})'
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited with {proc.returncode}")
+        try:
+            r = httpx.get(f"{url}/api/v1/query", params={"query": query}, timeout=2.0)
+            if r.status_code == 200 and r.json()["data"]["result"]:
+                time.sleep(1.5)  # one more scrape, so every family of the page is in
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("prometheus never scraped the target")
+
+
+@contextmanager
+def prometheus_for(target_url: str, job: str = JOB, timeout_s: float = 30.0) -> Iterator[str]:
+    """Run a real Prometheus scraping ``target_url``/metrics every 1 s; yield its URL."""
+    exe = shutil.which("prometheus")
+    if exe is None:
+        pytest.fail("prometheus is not installed (.ci/run apt-installs the Debian package)")
+    target = urlsplit(target_url)
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="infmon-prom-") as tmp:
+        config = Path(tmp) / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            f"scrape_configs:\n  - job_name: {job}\n    metrics_path: {target.path or ''}/metrics\n"
+            f"    static_configs:\n      - targets: ['{target.netloc}']\n"
+        )
+        proc = subprocess.Popen(
+            [
+                exe,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp}/data",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--log.level=warn",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for_series(url, job, timeout_s, proc)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextmanager
+def serving_page(body: bytes) -> Iterator[str]:
+    """A tiny HTTP server whose ``/metrics`` is ``body`` (a saved page); 404 elsewhere."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def external_prometheus() -> PromTarget | None:
+    url = os.environ.get("INFMON_TEST_PROMETHEUS_URL")
+    target = os.environ.get("INFMON_TEST_PROMETHEUS_TARGET")
+    if not (url and target):
+        return None
+    return PromTarget(
+        url.rstrip("/"), target.rstrip("/"), os.environ.get("INFMON_TEST_PROMETHEUS_JOB", JOB)
+    )
