@@ -32,9 +32,13 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def _mean(obj: Any, *names: str) -> float:
-    """A window mean from a histogram summary (an object with ``mean_s``/``mean``) or a number."""
+    """A window mean from a histogram summary (an object with ``mean_s``/``mean``) or a number;
+    ``ServerSnapshot.latency_s[name]`` first."""
+    latency = _get(obj, "latency_s") or {}
     for name in names:
-        value = _get(obj, name)
+        value = latency.get(name) if isinstance(latency, dict) or hasattr(latency, "get") else None
+        if value is None:
+            value = _get(obj, name)
         if value is None:
             continue
         if isinstance(value, (int, float)):
@@ -48,7 +52,8 @@ def _mean(obj: Any, *names: str) -> float:
 def spec_view_from(spec: Any) -> SpecView | None:
     if spec is None:
         return None
-    positions = _get(spec, "per_position_acceptance") or _get(spec, "per_position") or ()
+    positions = (_get(spec, "acceptance_per_position") or _get(spec, "per_position_acceptance")
+                 or ())
     if isinstance(positions, dict):
         positions = [positions[k] for k in sorted(positions, key=lambda k: int(k))]
     return SpecView(
@@ -58,9 +63,21 @@ def spec_view_from(spec: Any) -> SpecView | None:
     )
 
 
-def server_view_from(snap: Any) -> ServerView:
-    """Map a canonical ``ServerSnapshot`` (or a dict of the same keys) onto the panes' view."""
+def kv_capacity_seqs(snap: Any, tokens_per_seq: float) -> float:
+    """Sequences of ``tokens_per_seq`` that fit in the KV cache (the snapshot's own rule)."""
+    method = getattr(snap, "kv_capacity_seqs", None)
+    if callable(method) and not math.isnan(tokens_per_seq) and tokens_per_seq > 0:
+        got = method(round(tokens_per_seq), 0)
+        return NAN if got is None else float(got)
+    return _num(snap, "kv_capacity_seqs", "kv_capacity_sequences")
+
+
+def server_view_from(snap: Any, tokens_per_seq: float = NAN) -> ServerView:
+    """Map a canonical ``ServerSnapshot`` (or a dict of the same keys) onto the panes' view;
+    ``tokens_per_seq`` (prompt + output of recent requests) sizes the KV capacity in sequences."""
     config = _get(snap, "cache_config") or {}
+    if math.isnan(tokens_per_seq):
+        tokens_per_seq = _num(snap, "tokens_per_seq", "kv_tokens_per_seq")
     return ServerView(
         has_data=True,
         running=_num(snap, "running"),
@@ -69,13 +86,13 @@ def server_view_from(snap: Any) -> ServerView:
         waiting=_num(snap, "waiting"),
         kv_usage_fraction=_num(snap, "kv_cache_usage", "kv_usage_fraction"),
         kv_capacity_tokens=_num(snap, "kv_capacity_tokens"),
-        kv_capacity_seqs=_num(snap, "kv_capacity_seqs", "kv_capacity_sequences"),
-        tokens_per_seq=_num(snap, "tokens_per_seq", "kv_tokens_per_seq"),
+        kv_capacity_seqs=kv_capacity_seqs(snap, tokens_per_seq),
+        tokens_per_seq=tokens_per_seq,
         preemptions_per_s=_num(snap, "preemptions_per_s"),
         prefix_hit_rate=_num(snap, "prefix_cache_hit_rate", "prefix_hit_rate"),
-        queue_s=_mean(snap, "queue_time", "queue_s"),
-        prefill_s=_mean(snap, "prefill_time", "prefill_s"),
-        decode_s=_mean(snap, "decode_time", "decode_s"),
+        queue_s=_mean(snap, "queue", "queue_time", "queue_s"),
+        prefill_s=_mean(snap, "prefill", "prefill_time", "prefill_s"),
+        decode_s=_mean(snap, "decode", "decode_time", "decode_s"),
         generation_tokens_per_s=_num(snap, "generation_tokens_per_s"),
         spec=spec_view_from(_get(snap, "spec_decode")),
     )

@@ -114,6 +114,7 @@ class Session:
         self._diagnosis: tuple[str, ...] = ()
         self._meta: dict[str, str | None] = {"model": None, "backend": None, "version": None}
         self._views: tuple[ThroughputView, LatencyView, ServerView, KneeView] | None = None
+        self._no_metrics = False
 
     # ---- ingest -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
@@ -133,6 +134,26 @@ class Session:
         self._server_error = None
         if self._views is None or not self._views[2].has_data or not self._views[2].up:
             self._views = None
+
+    def ingest_server_snapshot(self, snap: Any, now: float) -> None:
+        """A ``ServerSnapshot`` from the poller: ok, stale/down (an outage), or no metrics."""
+        state = getattr(snap, "state", "ok")
+        if state == "ok":
+            models = getattr(snap, "models", ()) or ()
+            self.set_server_info(model=models[0] if models else None,
+                                 backend=getattr(snap, "backend", None),
+                                 version=getattr(snap, "backend_version", None))
+            if getattr(snap, "server_restarted", False):
+                self.add_event(now, "server", "server restarted (counters reset)")
+            self.add_server(snap, now)
+        elif state == "no_metrics":
+            if not self._no_metrics:
+                self.add_event(now, "server", "the server publishes no /metrics: client view only")
+            self._no_metrics = True
+        else:
+            kind = getattr(snap, "error_kind", None) or state
+            message = getattr(snap, "error_message", None) or ""
+            self.server_failed(now, f"{kind}: {message}" if message else kind)
 
     def server_failed(self, now: float, error: str) -> None:
         """A failed scrape: the server is shown down from the first failure on."""
@@ -329,12 +350,21 @@ class Session:
         )
 
     def _server_view(self, now: float) -> ServerView:
-        view = server_view_from(self._server_raw) if self._server_raw is not None else ServerView()
+        if self._server_raw is None:
+            view = ServerView()
+        else:
+            view = server_view_from(self._server_raw, self._tokens_per_seq())
         stale = now - self._server_at_s if self._server_at_s is not None else NAN
         down = self._down_since_s - self.start_s if self._down_since_s is not None else None
         return _replace_server(view, up=self._down_since_s is None, down_since_s=down,
                                stale_s=stale, error=self._server_error,
                                kv_series=tuple(self._kv_series))
+
+    def _tokens_per_seq(self) -> float:
+        """Mean prompt + output tokens of the last requests (nan before any)."""
+        sizes = [r.prompt_tokens + r.output_tokens for r in list(self._recent)[-200:]
+                 if r.ok and r.prompt_tokens is not None and r.output_tokens is not None]
+        return sum(sizes) / len(sizes) if sizes else NAN
 
     def _header_view(self, now: float, server: ServerView) -> HeaderView:
         step = self._steps[-1] if self._steps else None

@@ -43,7 +43,7 @@ async def test_normal_with_data(clock):
         assert "running 16 / 256" in server and "waiting 8" in server
         assert "prefix hits 38%" in server and "prefill 41ms" in server
         kv = text_of(app, KvPane)
-        assert "96%" in kv and "470k tokens ≈ 1,224 seqs" in kv and "at 384 tokens each" in kv
+        assert "96%" in kv and "470k tokens ≈ 1,224 seqs" in kv and "at 192 tokens each" in kv
         tp = text_of(app, ThroughputPane)
         assert "out 512 tok/s" in tp and "server 480 tok/s" in tp
         assert "SLO 500 ms" in text_of(app, LatencyPane)

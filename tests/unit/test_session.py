@@ -130,3 +130,32 @@ def test_diagnosis_becomes_one_event():
     snap = s.snapshot(3.0)
     assert "KV cache full: 12 preemptions/s" in snap.diagnosis
     assert sum("KV cache full" in e.text for e in snap.events) == 1
+
+
+def test_ingests_the_canonical_server_snapshot():
+    from infmon.model.server import ServerSnapshot, SourceState, SpecDecode, WindowStat, unavailable
+
+    s = Session()
+    s.add_record(RequestRecord(0, 0.0, (0.1, 0.2), 0.2, prompt_tokens=100, output_tokens=28))
+    snap = ServerSnapshot(
+        timestamp_s=1.0, backend="vllm-v1", backend_version="0.32", models=("m",), running=4.0,
+        waiting=1.0, kv_cache_usage=0.5, prefix_cache_hit_rate=0.25, preemptions_per_s=0.5,
+        generation_tokens_per_s=300.0, latency_s={"queue": WindowStat(mean=0.003),
+                                                  "prefill": WindowStat(mean=0.04)},
+        spec_decode=SpecDecode(acceptance_rate=0.7, mean_acceptance_length=2.4,
+                               acceptance_per_position=(0.8, 0.6)),
+        kv_capacity_tokens=16 * 1000, kv_block_size_tokens=16, kv_num_gpu_blocks=1000,
+    )
+    s.ingest_server_snapshot(snap, 1.0)
+    view = s.snapshot(1.0)
+    sv = view.server
+    assert (sv.running, sv.waiting, sv.kv_usage_fraction) == (4.0, 1.0, 0.5)
+    assert sv.queue_s == 0.003 and sv.prefill_s == 0.04 and math.isnan(sv.decode_s)
+    assert sv.kv_capacity_seqs == 1000 // 8  # 128 tokens = 8 blocks of 16
+    assert sv.spec.per_position_acceptance == (0.8, 0.6)
+    assert view.header.model == "m" and view.header.backend == "vllm-v1"
+    assert math.isnan(sv.max_num_seqs)
+    s.ingest_server_snapshot(unavailable(3.0, SourceState.DOWN, "connect", "refused"), 3.0)
+    down = s.snapshot(3.0).server
+    assert not down.up and down.down_since_s == 3.0 and down.error == "connect: refused"
+    assert down.running == 4.0  # last values kept, shown stale
