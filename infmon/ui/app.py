@@ -7,7 +7,7 @@ import asyncio
 import inspect
 import math
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -73,7 +73,9 @@ class InfmonApp(App[None]):
                  theme_name: str = DEFAULT_THEME, ui_hz: float = 4.0,
                  step_duration_s: float = 30.0, load_mode: str = "closed", concurrency: int = 1,
                  rate_per_s: float = 1.0, start_paused: bool = True,
-                 user_theme_dir: Path | None = USER_THEME_DIR, handle_signals: bool = True) -> None:
+                 user_theme_dir: Path | None = USER_THEME_DIR, handle_signals: bool = True,
+                 on_shutdown: Callable[[], Awaitable[None]] | None = None,
+                 shutdown_timeout_s: float = 3.0) -> None:
         super().__init__()
         self.session = session
         self.driver = driver
@@ -87,6 +89,10 @@ class InfmonApp(App[None]):
         self.paused = start_paused
         self.sweep = Sweep(step_s=step_duration_s)
         self.handle_signals = handle_signals
+        self.on_shutdown = on_shutdown
+        """Stops the load and closes clients inside the app's loop, before it ends."""
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self._quitting = False
         self.final_screenshot_svg: str | None = None
         self.exit_reason: str | None = None
         self.last_snapshot: DashboardSnapshot | None = None
@@ -121,9 +127,8 @@ class InfmonApp(App[None]):
         level = self.concurrency if self.load_mode == "closed" else self.rate_per_s
         self.session.set_load(self.load_mode, level, now)
         self.session.set_paused(self.paused, now)
+        self._call_driver("pause" if self.paused else "resume")
         self._apply_load(record=False)
-        if not self.paused:
-            self._call_driver("resume")
         for problem in self.theme_problems:
             self.session.add_event(now, "error", f"theme skipped: {problem}")
         if self.driver is not None and hasattr(self.driver, "run"):
@@ -341,13 +346,25 @@ class InfmonApp(App[None]):
         self._quit()
 
     def _quit(self) -> None:
-        """Keep the screen as it was (the final report's screenshot), then leave; the command
-        writes the final report and stops the load after the terminal is restored."""
+        """Keep the screen as it was (the final report's screenshot), stop the load, leave; the
+        command writes the final report once the terminal is restored."""
+        if self._quitting:
+            return
+        self._quitting = True
         try:
             self.final_screenshot_svg = self.export_screenshot()
         except Exception as exc:  # the screen may already be gone (lost terminal)
             self.session.add_event(self.clock.now(), "error", f"screenshot failed: {exc}")
-        self.exit()
+        self.run_worker(self._shutdown_and_exit(), group="shutdown", exit_on_error=False)
+
+    async def _shutdown_and_exit(self) -> None:
+        try:
+            if self.on_shutdown is not None:
+                await asyncio.wait_for(self.on_shutdown(), self.shutdown_timeout_s)
+        except (asyncio.TimeoutError, Exception) as exc:
+            self.session.add_event(self.clock.now(), "error", f"shutdown: {type(exc).__name__}")
+        finally:
+            self.exit()
 
 
 __all__ = ["InfmonApp", "LoadControl", "Recorder", "SystemCommand"]

@@ -155,3 +155,22 @@ async def test_every_key_is_in_the_command_palette(clock):
         if inspect.isawaitable(result):
             await result
         assert app.concurrency == 2
+
+
+async def test_quit_stops_the_load_inside_the_loop_first(clock):
+    stopped = []
+
+    async def on_shutdown():
+        stopped.append(True)
+
+    app = make_app(clock=clock, on_shutdown=on_shutdown)
+    async with app.run_test() as pilot:
+        await pilot.press("q")
+    assert stopped == [True]
+
+
+async def test_a_signal_quits_like_q(clock):
+    app = make_app(clock=clock)
+    async with app.run_test():
+        app._on_signal("SIGHUP")
+    assert app.exit_reason == "SIGHUP" and app.final_screenshot_svg
