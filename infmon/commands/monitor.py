@@ -1,15 +1,215 @@
-"""`infmon monitor`."""
+"""`infmon monitor URL` (also `infmon URL`): the live monitor against a server.
+
+Wires the real parts together: the load driver and the metric poller push into one Session,
+every record, scrape and operator action goes to the session journal, and the Textual app renders
+the Session on its clock. The final report is written after the terminal is restored, however
+the app ended (q, ctrl+c, SIGTERM, SIGHUP).
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from infmon.commands import not_built_yet
+from infmon.clock import Clock, MonotonicClock
+from infmon.commands.common import (
+    add_load_arguments,
+    config_from_args,
+    default_session_dir,
+    make_workload,
+)
+from infmon.config import Config
+from infmon.model.dashboard import Slo
+from infmon.model.records import RequestRecord
+from infmon.model.session import Session, SessionConfig
+
+RETRY_S = 2.0
+"""How often the load retries finding the model while the server is unreachable."""
+
+
+def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
+    """The monitor's own options (demo shares them)."""
+    g = parser.add_argument_group("monitor")
+    g.add_argument("--theme", default="infmon-dark",
+                   help="palette: infmon-dark (default), infmon-light, infmon-contrast, or a "
+                        "user theme from ~/.config/infmon/themes/")
+    g.add_argument("--scrape-interval", type=float, default=1.0, metavar="S",
+                   help="seconds between metric scrapes (default 1)")
+    g.add_argument("--metrics-url", metavar="URL", help="metrics page if not URL/metrics")
+    g.add_argument("--ui-hz", type=float, default=4.0, metavar="HZ",
+                   help="most repaints per second (default 4)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("url", help="base URL of the OpenAI-compatible server, e.g. http://vllm:8000")
+    add_load_arguments(parser)
+    add_monitor_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_built_yet("monitor")
+    return run_monitor(config_from_args(args), args)
+
+
+class LiveLoad:
+    """The app's load dial over ``LoadDriver``: it finds the model first (retrying while the
+    server is unreachable) and then applies whatever level the operator has set meanwhile."""
+
+    def __init__(self, driver: Any, client: Any, session: Session, clock: Clock,
+                 max_concurrency: int) -> None:
+        self.driver, self.client, self.session, self.clock = driver, client, session, clock
+        self.max_concurrency = max_concurrency
+        self.ready = False
+        self._want: tuple[str, float] = ("closed", 1)
+        self._paused = True
+
+    @property
+    def inflight(self) -> int:
+        return int(self.driver.inflight)
+
+    async def run(self) -> None:
+        from infmon.load.client import ClientError
+
+        while not self.ready:
+            try:
+                model = await self.client.resolve_model()
+                await self.client.detect_capabilities()
+            except ClientError as exc:
+                self.session.add_event(self.clock.now(), "error", f"load: {exc}")
+                await asyncio.sleep(RETRY_S)
+                continue
+            self.session.set_server_info(model=model)
+            self.ready = True
+        self.driver.start()
+        self._apply_pause()
+        self._apply_level()
+
+    def _apply_pause(self) -> None:
+        if self.ready:
+            (self.driver.pause if self._paused else self.driver.resume)()
+
+    def _apply_level(self) -> None:
+        if not self.ready:
+            return
+        mode, level = self._want
+        self.driver.next_step()
+        if mode == "closed":
+            self.driver.set_concurrency(int(level))
+        else:
+            self.driver.set_concurrency(0)
+            self.driver.set_rate(level, self.max_concurrency)
+
+    def set_concurrency(self, n: int) -> None:
+        self._want = ("closed", n)
+        self._apply_level()
+
+    def set_rate(self, rate_per_s: float) -> None:
+        self._want = ("rate", rate_per_s)
+        self._apply_level()
+
+    def pause(self) -> None:
+        self._paused = True
+        self._apply_pause()
+
+    def resume(self) -> None:
+        self._paused = False
+        self._apply_pause()
+
+
+@dataclass
+class Recorder:
+    """Operator actions into the journal; reports from it (``s`` and at the end)."""
+
+    journal: Any
+    session_dir: Path
+    reports: list[str] = field(default_factory=list)
+
+    def record_action(self, kind: str, data: dict[str, Any]) -> None:
+        self.journal.write_event(kind, **data)
+
+    def write_report(self, screenshot_svg: str | None, final: bool) -> str:
+        self.journal.flush()
+        from infmon.report import write_reports
+
+        out = write_reports(self.session_dir, screenshot_svg=screenshot_svg)
+        self.reports.append(str(out))
+        return str(out)
+
+
+def _open_journal(session_dir: Path) -> Any:
+    from infmon.journal.writer import JournalWriter
+
+    return JournalWriter(session_dir)
+
+
+def build_session(config: Config, clock: Clock) -> Session:
+    slo = Slo(config.slo.ttft_s, config.slo.tpot_s, config.slo.e2el_s)
+    warmup = config.warmup_s if config.warmup_s is not None else 0.1 * config.step_duration_s
+    cfg = SessionConfig(endpoint=config.url or "", slo=slo, step_warmup_s=warmup,
+                        min_step_s=min(5.0, config.step_duration_s))
+    return Session(cfg, start_s=clock.now())
+
+
+def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None = None) -> int:
+    """Run the app until it quits; then flush the journal and write the final report."""
+    from infmon.load.client import StreamingClient
+    from infmon.load.driver import LoadDriver
+    from infmon.sources.poller import MetricPoller
+    from infmon.sources.scraper import DirectSource
+    from infmon.ui.app import InfmonApp
+
+    clock = clock or MonotonicClock()
+    session_dir = Path(config.session_dir or default_session_dir(config.label))
+    journal = _open_journal(session_dir)
+    journal.write_config(config.redacted() if hasattr(config, "redacted") else _safe_config(config))
+    session = build_session(config, clock)
+
+    def on_record(rec: RequestRecord) -> None:
+        session.add_record(rec)
+        journal.write_record(rec)
+
+    def on_snapshot(snap: Any) -> None:
+        session.ingest_server_snapshot(snap, clock.now())
+        journal.write_scrape(snap)
+
+    client = StreamingClient(config, clock)
+    driver = LoadDriver(client, make_workload(config), on_record, clock, seed=config.seed)
+    live = LiveLoad(driver, client, session, clock, config.max_concurrency)
+    source = DirectSource(args.metrics_url or config.url)
+    poller = MetricPoller(source, args.scrape_interval, on_snapshot, clock)
+    recorder = Recorder(journal, session_dir)
+
+    async def shutdown() -> None:
+        await driver.stop()
+        await client.aclose()
+        await source.aclose()
+
+    mode = "rate" if config.rate else "closed"
+    app = InfmonApp(
+        session, driver=live, source=poller, clock=clock, recorder=recorder,
+        theme_name=args.theme, ui_hz=args.ui_hz, step_duration_s=config.step_duration_s,
+        load_mode=mode, concurrency=config.concurrency[0] if config.concurrency else 1,
+        rate_per_s=config.rate[0] if config.rate else 1.0,
+        start_paused=not (config.concurrency or config.rate), on_shutdown=shutdown,
+    )
+    try:
+        app.run()
+    finally:
+        journal.write_event("exit", reason=app.exit_reason or "error")
+        journal.flush()
+        journal.close()
+        out = recorder.write_report(app.final_screenshot_svg, final=True)
+        print(f"infmon: session recorded in {session_dir}; report: {out}", file=sys.stderr)
+    return 0
+
+
+def _safe_config(config: Config) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    data = asdict(config)
+    if data.get("api_key"):
+        data["api_key"] = "<redacted>"
+    return data
