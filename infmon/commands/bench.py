@@ -1,15 +1,197 @@
-"""`infmon bench`."""
+"""`infmon bench URL`: run load steps, print a table as it goes, optionally write ``--json``."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
 
-from infmon.commands import not_built_yet
+from infmon.cli import CliError
+from infmon.clock import MonotonicClock
+from infmon.commands.common import (
+    SessionJournal,
+    add_load_arguments,
+    config_from_args,
+    default_session_dir,
+    make_workload,
+)
+from infmon.config import Config
+from infmon.load.client import ClientError, StreamingClient
+from infmon.load.driver import LoadDriver
+from infmon.load.prompts import Workload
+from infmon.load.steps import StepCollector, StepProgress, StepSpec, plan_from_config, run_steps
+from infmon.model.knee import find_knee, slo_max_concurrency
+from infmon.model.records import RequestRecord
+from infmon.model.stats import StepStats
+
+SCHEMA = "infmon.bench/1"
+_COLUMNS = ("step", "load", "done", "fail", "out tok/s", "req/s", "goodput", "TTFT p50/p99 ms",
+            "TPOT p50 ms", "ITL p50 ms", "E2EL p50 s", "achieved")  # fmt: skip
+_WIDTHS = (4, 10, 6, 5, 10, 7, 7, 16, 11, 10, 10, 8)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--json", metavar="FILE", help=f"write results as JSON (schema {SCHEMA})")
+    add_load_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_built_yet("bench")
+    config = config_from_args(args)
+    plan = plan_from_config(config)
+    workload = make_workload(config)
+    session_dir = Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
+    journal = SessionJournal(session_dir)
+    print(f"session: {session_dir}", flush=True)
+    journal.write_config(config.to_public_dict())
+    try:
+        result = asyncio.run(_bench(config, plan, workload, journal))
+    finally:
+        journal.close()
+        print(f"session recorded in {session_dir}", flush=True)
+    result["session_dir"] = str(session_dir)
+    if args.json:
+        _write_json(Path(args.json), result)
+    return _verdict(result)
+
+
+async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: SessionJournal) -> dict[str, Any]:
+    clock = MonotonicClock()
+    try:
+        client = StreamingClient(config, clock)
+    except ClientError as exc:
+        raise CliError(exc.message) from None
+    driver: LoadDriver | None = None
+    try:
+        try:
+            model = await client.resolve_model()
+            caps = await client.detect_capabilities()
+        except ClientError as exc:
+            raise CliError(exc.message) from None
+        target = {"url": config.url, "model": model, "endpoint": config.endpoint}
+        journal.write_event("target", **target, capabilities={"stream_options": caps.stream_options,
+                                                              "vllm_fields": caps.vllm_fields})  # fmt: skip
+        _print_intro(target, caps.vllm_fields, config)
+        errors: Counter[str] = Counter()
+        collector = StepCollector(journal.write_record, lambda r: _count_error(errors, r))
+        driver = LoadDriver(client, workload, collector, clock, seed=config.seed)
+        progress = _Progress()
+        steps = await run_steps(driver, collector, plan, clock=clock, slo=config.slo,
+                                on_step=lambda i, spec, s: _on_step(journal, progress, i, spec, s),
+                                on_tick=progress.tick)  # fmt: skip
+        return _result(target, steps, errors, config)
+    finally:
+        if driver is not None:
+            await driver.stop()
+        await client.aclose()
+
+
+def _count_error(errors: Counter[str], rec: RequestRecord) -> None:
+    if not rec.ok and rec.error_message:
+        errors[f"{rec.error_kind}: {rec.error_message}"] += 1
+
+
+def _result(target: dict[str, Any], steps: list[StepStats], errors: Counter[str], config: Config) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "target": target,
+        "steps": [s.to_dict() for s in steps],
+        "knee": find_knee(steps),
+        "slo_max_concurrency": slo_max_concurrency(steps),
+        "slo": config.slo.to_dict(),
+        "config": config.to_public_dict(),
+        "top_errors": [{"error": e, "count": n} for e, n in errors.most_common(5)],
+    }
+
+
+def _print_intro(target: dict[str, Any], pinned: bool, config: Config) -> None:
+    length = "pinned (ignore_eos)" if pinned else "not pinned (server lacks ignore_eos)"
+    if not config.ignore_eos:
+        length = "not pinned (--no-ignore-eos)"
+    print(f"target: {target['url']} · model {target['model']} · {target['endpoint']} · output length {length}")
+    print("  ".join(c.rjust(w) for c, w in zip(_COLUMNS, _WIDTHS, strict=True)), flush=True)
+
+
+def _fmt(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
+    return "-" if x is None or x != x else f"{x * scale:,.{digits}f}"
+
+
+def _row(index: int, spec: StepSpec, s: StepStats) -> str:
+    cells = (
+        str(index + 1), spec.label, str(s.completed), str(s.failed),
+        _fmt(s.output_throughput_tok_s), _fmt(s.request_throughput_req_s, digits=2),
+        _fmt(s.goodput_req_s, digits=2),
+        f"{_fmt(s.ttft.p50, 1e3, 0)}/{_fmt(s.ttft.p99, 1e3, 0)}",
+        _fmt(s.tpot.p50, 1e3), _fmt(s.itl.p50, 1e3), _fmt(s.e2el.p50, digits=2),
+        _fmt(s.achieved_concurrency),
+    )  # fmt: skip
+    return "  ".join(c.rjust(w) for c, w in zip(cells, _WIDTHS, strict=True))
+
+
+def _on_step(journal: SessionJournal, progress: _Progress, index: int, spec: StepSpec, s: StepStats) -> None:
+    progress.clear()
+    print(_row(index, spec, s), flush=True)
+    for note in s.client_notes:
+        print(f"      client self-check: {note} (the client may be the bottleneck)", flush=True)
+    if s.tokens_estimated:
+        print("      note: server sent no usage; output tokens counted from chunks", flush=True)
+    journal.write_event("step", index=index, stats=s.to_dict())
+    journal.flush()
+
+
+class _Progress:
+    """One live status line on a terminal; a line every 10 s otherwise."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self._last_line_s = -10.0
+        self._shown = False
+
+    def tick(self, p: StepProgress) -> None:
+        text = (f"  step {p.index + 1}/{p.total} {p.spec.label} {p.phase} {p.elapsed_s:5.0f}s"
+                f" · finished {p.finished} · failed {p.failed}")  # fmt: skip
+        if self.tty:
+            sys.stderr.write("\r" + text.ljust(78)[:78])
+            sys.stderr.flush()
+            self._shown = True
+        elif p.elapsed_s - self._last_line_s >= 10.0 or p.elapsed_s < self._last_line_s:
+            print(text, file=sys.stderr, flush=True)
+            self._last_line_s = p.elapsed_s
+
+    def clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r" + " " * 78 + "\r")
+            sys.stderr.flush()
+            self._shown = False
+        self._last_line_s = -10.0
+
+
+def _write_json(path: Path, result: dict[str, Any]) -> None:
+    try:
+        path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror}") from None
+    print(f"wrote {path}")
+
+
+def _verdict(result: dict[str, Any]) -> int:
+    """0 when every request succeeded; 1 when some failed; a clear error when none succeeded."""
+    steps = result["steps"]
+    knee, slo_c = result["knee"], result["slo_max_concurrency"]
+    if knee:
+        print(f"knee: c={knee['concurrency']} ({knee['reason']})")
+    if slo_c is not None:
+        print(f"highest concurrency meeting the SLO: {slo_c}")
+    completed = sum(s["completed"] for s in steps)
+    failed = sum(s["failed"] for s in steps)
+    top = result["top_errors"][0]["error"] if result["top_errors"] else "unknown error"
+    if completed == 0:
+        raise CliError(f"no request succeeded ({failed} failed; most common: {top})")
+    if failed:
+        print(f"infmon: {failed} of {completed + failed} requests failed (most common: {top})", file=sys.stderr)
+        return 1
+    return 0

@@ -1,15 +1,41 @@
-"""`infmon compare`."""
+"""`infmon compare A B [C…]`: runs side by side per step, deltas, noise test, explanations."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
-from infmon.commands import not_built_yet
+from infmon.cli import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                        help="session directories, report.json files, or `vllm bench serve "
+                             "--save-result` files; the first is the baseline")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML page")
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_built_yet("compare")
+    from infmon.report.compare import compare_runs
+    from infmon.report.compare_render import render_html, render_text
+    from infmon.report.runs import RunLoadError, load_run
+
+    if len(args.runs) < 2:
+        raise CliError("compare needs at least two runs (the first is the baseline)")
+    try:
+        runs = [load_run(p) for p in args.runs]
+    except RunLoadError as exc:
+        raise CliError(str(exc)) from None
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.name] = seen.get(r.name, 0) + 1
+        if seen[r.name] > 1:
+            r.name = f"{r.name} ({seen[r.name]})"
+    doc = compare_runs(runs)
+    if args.html:
+        args.html.write_text(render_html(doc), encoding="utf-8")
+    print(json.dumps(doc, indent=2) if args.json else render_text(doc), end="" if not args.json
+          else "\n")
+    return 0

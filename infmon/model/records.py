@@ -20,6 +20,8 @@ class ErrorKind:
     RESET = "reset"
     HTTP = "http"
     PROTOCOL = "protocol"
+    SERVER = "server"
+    """The server reported an error inside a 200 stream."""
     CANCELLED = "cancelled"
     OTHER = "other"
 

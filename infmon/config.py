@@ -1,0 +1,344 @@
+"""The run configuration: one frozen ``Config`` built from four layers.
+
+Precedence, highest first: command-line options > ``INFMON_*`` environment variables >
+the TOML config file > built-in defaults. The API key additionally falls back to
+``OPENAI_API_KEY`` (below ``INFMON_API_KEY``, above the file). The file lives at
+``$XDG_CONFIG_HOME/infmon/config.toml`` (``~/.config/infmon/config.toml`` when
+``XDG_CONFIG_HOME`` is unset), or wherever ``--config`` / ``INFMON_CONFIG`` points.
+Keys in the file and in the environment use the option names with ``_`` for ``-``
+(``output_tokens = "100-200"``, ``INFMON_OUTPUT_TOKENS=100-200``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from infmon.model.stats import SLO
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message is one line for the operator."""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything a run needs; secrets stay out of ``repr`` and of ``to_public_dict``."""
+
+    url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    endpoint: str = "completions"
+    prompt_tokens: int = 128
+    output_tokens_min: int = 128
+    output_tokens_max: int = 128
+    dataset: str | None = None
+    seed: int = 0
+    slo: SLO = field(default_factory=SLO)
+    session_dir: str | None = None
+    label: str = "run"
+    concurrency: tuple[int, ...] = ()
+    rate: tuple[float, ...] = ()
+    max_concurrency: int = 256
+    """Cap on in-flight requests in rate mode."""
+    arrival: str = "poisson"
+    step_duration_s: float = 20.0
+    step_requests: int | None = None
+    warmup_s: float | None = None
+    """Warm-up per step; None means 10 % of the step duration."""
+    ignore_eos: bool = True
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 600.0
+    """Longest silence between two reads of a stream (no total timeout)."""
+    ca_bundle: str | None = None
+    insecure: bool = False
+    config_file: str | None = None
+
+    @property
+    def effective_warmup_s(self) -> float:
+        if self.warmup_s is not None:
+            return self.warmup_s
+        return round(0.1 * self.step_duration_s, 3)
+
+    def to_public_dict(self) -> dict[str, Any]:
+        """The config as plain data with the API key redacted (for session records)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "api_key":
+                value = "<redacted>" if value else None
+            elif isinstance(value, SLO):
+                value = value.to_dict()
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+
+# ---------------------------------------------------------------- value parsers
+
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*$")
+
+
+def parse_duration_s(text: str | float) -> float:
+    """``500ms`` / ``2s`` / ``1.5`` (seconds) / ``1m`` → seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = _DURATION_RE.match(str(text))
+    if not m:
+        raise ConfigError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)")
+    value = float(m.group(1))
+    unit = m.group(2) or "s"
+    return value * {"ms": 1e-3, "s": 1.0, "m": 60.0}[unit]
+
+
+def parse_slo(text: str) -> SLO:
+    """``ttft=500ms,tpot=50ms,e2el=10s`` → SLO (any subset of the three)."""
+    bounds: dict[str, float] = {}
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip().lower()
+        if not sep or key not in ("ttft", "tpot", "e2el"):
+            raise ConfigError(f"bad --slo part {part.strip()!r} (use ttft=500ms,tpot=50ms,e2el=10s)")
+        bounds[f"{key}_s"] = parse_duration_s(value)
+    return SLO(**bounds)
+
+
+def parse_token_range(text: str | int) -> tuple[int, int]:
+    """``128`` or ``100-200`` → (min, max) output tokens."""
+    lo_text, _, hi_text = str(text).partition("-")
+    try:
+        lo = int(lo_text)
+        hi = int(hi_text) if hi_text else lo
+    except ValueError:
+        raise ConfigError(f"not a token count or range: {text!r} (use 128 or 100-200)") from None
+    if lo < 1 or hi < lo:
+        raise ConfigError(f"bad token range {text!r}: need 1 <= min <= max")
+    return lo, hi
+
+
+def _int_list(text: str | int | list[Any]) -> tuple[int, ...]:
+    items = text if isinstance(text, list) else str(text).split(",")
+    try:
+        values = tuple(int(str(x).strip()) for x in items if str(x).strip())
+    except ValueError:
+        raise ConfigError(f"not a list of integers: {text!r} (use e.g. 1,2,4,8)") from None
+    if any(v < 1 for v in values):
+        raise ConfigError(f"concurrency must be >= 1: {text!r}")
+    return values
+
+
+def _float_list(text: str | float | list[Any]) -> tuple[float, ...]:
+    items = text if isinstance(text, list) else str(text).split(",")
+    try:
+        values = tuple(float(str(x).strip()) for x in items if str(x).strip())
+    except ValueError:
+        raise ConfigError(f"not a list of numbers: {text!r} (use e.g. 0.5,1,2)") from None
+    if any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise ConfigError(f"rates must be positive: {text!r}")
+    return values
+
+
+def _bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    low = str(text).strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"not a boolean: {text!r}")
+
+
+def _positive_int(text: str | int) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise ConfigError(f"must be >= 1: {text!r}")
+    return value
+
+
+def _choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(text: Any) -> str:
+        value = str(text).strip().lower()
+        if value not in allowed:
+            raise ConfigError(f"{text!r} is not one of {', '.join(allowed)}")
+        return value
+
+    return parse
+
+
+def _nonneg_duration(text: Any) -> float:
+    value = parse_duration_s(text)
+    if value < 0:
+        raise ConfigError(f"must not be negative: {text!r}")
+    return value
+
+
+def _positive_duration(text: Any) -> float:
+    value = parse_duration_s(text)
+    if not value > 0:
+        raise ConfigError(f"must be positive: {text!r}")
+    return value
+
+
+def _seed(text: Any) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"not an integer seed: {text!r}") from None
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "url": str,
+    "api_key": str,
+    "model": str,
+    "endpoint": _choice("completions", "chat"),
+    "prompt_tokens": _positive_int,
+    "output_tokens": parse_token_range,
+    "dataset": str,
+    "seed": _seed,
+    "slo": parse_slo,
+    "session_dir": str,
+    "label": str,
+    "concurrency": _int_list,
+    "rate": _float_list,
+    "max_concurrency": _positive_int,
+    "arrival": _choice("poisson", "gamma"),
+    "step_duration": _positive_duration,
+    "step_requests": _positive_int,
+    "warmup": _nonneg_duration,
+    "ignore_eos": _bool,
+    "connect_timeout": _positive_duration,
+    "read_timeout": _positive_duration,
+    "ca_bundle": str,
+    "insecure": _bool,
+}
+"""Every settable key (file / env / CLI name) and how to read its value."""
+
+_RENAMES = {
+    "step_duration": "step_duration_s",
+    "warmup": "warmup_s",
+    "connect_timeout": "connect_timeout_s",
+    "read_timeout": "read_timeout_s",
+}
+
+
+def config_path(environ: Mapping[str, str]) -> Path:
+    """The default config file location (XDG)."""
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "infmon" / "config.toml"
+
+
+def load_file_layer(path: Path, *, required: bool) -> dict[str, Any]:
+    """Read the TOML config file into raw key → value (unknown keys are an error)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(f"config file not found: {path}") from None
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.__class__.__name__}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(_PARSERS) - {"api_key_file"})
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown key(s) {', '.join(unknown)}")
+    return dict(data)
+
+
+def load_env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``INFMON_<KEY>`` variables, plus ``OPENAI_API_KEY`` as a fallback for the key."""
+    layer: dict[str, Any] = {}
+    if environ.get("OPENAI_API_KEY"):
+        layer["api_key"] = environ["OPENAI_API_KEY"]
+    for key in (*_PARSERS, "api_key_file"):
+        value = environ.get(f"INFMON_{key.upper()}")
+        if value not in (None, ""):
+            layer[key] = value
+    return layer
+
+
+def read_api_key_file(path: str) -> str:
+    """The first line of a key file (the key itself never appears in the error)."""
+    try:
+        key = Path(path).expanduser().read_text(encoding="utf-8").strip().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read API key file {path}: {exc.__class__.__name__}") from None
+    if not key or not key[0].strip():
+        raise ConfigError(f"API key file {path} is empty")
+    return key[0].strip()
+
+
+def build_config(
+    cli: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+) -> Config:
+    """Merge defaults < file < env < CLI (only keys present and not None count)."""
+    env = os.environ if environ is None else environ
+    explicit = config_file or cli.get("config") or env.get("INFMON_CONFIG")
+    path = Path(explicit).expanduser() if explicit else config_path(env)
+    merged: dict[str, Any] = {}
+    for layer in (load_file_layer(path, required=bool(explicit)), load_env_layer(env), cli):
+        for key, value in layer.items():
+            if value is None:
+                continue
+            if key == "api_key_file":
+                merged["api_key"] = read_api_key_file(str(value))
+            elif key in _PARSERS:
+                merged[key] = value
+    return _to_config(merged, str(path))
+
+
+def _to_config(raw: Mapping[str, Any], path: str) -> Config:
+    kwargs: dict[str, Any] = {"config_file": path}
+    for key, value in raw.items():
+        try:
+            parsed = _PARSERS[key](value)
+        except ConfigError as exc:
+            raise ConfigError(f"{key.replace('_', '-')}: {exc}") from None
+        if key == "output_tokens":
+            kwargs["output_tokens_min"], kwargs["output_tokens_max"] = parsed
+        else:
+            kwargs[_RENAMES.get(key, key)] = parsed
+    if kwargs.get("url"):
+        kwargs["url"] = normalise_url(kwargs["url"])
+    return Config(**kwargs)
+
+
+def normalise_url(url: str) -> str:
+    """``host:8000`` → ``http://host:8000``; trailing ``/`` and ``/v1`` removed."""
+    url = url.strip()
+    if "://" not in url:
+        url = "http://" + url
+    scheme = url.split("://", 1)[0].lower()
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"URL must be http:// or https://, got {url!r}")
+    url = url.rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+def with_model(config: Config, model: str) -> Config:
+    """A copy of ``config`` with the model resolved (e.g. from ``/v1/models``)."""
+    return replace(config, model=model)

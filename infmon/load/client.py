@@ -1,0 +1,400 @@
+"""One shared ``httpx.AsyncClient``; one streamed request → one ``RequestRecord``.
+
+Timestamps are taken once per network read (before decoding), so parsing cost never shows up
+as latency. Failures become records with an ``error_kind``; only operator-level problems
+(unreachable server, unknown model, rejected probe) raise ``ClientError``. The API key is sent
+in the ``Authorization`` header only and is scrubbed from every message this module produces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+
+from infmon.clock import Clock, MonotonicClock
+from infmon.config import Config
+from infmon.load.prompts import Prompt
+from infmon.load.sse import SSEDecoder, SSEError
+from infmon.model.records import ErrorKind, RequestRecord
+
+
+class ClientError(Exception):
+    """An operator-level failure talking to the server; ``str()`` is one clean line."""
+
+    def __init__(self, kind: str, message: str, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.http_status = http_status
+
+
+@dataclass(frozen=True, slots=True)
+class ClientParams:
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    endpoint: str = "completions"
+    ignore_eos: bool = True
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 600.0
+    max_connections: int = 2048
+    ca_bundle: str | None = None
+    insecure: bool = False
+
+    @classmethod
+    def from_config(cls, config: Config, max_connections: int | None = None) -> ClientParams:
+        if not config.url:
+            raise ClientError(ErrorKind.OTHER, "no server URL given")
+        wanted = max([*config.concurrency, config.max_concurrency, 1])
+        return cls(
+            base_url=config.url,
+            api_key=config.api_key,
+            model=config.model,
+            endpoint=config.endpoint,
+            ignore_eos=config.ignore_eos,
+            connect_timeout_s=config.connect_timeout_s,
+            read_timeout_s=config.read_timeout_s,
+            max_connections=max_connections or max(64, 2 * wanted),
+            ca_bundle=config.ca_bundle,
+            insecure=config.insecure,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCapabilities:
+    """Which optional request fields the server accepted in the probe."""
+
+    stream_options: bool
+    vllm_fields: bool
+    """``ignore_eos`` and ``min_tokens`` (vLLM only; strict servers answer 422)."""
+
+
+class _StreamFailure(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class _StreamState:
+    """Accumulates one stream's chunks; plain lists, no per-chunk objects."""
+
+    __slots__ = ("done", "finish_reason", "output_tokens", "prompt_tokens", "texts", "times", "tokens")
+
+    def __init__(self, keep_text: bool) -> None:
+        self.times: list[float] = []
+        self.tokens: list[int] = []
+        self.texts: list[str] | None = [] if keep_text else None
+        self.done = False
+        self.finish_reason: str | None = None
+        self.prompt_tokens: int | None = None
+        self.output_tokens: int | None = None
+
+    def event(self, data: str, t: float) -> None:
+        if data == "[DONE]":
+            self.done = True
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (not JSON)") from None
+        if not isinstance(obj, dict):
+            raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (not a JSON object)")
+        choices = obj.get("choices")
+        if choices:
+            self._choice(choices[0], t)
+        elif obj.get("error"):
+            raise _StreamFailure(ErrorKind.SERVER, "server error in stream: " + _error_text(obj))
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+            self.output_tokens = _int_or_none(usage.get("completion_tokens"))
+
+    def _choice(self, c0: Any, t: float) -> None:
+        if not isinstance(c0, dict):
+            raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (choice is not an object)")
+        self.times.append(t)
+        ids = c0.get("token_ids")
+        self.tokens.append(len(ids) if isinstance(ids, list) else -1)
+        if c0.get("finish_reason"):
+            self.finish_reason = str(c0["finish_reason"])
+        if self.texts is not None:
+            delta = c0.get("delta")
+            text = delta.get("content") if isinstance(delta, dict) else c0.get("text")
+            if isinstance(text, str):
+                self.texts.append(text)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _error_text(obj: Any) -> str:
+    """The human part of an OpenAI/vLLM/FastAPI error body, on one line."""
+    msg: Any = obj
+    if isinstance(obj, dict):
+        err = obj.get("error")
+        if isinstance(err, dict):
+            msg = err.get("message") or err
+        elif isinstance(err, str):
+            msg = err
+        elif "message" in obj:
+            msg = obj["message"]
+        elif "detail" in obj:
+            msg = obj["detail"]
+    text = msg if isinstance(msg, str) else json.dumps(msg)[:300]
+    return " ".join(text.split())[:300]
+
+
+class StreamingClient:
+    """The load client: one ``httpx.AsyncClient`` with explicit limits and streaming timeouts."""
+
+    def __init__(
+        self,
+        config_or_params: Config | ClientParams,
+        clock: Clock | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        params = config_or_params
+        if isinstance(params, Config):
+            params = ClientParams.from_config(params)
+        self.params: ClientParams = params
+        self.model: str | None = params.model
+        self.capabilities: ServerCapabilities | None = None
+        self._clock = clock or MonotonicClock()
+        self._probe_lock = asyncio.Lock()
+        self._path = "/v1/chat/completions" if params.endpoint == "chat" else "/v1/completions"
+        headers = {"Accept-Encoding": "identity", "User-Agent": "infmon"}
+        if params.api_key:
+            headers["Authorization"] = f"Bearer {params.api_key}"
+        self._http = httpx.AsyncClient(
+            base_url=params.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(
+                connect=params.connect_timeout_s,
+                read=params.read_timeout_s,
+                write=params.read_timeout_s,
+                pool=None,
+            ),
+            limits=httpx.Limits(
+                max_connections=params.max_connections,
+                max_keepalive_connections=params.max_connections,
+                keepalive_expiry=30.0,
+            ),
+            verify=_verify(params),
+            transport=transport,
+            trust_env=False,
+        )
+
+    def scrub(self, text: str) -> str:
+        """Remove the API key from any text that might be shown or recorded."""
+        key = self.params.api_key
+        return text.replace(key, "<redacted>") if key else text
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # ----------------------------------------------------------------- discovery
+
+    async def list_models(self) -> list[str]:
+        """Model ids from ``GET /v1/models``; raises ``ClientError`` with a clear message."""
+        try:
+            resp = await self._http.get("/v1/models")
+        except httpx.HTTPError as exc:
+            kind, msg = self._classify(exc)
+            raise ClientError(kind, f"{self.params.base_url}: {msg}") from None
+        if resp.status_code >= 400:
+            raise ClientError(ErrorKind.HTTP, self._http_message(resp, "/v1/models"), resp.status_code)
+        try:
+            data = resp.json().get("data")
+            return [str(m["id"]) for m in data]
+        except (ValueError, AttributeError, KeyError, TypeError):
+            raise ClientError(
+                ErrorKind.PROTOCOL, f"{self.params.base_url}/v1/models did not answer an OpenAI model list"
+            ) from None
+
+    async def resolve_model(self) -> str:
+        """Check ``params.model`` against the server's list, or take the first served model."""
+        models = await self.list_models()
+        if self.model:
+            if self.model not in models:
+                served = ", ".join(models[:5]) or "none"
+                raise ClientError(ErrorKind.HTTP, f"model {self.model!r} is not served here (served: {served})")
+            return self.model
+        if not models:
+            raise ClientError(ErrorKind.PROTOCOL, f"{self.params.base_url} serves no models")
+        self.model = models[0]
+        return self.model
+
+    async def detect_capabilities(self) -> ServerCapabilities:
+        """Probe with a 1-token stream: full vLLM body first, then drop what the server rejects."""
+        async with self._probe_lock:
+            if self.capabilities is not None:
+                return self.capabilities
+            trials = [ServerCapabilities(True, True), ServerCapabilities(True, False),
+                      ServerCapabilities(False, False)]  # fmt: skip
+            if not self.params.ignore_eos:
+                trials = trials[1:]
+            last: RequestRecord | None = None
+            for caps in trials:
+                last = await self._stream(-1, Prompt(text="Hello"), 1, caps, {}, None)
+                if last.ok:
+                    self.capabilities = caps
+                    return caps
+                if last.http_status not in (400, 422):
+                    break
+            assert last is not None
+            raise ClientError(last.error_kind or ErrorKind.OTHER, f"probe request failed: {last.error_message}",
+                              last.http_status)  # fmt: skip
+
+    # ----------------------------------------------------------------- streaming
+
+    async def stream(
+        self,
+        request_id: int,
+        prompt: Prompt,
+        output_tokens: int,
+        *,
+        step: int = 0,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        warmup: bool = False,
+        keep_text: bool = False,
+        extra_body: Mapping[str, Any] | None = None,
+        on_cancel: Callable[[RequestRecord], None] | None = None,
+    ) -> RequestRecord:
+        """Send one streaming request and measure it; failures come back as records.
+
+        If the task is cancelled, ``on_cancel`` receives the partial record (kind
+        ``cancelled``) and the cancellation propagates.
+        """
+        caps = self.capabilities or await self.detect_capabilities()
+        rec = await self._stream(request_id, prompt, output_tokens, caps, extra_body or {},
+                                 on_cancel, keep_text=keep_text)  # fmt: skip
+        return replace(rec, step=step, concurrency=concurrency, rate=rate, warmup=warmup)
+
+    def _body(self, prompt: Prompt, max_tokens: int, caps: ServerCapabilities,
+              extra: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip
+        body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True}
+        if self.params.endpoint == "chat":
+            body["messages"] = prompt.as_messages()
+        else:
+            body["prompt"] = prompt.as_text()
+        if caps.stream_options:
+            body["stream_options"] = {"include_usage": True}
+        if caps.vllm_fields and self.params.ignore_eos:
+            body["ignore_eos"] = True
+            body["min_tokens"] = max_tokens
+        body.update(extra)
+        return body
+
+    async def _stream(self, request_id: int, prompt: Prompt, max_tokens: int, caps: ServerCapabilities,
+                      extra: Mapping[str, Any], on_cancel: Callable[[RequestRecord], None] | None,
+                      keep_text: bool = False) -> RequestRecord:  # fmt: skip
+        content = json.dumps(self._body(prompt, max_tokens, caps, extra)).encode()
+        st = _StreamState(keep_text)
+        clock = self._clock
+        status: int | None = None
+        sent = clock.now()
+        try:
+            async with self._http.stream("POST", self._path, content=content,
+                                         headers={"Content-Type": "application/json"}) as resp:  # fmt: skip
+                status = resp.status_code
+                if status >= 400:
+                    await resp.aread()
+                    raise _StreamFailure(ErrorKind.HTTP, self._http_message(resp, self._path))
+                decoder = SSEDecoder()
+                async for chunk in resp.aiter_bytes():
+                    t = clock.now()
+                    for ev in decoder.feed(chunk):
+                        st.event(ev.data, t)
+                    if st.done:
+                        break
+                for ev in decoder.finish():
+                    st.event(ev.data, clock.now())
+            _check_complete(st)
+        except asyncio.CancelledError:
+            rec = self._record(request_id, sent, st, status, ErrorKind.CANCELLED, "cancelled at shutdown")
+            if on_cancel is not None:
+                on_cancel(rec)
+            raise
+        except _StreamFailure as exc:
+            return self._record(request_id, sent, st, status, exc.kind, str(exc))
+        except SSEError as exc:
+            return self._record(request_id, sent, st, status, ErrorKind.PROTOCOL, str(exc))
+        except httpx.HTTPError as exc:
+            kind, msg = self._classify(exc)
+            return self._record(request_id, sent, st, status, kind, msg)
+        return self._record(request_id, sent, st, status, None, None)
+
+    def _record(self, request_id: int, sent: float, st: _StreamState, status: int | None,
+                kind: str | None, message: str | None) -> RequestRecord:  # fmt: skip
+        tokens = tuple(st.tokens) if st.tokens and min(st.tokens) >= 0 else ()
+        return RequestRecord(
+            request_id=request_id,
+            sent_s=sent,
+            chunk_times_s=tuple(st.times),
+            end_s=self._clock.now(),
+            chunk_tokens=tokens,
+            prompt_tokens=st.prompt_tokens,
+            output_tokens=st.output_tokens,
+            finish_reason=st.finish_reason,
+            http_status=status,
+            error_kind=kind,
+            error_message=self.scrub(message) if message else None,
+            output_text="".join(st.texts) if st.texts is not None else None,
+        )
+
+    # ----------------------------------------------------------------- errors
+
+    def _http_message(self, resp: httpx.Response, path: str) -> str:
+        try:
+            detail = _error_text(resp.json())
+        except ValueError:
+            detail = " ".join(resp.text.split())[:200]
+        hint = {401: " (check --api-key)", 403: " (check --api-key)",
+                404: " (is this an OpenAI-compatible server and endpoint?)"}.get(resp.status_code, "")  # fmt: skip
+        text = f"HTTP {resp.status_code} from {path}{hint}" + (f": {detail}" if detail else "")
+        return self.scrub(text)
+
+    def _classify(self, exc: httpx.HTTPError) -> tuple[str, str]:
+        """Map an httpx exception to (error kind, one-line message without secrets)."""
+        reason = " ".join(str(exc).split())[:200] or exc.__class__.__name__
+        if isinstance(exc, httpx.ConnectTimeout):
+            return ErrorKind.CONNECT, f"connect timed out after {self.params.connect_timeout_s:g}s"
+        if isinstance(exc, httpx.ConnectError):
+            return ErrorKind.CONNECT, self.scrub(f"cannot connect ({reason})")
+        if isinstance(exc, httpx.ReadTimeout):
+            return ErrorKind.TIMEOUT, f"no data for {self.params.read_timeout_s:g}s (read timeout)"
+        if isinstance(exc, httpx.TimeoutException):
+            return ErrorKind.TIMEOUT, self.scrub(f"timeout ({exc.__class__.__name__})")
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+            return ErrorKind.RESET, self.scrub(f"connection closed mid-stream ({reason})")
+        if isinstance(exc, httpx.ProtocolError):
+            return ErrorKind.PROTOCOL, self.scrub(f"HTTP protocol error ({reason})")
+        return ErrorKind.OTHER, self.scrub(f"{exc.__class__.__name__}: {reason}")
+
+
+def _check_complete(st: _StreamState) -> None:
+    """A stream is complete on ``[DONE]`` or a finish reason (servers that never send [DONE])."""
+    if not st.done and st.finish_reason is None:
+        raise _StreamFailure(ErrorKind.RESET, "stream ended before the response was complete")
+    if not st.times:
+        raise _StreamFailure(ErrorKind.PROTOCOL, "stream carried no content chunk")
+
+
+def _verify(params: ClientParams) -> ssl.SSLContext | bool:
+    if params.insecure:
+        return False
+    if params.ca_bundle:
+        try:
+            return ssl.create_default_context(cafile=params.ca_bundle)
+        except (OSError, ssl.SSLError) as exc:
+            raise ClientError(ErrorKind.OTHER, f"cannot load CA bundle {params.ca_bundle}: {exc.__class__.__name__}") from None
+    return True

@@ -1,0 +1,275 @@
+"""The load driver: N plain asyncio tasks (closed loop) or timed arrivals (open loop).
+
+No threads: it runs on whatever event loop calls ``start()``, the Textual app's included.
+A failed request is a record and its worker simply sends the next one, so the load level is
+held through faults. ``stop()`` cancels in-flight streams and returns within ~2 s; each
+cancelled stream still yields a record (kind ``cancelled``) so every request sent is accounted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from infmon.clock import Clock, MonotonicClock
+from infmon.load.prompts import Prompt, Workload
+from infmon.model.records import ErrorKind, RequestRecord
+
+STOP_GRACE_S = 2.0
+"""How long ``stop()`` waits for cancelled tasks to unwind."""
+
+
+class StreamClient(Protocol):
+    async def stream(self, request_id: int, prompt: Prompt, output_tokens: int, **kw: Any) -> RequestRecord: ...
+
+
+class LoadDriver:
+    """Owns the request tasks; the caller sets the level and receives every record."""
+
+    def __init__(
+        self,
+        client: StreamClient,
+        workload: Workload,
+        on_record: Callable[[RequestRecord], None],
+        clock: Clock | None = None,
+        *,
+        seed: int = 0,
+        lag_interval_s: float = 0.05,
+    ) -> None:
+        self.client = client
+        self.workload = workload
+        self.on_record = on_record
+        self.clock = clock or MonotonicClock()
+        self.mode = "idle"
+        """"idle", "closed" (concurrency) or "open" (rate)."""
+        self.target: float | None = None
+        """Target concurrency (closed) or request rate in req/s (open)."""
+        self.max_concurrency = 0
+        self.arrival = "poisson"
+        self.burstiness = 1.0
+        self.step = 0
+        self.paused = False
+        self.inflight = 0
+        self.sent = self.succeeded = self.failed = self.cancelled = 0
+        self._rng = random.Random(seed)
+        self._next_id = 0
+        self._warmup_until_s = -math.inf
+        self._workers: set[asyncio.Task[None]] = set()
+        self._requests: set[asyncio.Task[None]] = set()
+        self._scheduler: asyncio.Task[None] | None = None
+        self._lag_task: asyncio.Task[None] | None = None
+        self._resumed = asyncio.Event()
+        self._resumed.set()
+        self._slot_freed = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._lag_interval_s = lag_interval_s
+        self._lags: deque[tuple[float, float]] = deque(maxlen=20_000)
+        self._area_s = 0.0
+        self._area_t = self.clock.now()
+        self._area_samples: deque[tuple[float, float]] = deque(maxlen=4096)
+        self._stopping = False
+
+    # ------------------------------------------------------------------ control
+
+    def start(self) -> None:
+        """Start the loop-lag monitor (call from inside the running loop)."""
+        if self._lag_task is None:
+            self._lag_task = asyncio.get_running_loop().create_task(self._lag_loop())
+
+    def set_concurrency(self, n: int) -> None:
+        """Closed loop with ``n`` streams: grows at once, shrinks as requests finish."""
+        if n < 0:
+            raise ValueError("concurrency must be >= 0")
+        self._stop_scheduler()
+        self.mode, self.target = "closed", n
+        loop = asyncio.get_running_loop()
+        while len(self._workers) < n:
+            task = loop.create_task(self._worker())
+            self._workers.add(task)
+
+    def set_rate(self, req_per_s: float, max_concurrency: int, arrival: str = "poisson",
+                 burstiness: float = 1.0) -> None:  # fmt: skip
+        """Open loop: arrivals at ``req_per_s`` (Poisson, or gamma with ``burstiness``), capped."""
+        if not req_per_s > 0 or max_concurrency < 1:
+            raise ValueError("rate must be > 0 and max_concurrency >= 1")
+        if arrival not in ("poisson", "gamma"):
+            raise ValueError(f"unknown arrival process {arrival!r}")
+        self.mode, self.target = "open", float(req_per_s)
+        self.max_concurrency, self.arrival, self.burstiness = max_concurrency, arrival, burstiness
+        self._slot_freed.set()
+        if self._scheduler is None:
+            self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+
+    def pause(self) -> None:
+        """Send nothing new; in-flight requests finish."""
+        self.paused = True
+        self._resumed.clear()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._resumed.set()
+
+    def next_step(self, warmup_s: float = 0.0) -> int:
+        """Start a new step; requests sent in its first ``warmup_s`` are flagged warm-up."""
+        self.step += 1
+        self._warmup_until_s = self.clock.now() + warmup_s
+        return self.step
+
+    async def wait_idle(self, timeout_s: float | None = None) -> bool:
+        """Wait until nothing is in flight; False on timeout."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def stop(self, cancel_inflight: bool = True) -> None:
+        """Stop sending; cancel (or let finish) in-flight streams; return within ~2 s if cancelling."""
+        self._stopping = True
+        self._stop_scheduler()
+        self.mode, self.target = "idle", None
+        self._resumed.set()
+        tasks = self._workers | self._requests
+        if cancel_inflight:
+            for task in tasks:
+                task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_GRACE_S if cancel_inflight else None)
+        if not (self._workers | self._requests) and self.inflight:
+            # Arrivals cancelled before their first step were counted but never sent.
+            self._inflight_delta(-self.inflight)
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+            await asyncio.gather(self._lag_task, return_exceptions=True)
+            self._lag_task = None
+
+    # ------------------------------------------------------------------ self-check
+
+    def loop_lag_p99_s(self, since_s: float | None = None) -> float:
+        """p99 of how late the event loop woke a 50 ms timer (nan when not measured)."""
+        lags = [lag for t, lag in self._lags if since_s is None or t >= since_s]
+        return float(np.percentile(lags, 99)) if lags else math.nan
+
+    def inflight_area_s(self) -> float:
+        """∫ inflight dt since creation (request-seconds); differences give mean concurrency."""
+        now = self.clock.now()
+        return self._area_s + self.inflight * (now - self._area_t)
+
+    def achieved_concurrency(self, window_s: float = 10.0) -> float:
+        """Time-weighted mean in-flight requests over the last ``window_s`` seconds."""
+        now, area = self.clock.now(), self.inflight_area_s()
+        past = [(t, a) for t, a in self._area_samples if t >= now - window_s]
+        if not past or now - past[0][0] <= 0:
+            return float(self.inflight)
+        return (area - past[0][1]) / (now - past[0][0])
+
+    # ------------------------------------------------------------------ internals
+
+    def _stop_scheduler(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            self._scheduler = None
+
+    def _inflight_delta(self, d: int) -> None:
+        now = self.clock.now()
+        self._area_s += self.inflight * (now - self._area_t)
+        self._area_t = now
+        self.inflight += d
+        if self.inflight == 0:
+            self._idle.set()
+        else:
+            self._idle.clear()
+        if d < 0:
+            self._slot_freed.set()
+
+    def _emit(self, rec: RequestRecord) -> None:
+        if rec.error_kind == ErrorKind.CANCELLED:
+            self.cancelled += 1
+        elif rec.ok:
+            self.succeeded += 1
+        else:
+            self.failed += 1
+        self.on_record(rec)
+
+    async def _one_request(self, counted: bool = False) -> None:
+        item = self.workload.next()
+        rid = self._next_id
+        self._next_id += 1
+        now = self.clock.now()
+        closed = self.mode == "closed"
+        kw: dict[str, Any] = {
+            "step": self.step,
+            "concurrency": int(self.target) if closed and self.target is not None else None,
+            "rate": self.target if not closed else None,
+            "warmup": now < self._warmup_until_s,
+        }
+        self.sent += 1
+        if not counted:
+            self._inflight_delta(+1)
+        try:
+            rec = await self.client.stream(rid, item.prompt, item.output_tokens, on_cancel=self._emit, **kw)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug in a client must not stop the load: file it as data
+            rec = RequestRecord(request_id=rid, sent_s=now, end_s=self.clock.now(),
+                                error_kind=ErrorKind.OTHER, error_message=exc.__class__.__name__, **kw)  # fmt: skip
+        finally:
+            self._inflight_delta(-1)
+        self._emit(rec)
+
+    async def _worker(self) -> None:
+        task = asyncio.current_task()
+        try:
+            while not self._stopping:
+                if self.mode != "closed" or len(self._workers) > (self.target or 0):
+                    return
+                if self.paused:
+                    await self._resumed.wait()
+                    continue
+                await self._one_request()
+        finally:
+            if task is not None:
+                self._workers.discard(task)
+
+    def _interval_s(self) -> float:
+        rate = self.target or 1.0
+        if self.arrival == "gamma":
+            shape = self.burstiness
+            return self._rng.gammavariate(shape, 1.0 / (rate * shape))
+        return self._rng.expovariate(rate)
+
+    async def _schedule(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_t = self.clock.now()
+        while not self._stopping:
+            next_t += self._interval_s()
+            delay = next_t - self.clock.now()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            while self.paused or self.inflight >= self.max_concurrency:
+                if self.paused:
+                    await self._resumed.wait()
+                    next_t = self.clock.now()
+                else:
+                    self._slot_freed.clear()
+                    await self._slot_freed.wait()
+            self._inflight_delta(+1)  # counted now so a burst cannot overshoot the cap
+            task = loop.create_task(self._one_request(counted=True))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+
+    async def _lag_loop(self) -> None:
+        interval = self._lag_interval_s
+        while True:
+            t0 = self.clock.now()
+            await asyncio.sleep(interval)
+            t1 = self.clock.now()
+            self._lags.append((t1, max(0.0, t1 - t0 - interval)))
+            self._area_samples.append((t1, self.inflight_area_s()))

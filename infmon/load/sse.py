@@ -1,0 +1,85 @@
+"""A pure, incremental Server-Sent Events decoder (no I/O).
+
+Feed it bytes exactly as they arrive (any split, LF / CRLF / CR line ends); it returns the
+complete events. Comments (``:`` lines) are ignored, multi-line ``data`` is joined with
+``\\n``, one leading space after the colon is dropped, as the WHATWG spec says. It never
+raises on odd input except ``SSEError`` when a single line outgrows ``max_line_bytes``
+(so a broken server cannot grow memory without bound).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class SSEError(ValueError):
+    """The byte stream cannot be SSE (a line longer than the limit)."""
+
+
+class SSEEvent(NamedTuple):
+    data: str
+    event: str | None = None
+
+
+class SSEDecoder:
+    """Turns a byte stream into ``SSEEvent``s; cheap on the common ``data: {...}\\n\\n`` path."""
+
+    __slots__ = ("_buf", "_data", "_event", "max_line_bytes")
+
+    def __init__(self, max_line_bytes: int = 4 * 1024 * 1024) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+        self._event: bytes | None = None
+        self.max_line_bytes = max_line_bytes
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Add bytes; return the events they complete (possibly none)."""
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:
+            # A trailing CR may be the first half of CRLF: keep it for the next feed.
+            hold = buf.endswith(b"\r")
+            body = buf[:-1] if hold else buf
+            body = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            lines = body.split(b"\n")
+            if hold:
+                lines[-1] += b"\r"
+        else:
+            lines = buf.split(b"\n")
+        self._buf = lines.pop()
+        if len(self._buf) > self.max_line_bytes:
+            self._buf = b""
+            raise SSEError(f"SSE line longer than {self.max_line_bytes} bytes")
+        events: list[SSEEvent] = []
+        for line in lines:
+            self._line(line, events)
+        return events
+
+    def finish(self) -> list[SSEEvent]:
+        """End of stream: dispatch what is pending (lenient: a missing final blank line is fine)."""
+        events: list[SSEEvent] = []
+        rest = self._buf.rstrip(b"\r")
+        self._buf = b""
+        if rest:
+            self._line(rest, events)
+        self._line(b"", events)
+        return events
+
+    def _line(self, line: bytes, events: list[SSEEvent]) -> None:
+        if not line:
+            if self._data:
+                data = b"\n".join(self._data).decode("utf-8", "replace")
+                event = self._event.decode("utf-8", "replace") if self._event else None
+                events.append(SSEEvent(data, event))
+            self._data = []
+            self._event = None
+            return
+        if line[0] == 0x3A:  # ":" comment
+            return
+        name, sep, value = line.partition(b":")
+        if sep and value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value
+        # "id", "retry" and unknown fields carry nothing infmon needs.

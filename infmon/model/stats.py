@@ -1,0 +1,218 @@
+"""Step statistics with exactly the definitions of ``vllm bench serve`` (DESIGN.md section 2).
+
+TTFT, E2EL over successful requests; TPOT = (E2EL − TTFT) / (output_tokens − 1) over successful
+requests with more than one output token; ITL pooled over every gap between content chunks;
+throughputs over the step's measured duration; goodput = requests/s meeting every SLO bound
+(a request with one output token has no TPOT and meets the TPOT bound, as in vLLM). Percentiles
+are ``numpy.percentile`` (linear). Warm-up records are excluded. Missing values are ``nan``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from infmon.model.records import ErrorKind, RequestRecord
+
+PERCENTILES = (50, 90, 95, 99)
+CLIENT_LAG_LIMIT_S = 0.05
+"""Event-loop lag p99 above which the client's own timestamps are suspect."""
+ACHIEVED_FRACTION = 0.9
+"""Below this fraction of the target load, the client (not the server) may be the limit."""
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """Service-level objective: a request is "good" when every given bound holds."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2el_s: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.ttft_s is None and self.tpot_s is None and self.e2el_s is None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2el_s": self.e2el_s}
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """Summary of one latency in seconds."""
+
+    count: int
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+
+    @classmethod
+    def of(cls, values_s: Sequence[float] | np.ndarray) -> Distribution:
+        a = np.asarray(values_s, dtype=float)
+        a = a[~np.isnan(a)]
+        if a.size == 0:
+            return cls(0, *([math.nan] * 6))
+        p = np.percentile(a, PERCENTILES)
+        return cls(int(a.size), float(a.mean()), *(float(x) for x in p), float(a.max()))
+
+    def to_ms_dict(self) -> dict[str, float | None]:
+        keys = ("mean", "p50", "p90", "p95", "p99", "max")
+        return {k: _json_num(getattr(self, k) * 1e3) for k in keys}
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """One step's numbers; ``to_dict()`` is one ``steps[]`` entry of the bench JSON."""
+
+    concurrency: int | None
+    rate: float | None
+    duration_s: float
+    completed: int
+    failed: int
+    cancelled: int
+    warmup_excluded: int
+    output_tokens: int
+    prompt_tokens: int | None
+    output_throughput_tok_s: float
+    total_throughput_tok_s: float
+    request_throughput_req_s: float
+    goodput_req_s: float
+    slo_attainment: float
+    error_rate: float
+    errors_by_kind: tuple[tuple[str, int], ...]
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    e2el: Distribution
+    tokens_estimated: bool
+    achieved_concurrency: float
+    loop_lag_p99_s: float
+    client_notes: tuple[str, ...]
+
+    @property
+    def client_limited(self) -> bool:
+        return bool(self.client_notes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        if self.concurrency is not None:
+            d["concurrency"] = self.concurrency
+        if self.rate is not None:
+            d["rate"] = self.rate
+        d.update(
+            duration_s=_json_num(self.duration_s),
+            completed=self.completed,
+            failed=self.failed,
+            cancelled=self.cancelled,
+            warmup_excluded=self.warmup_excluded,
+            output_tokens=self.output_tokens,
+            prompt_tokens=self.prompt_tokens,
+            output_throughput_tok_s=_json_num(self.output_throughput_tok_s),
+            total_throughput_tok_s=_json_num(self.total_throughput_tok_s),
+            request_throughput_req_s=_json_num(self.request_throughput_req_s),
+            goodput_req_s=_json_num(self.goodput_req_s),
+            slo_attainment=_json_num(self.slo_attainment),
+            error_rate=_json_num(self.error_rate),
+            errors_by_kind=dict(self.errors_by_kind),
+            ttft_ms=self.ttft.to_ms_dict(),
+            tpot_ms=self.tpot.to_ms_dict(),
+            itl_ms=self.itl.to_ms_dict(),
+            e2el_ms=self.e2el.to_ms_dict(),
+            tokens_estimated=self.tokens_estimated,
+            achieved_concurrency=_json_num(self.achieved_concurrency),
+            loop_lag_p99_ms=_json_num(self.loop_lag_p99_s * 1e3),
+            client_limited=self.client_limited,
+            client_notes=list(self.client_notes),
+        )
+        return d
+
+
+def _json_num(x: float) -> float | None:
+    """JSON has no NaN: a missing value is ``null``."""
+    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+
+
+def _meets(rec: RequestRecord, slo: SLO) -> bool:
+    tpot = rec.tpot_s
+    return (
+        (slo.ttft_s is None or rec.ttft_s <= slo.ttft_s)
+        and (slo.tpot_s is None or math.isnan(tpot) or tpot <= slo.tpot_s)
+        and (slo.e2el_s is None or rec.e2el_s <= slo.e2el_s)
+    )
+
+
+def summarize(
+    records: Iterable[RequestRecord],
+    duration_s: float | None = None,
+    slo: SLO | None = None,
+    *,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    achieved_concurrency: float | None = None,
+    loop_lag_p99_s: float = math.nan,
+) -> StepStats:
+    """Summarize one step's records (warm-up ones are dropped here)."""
+    all_recs = list(records)
+    recs = [r for r in all_recs if not r.warmup]
+    ok = [r for r in recs if r.ok]
+    cancelled = sum(1 for r in recs if r.error_kind == ErrorKind.CANCELLED)
+    failed_recs = [r for r in recs if not r.ok and r.error_kind != ErrorKind.CANCELLED]
+    if duration_s is None:
+        duration_s = (max(r.end_s for r in recs) - min(r.sent_s for r in recs)) if recs else math.nan
+    dur = duration_s if duration_s and duration_s > 0 else math.nan
+    out_tokens = sum(r.output_token_count for r in ok)
+    prompt_known = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    prompt_tokens = sum(prompt_known) if ok and len(prompt_known) == len(ok) else None
+    good = sum(1 for r in ok if _meets(r, slo)) if slo is not None and not slo.empty else None
+    attempted = len(ok) + len(failed_recs)
+    if achieved_concurrency is None:
+        busy = sum(r.end_s - r.sent_s for r in recs if not math.isnan(r.end_s))
+        achieved_concurrency = busy / dur if recs else math.nan
+    lag = loop_lag_p99_s
+    return StepStats(
+        concurrency=concurrency,
+        rate=rate,
+        duration_s=duration_s,
+        completed=len(ok),
+        failed=len(failed_recs),
+        cancelled=cancelled,
+        warmup_excluded=len(all_recs) - len(recs),
+        output_tokens=out_tokens,
+        prompt_tokens=prompt_tokens,
+        output_throughput_tok_s=out_tokens / dur,
+        total_throughput_tok_s=(out_tokens + prompt_tokens) / dur if prompt_tokens is not None else math.nan,
+        request_throughput_req_s=len(ok) / dur,
+        goodput_req_s=good / dur if good is not None else math.nan,
+        slo_attainment=good / attempted if good is not None and attempted else math.nan,
+        error_rate=len(failed_recs) / attempted if attempted else math.nan,
+        errors_by_kind=tuple(sorted(Counter(str(r.error_kind) for r in failed_recs).items())),
+        ttft=Distribution.of([r.ttft_s for r in ok]),
+        tpot=Distribution.of([r.tpot_s for r in ok if r.output_token_count > 1]),
+        itl=Distribution.of([g for r in ok for g in r.itl_s]),
+        e2el=Distribution.of([r.e2el_s for r in ok]),
+        tokens_estimated=any(r.tokens_estimated for r in ok),
+        achieved_concurrency=achieved_concurrency,
+        loop_lag_p99_s=lag,
+        client_notes=_client_notes(concurrency, rate, achieved_concurrency, len(ok) + len(failed_recs), dur, lag),
+    )
+
+
+def _client_notes(concurrency: int | None, rate: float | None, achieved: float, sent: int,
+                  dur: float, lag_s: float) -> tuple[str, ...]:  # fmt: skip
+    """When the client itself may be the bottleneck, say why (empty when all looks right)."""
+    notes = []
+    if concurrency and achieved < ACHIEVED_FRACTION * concurrency:
+        notes.append(f"achieved concurrency {achieved:.1f} of target {concurrency}")
+    if rate and sent / dur < ACHIEVED_FRACTION * rate:
+        notes.append(f"achieved rate {sent / dur:.2f} of target {rate:g} req/s")
+    if lag_s > CLIENT_LAG_LIMIT_S:
+        notes.append(f"event-loop lag p99 {lag_s * 1e3:.0f} ms: client timestamps are late")
+    return tuple(notes)

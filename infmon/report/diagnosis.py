@@ -1,0 +1,68 @@
+"""Plain-language lines a report states: the verdict, then its own caveats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _x(step: dict[str, Any]) -> str:
+    if step.get("concurrency") is not None:
+        return f"c={step['concurrency']}"
+    if step.get("rate") is not None:
+        return f"rate={step['rate']}/s"
+    return f"step {step.get('step')}"
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def lines(doc: dict[str, Any]) -> list[str]:
+    """Diagnosis lines grounded in the measured steps and server metrics."""
+    out: list[str] = []
+    knee = doc.get("knee")
+    if knee:
+        out.append(f"Knee at c={knee.get('concurrency')}: {knee.get('reason', '')}".rstrip(": "))
+    elif len(doc.get("steps") or []) >= 3:
+        out.append("No knee within the steps run: throughput was still growing.")
+    if doc.get("slo_max_concurrency") is not None:
+        out.append(f"Highest concurrency meeting the SLO: {doc['slo_max_concurrency']}.")
+    for step in doc.get("steps") or []:
+        srv = step.get("server") or {}
+        target, achieved = _num(step.get("concurrency")), _num(step.get("achieved_concurrency"))
+        if target and achieved is not None and achieved < 0.9 * target:
+            out.append(f"{_x(step)}: achieved concurrency {achieved:.1f} of {target:.0f} "
+                       "(client or server could not keep that many streams).")
+        if (_num(srv.get("waiting_max")) or 0) > 0:
+            out.append(f"{_x(step)}: requests queued on the server (waiting up to "
+                       f"{srv['waiting_max']:.0f}).")
+        if (_num(srv.get("preemptions_per_s_max")) or 0) > 0:
+            out.append(f"{_x(step)}: preemptions up to {srv['preemptions_per_s_max']:.1f}/s "
+                       f"(KV usage up to {100 * (srv.get('kv_usage_max') or 0):.0f}%).")
+        acc = _num(srv.get("acceptance_rate_mean"))
+        if acc is not None and acc < 0.3:
+            out.append(f"{_x(step)}: speculative decoding acceptance {acc:.2f} is low: the drafter "
+                       "costs more than it saves.")
+    return out
+
+
+def caveats(doc: dict[str, Any]) -> list[str]:
+    """What the reader should know before trusting the figures."""
+    s = doc.get("session") or {}
+    out = []
+    if s.get("tokens_estimated"):
+        out.append(f"{s['tokens_estimated']} requests had no usage from the server: their output "
+                   "token counts are estimated from chunks.")
+    if s.get("warmup_excluded"):
+        out.append(f"{s['warmup_excluded']} warm-up requests are excluded from step statistics.")
+    if s.get("skipped_lines"):
+        out.append(f"{s['skipped_lines']} unreadable journal lines were skipped (a torn last line "
+                   "after a kill, typically).")
+    if not s.get("ended_cleanly"):
+        out.append("The session did not end cleanly (killed or still running): the last step may "
+                   "be partial.")
+    if not doc.get("server_timeline"):
+        out.append("No server metrics were recorded: server-side figures are unknown.")
+    out.append("Over-time charts bin each request at its completion; latency over time is the "
+               "mean per bin, step tables use exact percentiles.")
+    return out

@@ -1,0 +1,55 @@
+"""``report.md``: a session report to paste into a PR or a chat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infmon.report.fmt import DASH, STEP_HEADER, num, pct, server_rows, step_row
+
+
+def md_escape(text: Any) -> str:
+    """Untrusted text inside a Markdown table: no HTML, no pipes, one line."""
+    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ").replace("`", "\\`")
+
+
+def _table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    s = doc.get("session") or {}
+    target = doc.get("target") or {}
+    out = [f"# infmon report: {md_escape(s.get('label') or s.get('dir') or 'session')}", "",
+           f"{md_escape(target.get('model') or DASH)} at {md_escape(target.get('url') or DASH)}"
+           f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed", "",
+           "## Server", ""]
+    out += _table(("", "value"), [list(r) for r in server_rows(doc)])
+    out += ["", "## Steps", ""]
+    out += _table(STEP_HEADER, [step_row(st) for st in doc.get("steps") or []])
+    knee, slo = doc.get("knee"), doc.get("slo_max_concurrency")
+    out += ["", f"**Knee:** {md_escape(_knee_text(knee))}  ",
+            f"**SLO limit:** {'c=' + str(slo) if slo is not None else 'none met / no SLO'}", ""]
+    out += ["## Diagnosis", ""] + [f"- {md_escape(x)}" for x in doc.get("diagnosis") or
+                                   ["Nothing notable."]]
+    q = doc.get("quality")
+    if q:
+        out += ["", "## Output quality", "",
+                f"{num(q.get('probes'))} probes · accuracy {pct(q.get('accuracy'))}"
+                + (f" · agreement with baseline {pct(q.get('agreement'))}"
+                   if q.get("agreement") is not None else "")]
+    marks = [e for e in doc.get("events") or [] if e.get("kind") in ("mark", "baseline")]
+    if marks:
+        out += ["", "## Marks", ""]
+        out += [f"- {num(e.get('t_s'))} s · {md_escape(e.get('kind'))} "
+                f"{md_escape(e.get('label') or '')}".rstrip() for e in marks]
+    out += ["", "## Caveats", ""] + [f"- {md_escape(x)}" for x in doc.get("caveats") or []]
+    return "\n".join(out) + "\n"
+
+
+def _knee_text(knee: dict[str, Any] | None) -> str:
+    if not knee:
+        return "not found within these steps"
+    return f"c={knee.get('concurrency')} ({knee.get('reason', '')})"

@@ -1,0 +1,53 @@
+"""The one door to the step statistics and the knee rule (``infmon.model.stats`` / ``knee``).
+
+Reports never compute TTFT/TPOT/percentiles themselves: they call the load engine's
+``summarize`` (vLLM's definitions, DESIGN.md section 2), exactly as ``infmon bench`` does,
+so a report's ``steps`` array equals the bench's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from infmon.model.knee import find_knee, slo_max_concurrency
+from infmon.model.records import RequestRecord
+from infmon.model.stats import SLO, summarize
+
+
+def step_entry(records: Sequence[RequestRecord], duration_s: float, slo: SLO | None,
+               recorded: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One ``steps[]`` entry of ``infmon bench --json`` for these records.
+
+    ``recorded`` is the step's stats as written at the time (when the step finished): the
+    load level and the client's own measurements (achieved concurrency, loop lag) come from
+    it, since they cannot be recomputed from records.
+    """
+    rec = recorded or {}
+    lag_ms = rec.get("loop_lag_p99_ms")
+    stats = summarize(
+        records, duration_s, slo, concurrency=rec.get("concurrency"), rate=rec.get("rate"),
+        achieved_concurrency=rec.get("achieved_concurrency"),
+        loop_lag_p99_s=lag_ms / 1e3 if isinstance(lag_ms, (int, float)) else math.nan,
+    )
+    return stats.to_dict()
+
+
+def parse_slo(value: Any) -> SLO | None:
+    """The SLO from the session config (``{"ttft_s": …}`` or ``ttft=500ms,…``), or None."""
+    if not value:
+        return None
+    if isinstance(value, dict):
+        keys = ("ttft_s", "tpot_s", "e2el_s")
+        slo = SLO(**{k: value.get(k) for k in keys})
+    else:
+        from infmon.config import parse_slo as parse
+
+        slo = parse(str(value))
+    return None if slo.empty else slo
+
+
+def knee_and_slo_limit(steps: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int | None]:
+    """``(knee, slo_max_concurrency)`` across the steps, by the bench's own rule."""
+    return find_knee(steps), slo_max_concurrency(steps)

@@ -1,0 +1,128 @@
+"""The session journal: round trip, redaction, torn lines, flushing without close."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+
+from infmon.clock import FakeClock
+from infmon.journal import JournalWriter, SessionReader
+from infmon.journal.codec import decode_record, encode_record
+from infmon.journal.redact import REDACTED, redact
+from infmon.model.records import RequestRecord
+
+
+def _rec(i: int, **kw) -> RequestRecord:
+    sent = 1000.0 + i
+    base = dict(
+        request_id=i, sent_s=sent, chunk_times_s=(sent + 0.1234567, sent + 0.15, sent + 0.2),
+        end_s=sent + 0.2001, chunk_tokens=(1, 1, 1), prompt_tokens=12, output_tokens=3,
+        finish_reason="length", http_status=200, step=2, concurrency=8,
+    )
+    base.update(kw)
+    return RequestRecord(**base)
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        _rec(1),
+        _rec(2, chunk_tokens=(2, 3, 1), output_tokens=None, warmup=True, output_text="<b>hi</b>"),
+        _rec(3, chunk_times_s=(), end_s=math.nan, chunk_tokens=(), output_tokens=None,
+             error_kind="http", error_message="HTTP 500", http_status=500, step=0),
+        _rec(4, rate=2.5, concurrency=None),
+    ],
+)
+def test_codec_round_trip_to_the_microsecond(rec):
+    back = decode_record(json.loads(json.dumps(encode_record(rec))))
+    assert back.request_id == rec.request_id
+    assert len(back.chunk_times_s) == len(rec.chunk_times_s)
+    for a, b in zip(back.chunk_times_s, rec.chunk_times_s, strict=True):
+        assert abs(a - b) < 1e-6
+    assert (math.isnan(back.end_s) and math.isnan(rec.end_s)) or abs(back.end_s - rec.end_s) < 1e-6
+    for name in ("chunk_tokens", "prompt_tokens", "output_tokens", "finish_reason", "http_status",
+                 "error_kind", "error_message", "step", "concurrency", "rate", "warmup",
+                 "output_text"):
+        assert getattr(back, name) == getattr(rec, name), name
+    assert back.ttft_s == pytest.approx(rec.ttft_s, abs=1e-6, nan_ok=True)
+    assert back.tpot_s == pytest.approx(rec.tpot_s, abs=1e-6, nan_ok=True)
+
+
+def test_redaction_masks_secrets_keeps_token_counts():
+    cfg = {
+        "api_key": "sk-123", "max_tokens": 64, "prompt_tokens": 128,
+        "headers": {"Authorization": "Bearer abc", "X-Trace": "ok"},
+        "nested": [{"password": "pw", "hf_token": "hf_x"}],
+        "url": "http://user:pa55@host:8000/v1", "note": "curl -H 'Authorization: Bearer zzz'",
+        "empty_token": None,
+    }
+    out = redact(cfg)
+    text = json.dumps(out)
+    for secret in ("sk-123", "abc", "pw", "hf_x", "pa55", "zzz"):
+        assert secret not in text
+    assert out["api_key"] == REDACTED and out["headers"]["X-Trace"] == "ok"
+    assert out["max_tokens"] == 64 and out["prompt_tokens"] == 128
+    assert out["url"].startswith("http://user:") and out["url"].endswith("@host:8000/v1")
+    assert out["empty_token"] is None
+
+
+def test_writer_reader_round_trip(tmp_path):
+    clock = FakeClock(50.0)
+    with JournalWriter(tmp_path, clock=clock, autoflush=False) as j:
+        j.write_config({"url": "http://x", "api_key": "sk-secret"})
+        for i in range(5):
+            j.write_record(_rec(i))
+        clock.advance(1.0)
+        j.write_scrape({"running": 3, "kv_usage_fraction": float("nan")})
+        j.write_event("mark", label="fp8 on")
+    r = SessionReader(tmp_path)
+    assert "sk-secret" not in (tmp_path / "config.json").read_text()
+    assert r.config["url"] == "http://x"
+    assert [x.request_id for x in r.iter_records()] == [0, 1, 2, 3, 4]
+    [scrape] = list(r.iter_scrapes())
+    assert scrape["t"] == 51.0 and scrape["snap"] == {"running": 3, "kv_usage_fraction": None}
+    event, end = list(r.iter_events())
+    assert end["kind"] == "session_end"
+    assert event["kind"] == "mark" and event["label"] == "fp8 on" and event["t"] == 51.0
+
+
+def test_torn_last_line_is_skipped(tmp_path):
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        for i in range(3):
+            j.write_record(_rec(i))
+    with open(tmp_path / "records.jsonl", "a") as f:
+        f.write('{"i": 9, "t": 1.0, "c": [12')
+    r = SessionReader(tmp_path)
+    assert [x.request_id for x in r.iter_records()] == [0, 1, 2]
+    assert r.skipped[0] == 1
+
+
+def test_background_flush_without_close(tmp_path):
+    j = JournalWriter(tmp_path, flush_interval_s=0.05)
+    try:
+        j.write_record(_rec(7))
+        j.write_event("m")
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if (tmp_path / "records.jsonl").read_text() and (tmp_path / "events.jsonl").read_text():
+                break
+            time.sleep(0.02)
+        assert [x.request_id for x in SessionReader(tmp_path).iter_records()] == [7]
+    finally:
+        j.close()
+    with pytest.raises(ValueError):
+        j.write_record(_rec(8))
+
+
+def test_scrape_accepts_objects_with_to_dict(tmp_path):
+    class Snap:
+        def to_dict(self):
+            return {"timestamp_s": 3.5, "waiting": 0, "backend": None}
+
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        j.write_scrape(Snap())
+    [s] = list(SessionReader(tmp_path).iter_scrapes())
+    assert s["t"] == 3.5 and s["snap"] == {"timestamp_s": 3.5, "waiting": 0}
