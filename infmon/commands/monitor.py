@@ -59,9 +59,10 @@ class LiveLoad:
     server is unreachable) and then applies whatever level the operator has set meanwhile."""
 
     def __init__(self, driver: Any, client: Any, session: Session, clock: Clock,
-                 max_concurrency: int) -> None:
+                 max_concurrency: int, journal: Any) -> None:
         self.driver, self.client, self.session, self.clock = driver, client, session, clock
         self.max_concurrency = max_concurrency
+        self.journal = journal
         self.ready = False
         self._want: tuple[str, float] = ("closed", 1)
         self._paused = True
@@ -73,15 +74,23 @@ class LiveLoad:
     async def run(self) -> None:
         from infmon.load.client import ClientError
 
+        last_error = None
         while not self.ready:
             try:
                 model = await self.client.resolve_model()
                 await self.client.detect_capabilities()
             except ClientError as exc:
-                self.session.add_event(self.clock.now(), "error", f"load: {exc}")
+                if str(exc) != last_error:
+                    last_error = str(exc)
+                    self.session.add_event(self.clock.now(), "error", f"load waits: {exc}")
                 await asyncio.sleep(RETRY_S)
                 continue
             self.session.set_server_info(model=model)
+            caps = self.client.capabilities
+            self.journal.write_event(
+                "target", url=self.client.params.base_url, model=model,
+                endpoint=self.client.params.endpoint,
+                capabilities={"stream_options": caps.stream_options, "vllm_fields": caps.vllm_fields})
             self.ready = True
         self.driver.start()
         self._apply_pause()
@@ -95,7 +104,10 @@ class LiveLoad:
         if not self.ready:
             return
         mode, level = self._want
-        self.driver.next_step()
+        if self.driver.step > 0:
+            self.journal.write_event("step_end", index=self.driver.step)
+        index = self.driver.next_step()
+        self.journal.write_event("step_start", index=index, mode=mode, level=level)
         if mode == "closed":
             self.driver.set_concurrency(int(level))
         else:
@@ -126,23 +138,43 @@ class Recorder:
     journal: Any
     session_dir: Path
     reports: list[str] = field(default_factory=list)
+    journal_closed: bool = False
 
     def record_action(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "load":
+            kind = "concurrency" if data.get("mode") == "closed" else "rate"
         self.journal.write_event(kind, **data)
 
     def write_report(self, screenshot_svg: str | None, final: bool) -> str:
-        self.journal.flush()
+        """Rebuild the reports from the journal; returns the Markdown report's path."""
+        if not self.journal_closed:
+            self.journal.flush()
         from infmon.report import write_reports
 
-        out = write_reports(self.session_dir, screenshot_svg=screenshot_svg)
-        self.reports.append(str(out))
-        return str(out)
+        written = write_reports(self.session_dir, screenshot_svg=screenshot_svg)
+        main = next((p for p in written if p.suffix == ".md"), self.session_dir)
+        self.reports.append(str(main))
+        return str(main)
 
 
-def _open_journal(session_dir: Path) -> Any:
-    from infmon.journal.writer import JournalWriter
+class ServerEvents:
+    """Outages, recoveries and restarts of the server, journalled once each."""
 
-    return JournalWriter(session_dir)
+    def __init__(self, journal: Any) -> None:
+        self.journal = journal
+        self.down = False
+
+    def __call__(self, snap: Any) -> None:
+        state = getattr(snap, "state", "ok")
+        if state in ("down", "stale") and not self.down:
+            self.down = True
+            self.journal.write_event("server_down", error=getattr(snap, "error_message", None),
+                                     t=snap.timestamp_s)
+        elif state == "ok" and self.down:
+            self.down = False
+            self.journal.write_event("server_up", t=snap.timestamp_s)
+        if getattr(snap, "server_restarted", False):
+            self.journal.write_event("restart", t=snap.timestamp_s)
 
 
 def build_session(config: Config, clock: Clock) -> Session:
@@ -163,9 +195,12 @@ def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None
 
     clock = clock or MonotonicClock()
     session_dir = Path(config.session_dir or default_session_dir(config.label))
-    journal = _open_journal(session_dir)
-    journal.write_config(config.redacted() if hasattr(config, "redacted") else _safe_config(config))
+    from infmon.journal.writer import JournalWriter
+
+    journal = JournalWriter(session_dir, clock)
+    journal.write_config(config.to_public_dict())
     session = build_session(config, clock)
+    server_events = ServerEvents(journal)
 
     def on_record(rec: RequestRecord) -> None:
         session.add_record(rec)
@@ -173,11 +208,13 @@ def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None
 
     def on_snapshot(snap: Any) -> None:
         session.ingest_server_snapshot(snap, clock.now())
-        journal.write_scrape(snap)
+        server_events(snap)
+        if getattr(snap, "state", "ok") == "ok":
+            journal.write_scrape(snap)
 
     client = StreamingClient(config, clock)
     driver = LoadDriver(client, make_workload(config), on_record, clock, seed=config.seed)
-    live = LiveLoad(driver, client, session, clock, config.max_concurrency)
+    live = LiveLoad(driver, client, session, clock, config.max_concurrency, journal)
     source = DirectSource(args.metrics_url or config.url)
     poller = MetricPoller(source, args.scrape_interval, on_snapshot, clock)
     recorder = Recorder(journal, session_dir)
@@ -198,18 +235,10 @@ def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None
     try:
         app.run()
     finally:
-        journal.write_event("exit", reason=app.exit_reason or "error")
-        journal.flush()
+        journal.write_event("quit", reason=app.exit_reason or "error")
         journal.close()
+        recorder.journal_closed = True
         out = recorder.write_report(app.final_screenshot_svg, final=True)
         print(f"infmon: session recorded in {session_dir}; report: {out}", file=sys.stderr)
     return 0
 
-
-def _safe_config(config: Config) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    data = asdict(config)
-    if data.get("api_key"):
-        data["api_key"] = "<redacted>"
-    return data

@@ -66,6 +66,8 @@ def queueing(i: DiagnosisInputs) -> Diagnosis | None:
 def client_bottleneck(i: DiagnosisInputs) -> Diagnosis | None:
     if i.paused or i.load_mode != "closed" or i.inflight_requests is None or i.load_level < 2:
         return None
+    if not i.server.up:
+        return None
     if not (_ok(i.step_age_s) and i.step_age_s >= MIN_STEP_AGE_S):
         return None
     s = i.server

@@ -33,6 +33,7 @@ from infmon.model.server_view import server_view_from
 from infmon.model.sweep import knee_level, slo_limit_level
 
 NAN = math.nan
+HELD_FIELDS = ("queue_s", "prefill_s", "decode_s", "prefix_hit_rate")
 SAMPLE_PERIOD_S = 1.0
 """The over-time series get one sample per second."""
 
@@ -115,6 +116,7 @@ class Session:
         self._meta: dict[str, str | None] = {"model": None, "backend": None, "version": None}
         self._views: tuple[ThroughputView, LatencyView, ServerView, KneeView] | None = None
         self._no_metrics = False
+        self._last_known: dict[str, float] = {}
 
     # ---- ingest -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
@@ -353,12 +355,25 @@ class Session:
         if self._server_raw is None:
             view = ServerView()
         else:
-            view = server_view_from(self._server_raw, self._tokens_per_seq())
+            view = self._hold_last_known(server_view_from(self._server_raw, self._tokens_per_seq()))
         stale = now - self._server_at_s if self._server_at_s is not None else NAN
         down = self._down_since_s - self.start_s if self._down_since_s is not None else None
         return _replace_server(view, up=self._down_since_s is None, down_since_s=down,
                                stale_s=stale, error=self._server_error,
                                kv_series=tuple(self._kv_series))
+
+    def _hold_last_known(self, view: ServerView) -> ServerView:
+        """Window means of rare events (a request finishing inside a 1 s scrape window) keep
+        their last value instead of blinking to "unknown" between completions."""
+        changes = {}
+        for name in HELD_FIELDS:
+            value = getattr(view, name)
+            if math.isnan(value):
+                if name in self._last_known:
+                    changes[name] = self._last_known[name]
+            else:
+                self._last_known[name] = value
+        return _replace_server(view, **changes) if changes else view
 
     def _tokens_per_seq(self) -> float:
         """Mean prompt + output tokens of the last requests (nan before any)."""
@@ -402,7 +417,8 @@ class Session:
             meets = good >= 0.9 * len(kept)
         return StepPoint(
             index=step.index, mode=step.mode, level=step.level, held_s=end - step.start_s,
-            output_tokens_per_s=sum(r.output_token_count for r in finished) / span if end > measured_from else NAN,
+            output_tokens_per_s=(sum(r.output_token_count for r in finished) / span
+                                 if finished and end > measured_from else NAN),
             p90_e2el_s=e2el.p90_s, p90_ttft_s=ttft.p90_s, completed=len(kept), meets_slo=meets,
         )
 

@@ -42,7 +42,11 @@ def ms_bare(x_s: float | None) -> str:
 
 
 def pct(x: float | None) -> str:
-    return MISSING if missing(x) else f"{x:.0%}"
+    """38%; below 10% one decimal (a KV cache at 0.7% is not empty)."""
+    if missing(x):
+        return MISSING
+    assert x is not None
+    return f"{x:.1%}" if 0 < abs(x) < 0.1 else f"{x:.0%}"
 
 
 def si(x: float | None) -> str:

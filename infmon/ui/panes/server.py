@@ -29,7 +29,8 @@ class ServerPane(Pane):
         elif not s.has_data:
             return Text("waiting for the first scrape…", style=muted)
         values = Text.assemble(
-            ("running ", muted), (f.num(s.running), "bold"), (" / ", muted), f.num(s.max_num_seqs),
+            ("running ", muted), (f.num(s.running), "bold"),
+            ("" if f.missing(s.max_num_seqs) else f" / {f.num(s.max_num_seqs)}", muted),
             ("  waiting ", muted), (f.num(s.waiting), self.style("warning", True) if s.waiting else "bold"),
             "\n", ("preemptions ", muted), f.num(s.preemptions_per_s, 1), "/s",
             ("  prefix hits ", muted), f.pct(s.prefix_hit_rate), "\n",
