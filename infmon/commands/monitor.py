@@ -185,8 +185,10 @@ def build_session(config: Config, clock: Clock) -> Session:
     return Session(cfg, start_s=clock.now())
 
 
-def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None = None) -> int:
-    """Run the app until it quits; then flush the journal and write the final report."""
+def build_monitor(config: Config, args: argparse.Namespace, *,
+                  clock: Clock | None = None) -> tuple[Any, Recorder]:
+    """The app wired to the real driver, poller, journal and reports (not yet running)."""
+    from infmon.journal.writer import JournalWriter
     from infmon.load.client import StreamingClient
     from infmon.load.driver import LoadDriver
     from infmon.sources.poller import MetricPoller
@@ -195,8 +197,6 @@ def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None
 
     clock = clock or MonotonicClock()
     session_dir = Path(config.session_dir or default_session_dir(config.label))
-    from infmon.journal.writer import JournalWriter
-
     journal = JournalWriter(session_dir, clock)
     journal.write_config(config.to_public_dict())
     session = build_session(config, clock)
@@ -224,21 +224,31 @@ def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None
         await client.aclose()
         await source.aclose()
 
-    mode = "rate" if config.rate else "closed"
     app = InfmonApp(
         session, driver=live, source=poller, clock=clock, recorder=recorder,
         theme_name=args.theme, ui_hz=args.ui_hz, step_duration_s=config.step_duration_s,
-        load_mode=mode, concurrency=config.concurrency[0] if config.concurrency else 1,
+        load_mode="rate" if config.rate else "closed",
+        concurrency=config.concurrency[0] if config.concurrency else 1,
         rate_per_s=config.rate[0] if config.rate else 1.0,
         start_paused=not (config.concurrency or config.rate), on_shutdown=shutdown,
     )
+    return app, recorder
+
+
+def finish(app: Any, recorder: Recorder) -> str:
+    """After the app: note why it ended, close the journal, write the final report."""
+    recorder.journal.write_event("quit", reason=app.exit_reason or "error")
+    recorder.journal.close()
+    recorder.journal_closed = True
+    return recorder.write_report(app.final_screenshot_svg, final=True)
+
+
+def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None = None) -> int:
+    """Run the app until it quits; then write the final report (whatever ended it)."""
+    app, recorder = build_monitor(config, args, clock=clock)
     try:
         app.run()
     finally:
-        journal.write_event("quit", reason=app.exit_reason or "error")
-        journal.close()
-        recorder.journal_closed = True
-        out = recorder.write_report(app.final_screenshot_svg, final=True)
-        print(f"infmon: session recorded in {session_dir}; report: {out}", file=sys.stderr)
+        out = finish(app, recorder)
+        print(f"infmon: session recorded in {recorder.session_dir}; report: {out}", file=sys.stderr)
     return 0
-

@@ -126,6 +126,8 @@ class StepPoint:
     p90_ttft_s: float
     completed: int
     meets_slo: bool | None
+    settled: bool = True
+    """The step has ended and the requests it overlapped have finished: its figures are final."""
 
 
 @dataclass(frozen=True, slots=True)

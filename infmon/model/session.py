@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from infmon.model.dashboard import (
     DashboardSnapshot,
@@ -21,13 +18,13 @@ from infmon.model.dashboard import (
     HeaderView,
     KneeView,
     LatencyView,
-    Percentiles,
     ServerView,
     Slo,
     StepPoint,
     ThroughputView,
 )
 from infmon.model.diagnose import DiagnosisInputs, diagnose
+from infmon.model.live_steps import LiveStep, credit_tokens, percentiles, step_point
 from infmon.model.records import RequestRecord
 from infmon.model.server_view import server_view_from
 from infmon.model.sweep import knee_level, slo_limit_level
@@ -38,15 +35,6 @@ SAMPLE_PERIOD_S = 1.0
 """The over-time series get one sample per second."""
 
 
-def percentiles(values: Iterable[float]) -> Percentiles:
-    """p50/p90/p99 with numpy's linear interpolation (vLLM's definition); nan when empty."""
-    arr = np.fromiter((v for v in values if not math.isnan(v)), dtype=float)
-    if arr.size == 0:
-        return Percentiles()
-    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
-    return Percentiles(float(p50), float(p90), float(p99), int(arr.size))
-
-
 def meets_slo(rec: RequestRecord, slo: Slo) -> bool:
     """DistServe goodput: TTFT, TPOT and E2EL all within their bounds (unset bounds pass)."""
     if not rec.ok:
@@ -55,17 +43,6 @@ def meets_slo(rec: RequestRecord, slo: Slo) -> bool:
         if bound is not None and not math.isnan(value) and value > bound:
             return False
     return True
-
-
-@dataclass(slots=True)
-class _Step:
-    index: int
-    mode: str
-    level: float
-    start_s: float
-    end_s: float | None = None
-    warmup_s: float = 0.0
-    records: list[RequestRecord] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -102,7 +79,7 @@ class Session:
         self._samples_taken = 0
         self._mark_samples: deque[int] = deque(maxlen=100)
         self._events: deque[Event] = deque(maxlen=self.config.max_events)
-        self._steps: list[_Step] = []
+        self._steps: list[LiveStep] = []
         self._server_raw: Any = None
         self._server_at_s: float | None = None
         self._down_since_s: float | None = None
@@ -122,6 +99,7 @@ class Session:
     def add_record(self, rec: RequestRecord) -> None:
         """A finished (or failed) request; filed into the step that was active when it was sent."""
         self._recent.append(rec)
+        credit_tokens(self._steps, rec)
         step = self._step_at(rec.sent_s)
         if step is not None and len(step.records) < self.config.max_step_records:
             step.records.append(rec)
@@ -182,7 +160,7 @@ class Session:
         else:
             old = ""
         warm = self.config.step_warmup_s
-        self._steps.append(_Step(len(self._steps), mode, level, now, warmup_s=warm))
+        self._steps.append(LiveStep(len(self._steps), mode, level, now, warmup_s=warm))
         self.add_event(now, "load", f"{old}{_fmt_level(mode, level)}")
 
     def set_paused(self, paused: bool, now: float) -> None:
@@ -256,7 +234,7 @@ class Session:
                 self._knee_view(t))
 
     # ---- internals ----------------------------------------------------------------------------
-    def _step_at(self, t: float) -> _Step | None:
+    def _step_at(self, t: float) -> LiveStep | None:
         for step in reversed(self._steps):
             if step.start_s <= t:
                 return step
@@ -341,10 +319,10 @@ class Session:
     def _latency_view(self, now: float) -> LatencyView:
         ok = [r for r in self._window(now, self.config.window_s) if r.ok]
         return LatencyView(
-            ttft=percentiles(r.ttft_s for r in ok),
-            tpot=percentiles(r.tpot_s for r in ok),
-            itl=percentiles(x for r in ok for x in r.itl_s),
-            e2el=percentiles(r.e2el_s for r in ok),
+            ttft=percentiles([r.ttft_s for r in ok]),
+            tpot=percentiles([r.tpot_s for r in ok]),
+            itl=percentiles([x for r in ok for x in r.itl_s]),
+            e2el=percentiles([r.e2el_s for r in ok]),
             slo=self.config.slo,
             ttft_p90_series=tuple(self._ttft_series),
             e2el_p90_series=tuple(self._e2el_series),
@@ -402,25 +380,9 @@ class Session:
             baseline_step=self._baseline,
         )
 
-    def _step_point(self, step: _Step, now: float | None) -> StepPoint:
-        end = step.end_s if step.end_s is not None else (now if now is not None else step.start_s)
-        measured_from = step.start_s + step.warmup_s
-        span = max(end - measured_from, 1e-9)
-        kept = [r for r in step.records if r.ok and r.sent_s >= measured_from]
-        finished = [r for r in step.records if r.ok and measured_from <= r.end_s <= end]
-        e2el = percentiles(r.e2el_s for r in kept)
-        ttft = percentiles(r.ttft_s for r in kept)
-        slo = self.config.slo
-        meets = None
-        if slo.is_set and kept:
-            good = sum(1 for r in kept if meets_slo(r, slo))
-            meets = good >= 0.9 * len(kept)
-        return StepPoint(
-            index=step.index, mode=step.mode, level=step.level, held_s=end - step.start_s,
-            output_tokens_per_s=(sum(r.output_token_count for r in finished) / span
-                                 if finished and end > measured_from else NAN),
-            p90_e2el_s=e2el.p90_s, p90_ttft_s=ttft.p90_s, completed=len(kept), meets_slo=meets,
-        )
+    def _step_point(self, step: LiveStep, now: float | None) -> StepPoint:
+        at = now if now is not None else (step.end_s or step.start_s)
+        return step_point(step, at, self.config.slo, meets_slo)
 
     def _baseline_point(self, now: float) -> StepPoint | None:
         if self._baseline is None:
@@ -431,7 +393,7 @@ class Session:
         points = tuple(p for p in self.step_points(now) if p.mode == "closed")
         return KneeView(
             steps=points,
-            knee_level=knee_level(points),
+            knee_level=knee_level([p for p in points if p.settled]),
             slo_limit_level=slo_limit_level(points),
             baseline_index=self._baseline,
         )

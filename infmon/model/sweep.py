@@ -71,7 +71,7 @@ class Sweep:
         if current and current[-1].meets_slo is False:
             self.stop_reason = f"SLO breached at c={self.level}"
             return None
-        knee = knee_level(mine)
+        knee = knee_level([p for p in mine if p.settled])
         if knee is not None and self.level > knee:
             self.stop_reason = f"past the knee (c={knee:g})"
             return None

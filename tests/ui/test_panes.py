@@ -47,11 +47,16 @@ async def test_normal_with_data(clock):
         tp = text_of(app, ThroughputPane)
         assert "out 512 tok/s" in tp and "server 480 tok/s" in tp
         assert "SLO 500 ms" in text_of(app, LatencyPane)
+        # c=16 is the step still running: its figures are not final, so no knee yet
+        assert "knee not yet" in text_of(app, KneePane)
+        app.session.set_load("closed", 32, clock.now())
+        clock.advance(10.0)
+        app.render_tick()
         knee = text_of(app, KneePane)
         assert "knee c=8" in knee and "SLO limit c=16" in knee
         assert "queueing: 8 waiting" in text_of(app, EventsPane)
         header = text_of(app, HeaderBar)
-        assert "closed loop c=16" in header and "Qwen/Qwen2.5-7B-Instruct" in header
+        assert "closed loop c=32" in header and "Qwen/Qwen2.5-7B-Instruct" in header
 
 
 async def test_server_down_shows_when_it_went_down(clock):

@@ -70,12 +70,28 @@ def test_steps_knee_and_baseline():
             s.add_record(rec(i, sent=t + k, ttft=0.1, n=rate, gap=0.0005))
             i += 1
         t += 10.0
-    snap = s.snapshot(t)
+    # the running step's figures are not final: no knee is called on them
+    assert s.snapshot(t).knee.knee_level is None
+    s.set_load("closed", 16, t)
+    snap = s.snapshot(t + 1)
     levels = [p.level for p in snap.knee.steps]
     assert levels == [1, 2, 4, 8]
     assert snap.knee.knee_level == 4
-    assert s.set_baseline(t) == 3
-    assert s.snapshot(t).header.baseline_step == 3
+    assert s.set_baseline(t + 1) == 4
+    assert s.snapshot(t + 1).header.baseline_step == 4
+
+
+def test_step_throughput_counts_tokens_generated_inside_the_step():
+    s = Session(SessionConfig(step_warmup_s=0.0, min_step_s=1.0))
+    s.set_load("closed", 1, 0.0)
+    s.set_load("closed", 2, 10.0)
+    # one request streaming 100 tokens evenly from t=5 to t=15: half in each step
+    chunks = tuple(5.0 + 0.1 * k for k in range(100))
+    s.add_record(RequestRecord(0, 4.9, chunks, chunks[-1], output_tokens=100))
+    first, second = s.step_points(20.0)
+    assert first.output_tokens_per_s == 50 / 10
+    assert second.output_tokens_per_s == 50 / 10
+    assert first.settled and not second.settled
 
 
 def test_slo_goodput_and_limit():
