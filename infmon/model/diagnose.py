@@ -58,6 +58,8 @@ def queueing(i: DiagnosisInputs) -> Diagnosis | None:
         why = f"running at max_num_seqs {s.max_num_seqs:.0f}"
     elif _ok(s.kv_usage_fraction) and s.kv_usage_fraction >= KV_FULL_FRACTION:
         why = "KV cache is the limit"
+    elif _ok(s.running):
+        why = f"behind {s.running:.0f} running"
     else:
         why = "the scheduler is saturated"
     return Diagnosis("queueing", f"queueing: {s.waiting:.0f} waiting, {why}")

@@ -52,9 +52,12 @@ class Sweep:
     level: int = 0
     level_since_s: float = 0.0
     stop_reason: str | None = None
+    hold_level: int | None = None
+    """Where to leave the load once the sweep is over: the knee, or the last level within SLO."""
 
     def start(self, now: float) -> int:
         self.started_s, self.level, self.level_since_s, self.stop_reason = now, 1, now, None
+        self.hold_level = None
         return self.level
 
     @property
@@ -69,11 +72,14 @@ class Sweep:
         mine = [p for p in points if p.mode == "closed" and p.held_s > 0]
         current = [p for p in mine if p.level == self.level]
         if current and current[-1].meets_slo is False:
+            limit = slo_limit_level(mine)
             self.stop_reason = f"SLO breached at c={self.level}"
+            self.hold_level = int(limit) if limit is not None else None
             return None
         knee = knee_level([p for p in mine if p.settled])
         if knee is not None and self.level > knee:
             self.stop_reason = f"past the knee (c={knee:g})"
+            self.hold_level = int(knee)
             return None
         if self.level * 2 > self.max_level:
             self.stop_reason = f"reached c={self.level}"

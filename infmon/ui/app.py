@@ -181,7 +181,12 @@ class InfmonApp(App[None]):
             self.load_mode, self.concurrency = "closed", level
             self._apply_load()
         elif self.sweep.stop_reason is not None:
-            self.session.set_sweeping(False, now, self.sweep.stop_reason)
+            hold = self.sweep.hold_level
+            why = self.sweep.stop_reason + (f"; holding c={hold}" if hold else "")
+            self.session.set_sweeping(False, now, why)
+            if hold:
+                self.load_mode, self.concurrency = "closed", hold
+                self._apply_load()
 
     # ---- workers and signals ------------------------------------------------------------------
     async def _run_forever(self, run: Callable[[], Any]) -> None:

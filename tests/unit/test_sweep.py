@@ -35,3 +35,19 @@ def test_sweep_stops_at_slo_breach():
     sw.start(0.0)
     assert sw.next_level(1.0, [pt(1, 100, meets=False)]) is None
     assert sw.stop_reason == "SLO breached at c=1"
+
+
+def test_sweep_holds_the_knee_after_stopping():
+    sw = Sweep(step_s=1)
+    sw.start(0.0)
+    sw.level = 4
+    assert sw.next_level(1.0, [pt(1, 100), pt(2, 200), pt(4, 210)]) is None
+    assert sw.hold_level == 2
+
+
+def test_unsettled_steps_do_not_call_the_knee():
+    sw = Sweep(step_s=1)
+    sw.start(0.0)
+    sw.level = 4
+    running = StepPoint(0, "closed", 4, 1.0, 210.0, math.nan, math.nan, 3, None, settled=False)
+    assert sw.next_level(1.0, [pt(1, 100), pt(2, 200), running]) == 8

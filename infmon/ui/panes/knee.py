@@ -43,4 +43,5 @@ class KneePane(Pane):
                              scatter=True),
                         Line("", tuple(p.p90_e2el_s for p in k.steps), "latency-p90",
                              xs=xs, scatter=True, right=True)],
-                       vlines=vlines, xlabel="concurrency: tok/s (left), p90 E2E s (right)")
+                       vlines=vlines, xlabel="concurrency (log): tok/s left, p90 E2E s right",
+                       log_x=True)

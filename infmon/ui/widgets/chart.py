@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from rich.text import Text
 from textual.color import Color
 from textual_plotext import PlotextPlot
 
@@ -30,13 +32,21 @@ class Chart(PlotextPlot):
         super().__init__(id=id, classes=classes)
         self._shown: tuple | None = None
 
+    def render(self) -> Any:
+        """Draw; if plotext fails on some corner of the data (it has a few: log scales of
+        degenerate ranges), show a note instead of taking the app down."""
+        try:
+            return super().render()
+        except (ValueError, TypeError, ZeroDivisionError, IndexError, OverflowError) as exc:
+            return Text(f"(chart unavailable: {type(exc).__name__})", style="dim")
+
     def rgb(self, var: str) -> tuple[int, int, int]:
         return Color.parse(self.app.theme_variables.get(var, "#888888")).rgb
 
     def show(self, lines: Sequence[Line], *, vlines: Sequence[tuple[float, str]] = (),
              hline: tuple[float, str] | None = None, ylabel: str = "", xlabel: str = "",
-             force: bool = False) -> None:
-        key = (tuple(lines), tuple(vlines), hline, ylabel, xlabel)
+             force: bool = False, log_x: bool = False) -> None:
+        key = (tuple(lines), tuple(vlines), hline, ylabel, xlabel, log_x)
         if key == self._shown and not force:
             return
         self._shown = key
@@ -44,6 +54,8 @@ class Chart(PlotextPlot):
         plt.clear_data()
         plt.ylabel(ylabel)
         plt.xlabel(xlabel)
+        has_data = any(not math.isnan(y) for line in lines for y in line.ys)
+        plt.xscale("log" if log_x and has_data else "linear")  # plotext cannot log an empty plot
         drawn = False
         for line in lines:
             xs = line.xs if line.xs is not None else tuple(range(len(line.ys)))
