@@ -13,13 +13,15 @@ from typing import Any
 from infmon.cli import CliError
 from infmon.clock import MonotonicClock
 from infmon.commands.common import (
-    SessionJournal,
     add_load_arguments,
     config_from_args,
     default_session_dir,
     make_workload,
+    open_journal,
+    write_session_reports,
 )
 from infmon.config import Config
+from infmon.journal import JournalWriter
 from infmon.load.client import ClientError, StreamingClient
 from infmon.load.driver import LoadDriver
 from infmon.load.prompts import Workload
@@ -45,22 +47,25 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from_config(config)
     workload = make_workload(config)
     session_dir = Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
-    journal = SessionJournal(session_dir)
+    clock = MonotonicClock()
+    journal = open_journal(session_dir, clock)
     print(f"session: {session_dir}", flush=True)
     journal.write_config(config.to_public_dict())
     try:
-        result = asyncio.run(_bench(config, plan, workload, journal))
+        result = asyncio.run(_bench(config, plan, workload, journal, clock))
     finally:
         journal.close()
         print(f"session recorded in {session_dir}", flush=True)
+        if (session_dir / "records.jsonl").stat().st_size > 0:  # some load ran: report it
+            write_session_reports(session_dir)
     result["session_dir"] = str(session_dir)
     if args.json:
         _write_json(Path(args.json), result)
     return _verdict(result)
 
 
-async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: SessionJournal) -> dict[str, Any]:
-    clock = MonotonicClock()
+async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
+                 clock: MonotonicClock) -> dict[str, Any]:  # fmt: skip
     try:
         client = StreamingClient(config, clock)
     except ClientError as exc:
@@ -83,7 +88,9 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
         steps = await run_steps(driver, collector, plan, clock=clock, slo=config.slo,
                                 on_step=lambda i, spec, s: _on_step(journal, progress, i, spec, s),
                                 on_tick=progress.tick)  # fmt: skip
-        return _result(target, steps, errors, config)
+        result = _result(target, steps, errors, config)
+        journal.write_event("bench_summary", knee=result["knee"], slo_max_concurrency=result["slo_max_concurrency"])
+        return result
     finally:
         if driver is not None:
             await driver.stop()
@@ -132,7 +139,7 @@ def _row(index: int, spec: StepSpec, s: StepStats) -> str:
     return "  ".join(c.rjust(w) for c, w in zip(cells, _WIDTHS, strict=True))
 
 
-def _on_step(journal: SessionJournal, progress: _Progress, index: int, spec: StepSpec, s: StepStats) -> None:
+def _on_step(journal: JournalWriter, progress: _Progress, index: int, spec: StepSpec, s: StepStats) -> None:
     progress.clear()
     print(_row(index, spec, s), flush=True)
     for note in s.client_notes:

@@ -7,18 +7,16 @@ Every option defaults to ``None`` here so that ``infmon.config.build_config`` ca
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from infmon.cli import CliError
-from infmon.clock import wall_time
+from infmon.clock import Clock, wall_time
 from infmon.config import Config, ConfigError, build_config
+from infmon.journal import JournalWriter
 from infmon.load.prompts import DatasetError, Workload, load_dataset
-from infmon.model.records import RequestRecord
 
 _LOAD_KEYS = (
     "url", "api_key", "api_key_file", "model", "endpoint", "prompt_tokens", "output_tokens",
@@ -101,52 +99,22 @@ def default_session_dir(label: str, now_s: float | None = None) -> Path:
     return path
 
 
-class SessionJournal:
-    """Append-only session record (JSONL), flushed at least once a second.
-
-    Same method names as ``infmon.journal.JournalWriter`` so bench can switch with one import.
-    """
-
-    FLUSH_EVERY_S = 1.0
-
-    def __init__(self, directory: Path) -> None:
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            self.directory = directory
-            self._records = (directory / "records.jsonl").open("a", encoding="utf-8")
-            self._events = (directory / "events.jsonl").open("a", encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"cannot create session directory {directory}: {exc.strerror}") from None
-        self._last_flush = time.monotonic()
-
-    def write_config(self, config: dict[str, Any]) -> None:
-        (self.directory / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-
-    def write_record(self, record: RequestRecord) -> None:
-        row = {"type": "request", "t_wall": wall_time(), **record_row(record)}
-        self._records.write(json.dumps(row) + "\n")
-        self._maybe_flush()
-
-    def write_event(self, kind: str, **payload: Any) -> None:
-        row = {"type": "event", "kind": kind, "t_wall": wall_time(), **payload}
-        self._events.write(json.dumps(row, default=str) + "\n")
-        self._maybe_flush()
-
-    def _maybe_flush(self) -> None:
-        if time.monotonic() - self._last_flush >= self.FLUSH_EVERY_S:
-            self.flush()
-
-    def flush(self) -> None:
-        self._records.flush()
-        self._events.flush()
-        self._last_flush = time.monotonic()
-
-    def close(self) -> None:
-        self._records.close()
-        self._events.close()
+def open_journal(directory: Path, clock: Clock) -> JournalWriter:
+    """The session record of a run (append-only, flushed in the background)."""
+    try:
+        return JournalWriter(directory, clock)
+    except OSError as exc:
+        raise CliError(f"cannot create session directory {directory}: {exc.strerror}") from None
 
 
-def record_row(record: RequestRecord) -> dict[str, Any]:
-    """A record as JSON-ready data (nan → None)."""
-    row = dataclasses.asdict(record)
-    return {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+def write_session_reports(directory: Path) -> None:
+    """Rebuild the session's reports; a failure is reported on one line, never a traceback."""
+    from infmon.report import write_reports
+
+    try:
+        written = write_reports(directory)
+    except Exception as exc:  # a report bug must not turn a finished run into a crash
+        print(f"infmon: warning: reports not written ({exc.__class__.__name__}: {exc})", file=sys.stderr)
+        return
+    names = ", ".join(p.name for p in written if p.suffix in (".md", ".html"))
+    print(f"reports: {names} in {directory}", flush=True)

@@ -220,10 +220,14 @@ class StreamingClient:
             ) from None
 
     async def resolve_model(self) -> str:
-        """Check ``params.model`` against the server's list, or take the first served model."""
+        """Check ``params.model`` against the server's list, or take the first served model.
+
+        An empty list with a model given is trusted: ``transformers serve`` lists only the
+        models already in its hub cache, yet serves others by path.
+        """
         models = await self.list_models()
         if self.model:
-            if self.model not in models:
+            if models and self.model not in models:
                 served = ", ".join(models[:5]) or "none"
                 raise ClientError(ErrorKind.HTTP, f"model {self.model!r} is not served here (served: {served})")
             return self.model
@@ -258,7 +262,7 @@ class StreamingClient:
     async def stream(
         self,
         request_id: int,
-        prompt: Prompt,
+        prompt: Prompt | str | list[dict[str, str]],
         output_tokens: int,
         *,
         step: int = 0,
@@ -271,9 +275,16 @@ class StreamingClient:
     ) -> RequestRecord:
         """Send one streaming request and measure it; failures come back as records.
 
+        ``prompt`` is a ``Prompt``, plain text, or chat messages (``[{"role", "content"}]``).
+        ``extra_body`` adds request fields (e.g. ``{"temperature": 0}`` for quality probes).
+
         If the task is cancelled, ``on_cancel`` receives the partial record (kind
         ``cancelled``) and the cancellation propagates.
         """
+        if isinstance(prompt, str):
+            prompt = Prompt(text=prompt)
+        elif isinstance(prompt, list):
+            prompt = Prompt(messages=tuple((m.get("role", "user"), m["content"]) for m in prompt))
         caps = self.capabilities or await self.detect_capabilities()
         rec = await self._stream(request_id, prompt, output_tokens, caps, extra_body or {},
                                  on_cancel, keep_text=keep_text)  # fmt: skip

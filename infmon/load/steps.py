@@ -10,10 +10,11 @@ and its last request's end (vLLM's benchmark duration). Used by ``infmon bench``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infmon.clock import Clock
 from infmon.config import Config
@@ -55,12 +56,12 @@ class StepProgress:
 
 def plan_from_config(config: Config) -> list[StepSpec]:
     """The steps a config asks for (concurrency steps, else rate steps, else c=1)."""
-    common = {"duration_s": config.step_duration_s, "warmup_s": config.effective_warmup_s,
-              "max_requests": config.step_requests}  # fmt: skip
+    base = StepSpec(duration_s=config.step_duration_s, warmup_s=config.effective_warmup_s,
+                    max_requests=config.step_requests, max_concurrency=config.max_concurrency,
+                    arrival=config.arrival)  # fmt: skip
     if config.rate and not config.concurrency:
-        return [StepSpec(rate=r, max_concurrency=config.max_concurrency, arrival=config.arrival, **common)
-                for r in config.rate]  # fmt: skip
-    return [StepSpec(concurrency=c, **common) for c in (config.concurrency or (1,))]
+        return [replace(base, rate=r) for r in config.rate]
+    return [replace(base, concurrency=c) for c in (config.concurrency or (1,))]
 
 
 class StepCollector:
@@ -69,9 +70,20 @@ class StepCollector:
     def __init__(self, *sinks: Callable[[RequestRecord], None]) -> None:
         self.by_step: dict[int, list[RequestRecord]] = defaultdict(list)
         self.sinks = sinks
+        self._limit: tuple[int, int, Callable[[], None]] | None = None
+        self._measured = 0
+
+    def arm(self, step: int, n: int, reached: Callable[[], None]) -> None:
+        """Call ``reached()`` as soon as ``n`` measured records of ``step`` have arrived."""
+        self._limit, self._measured = (step, n, reached), 0
 
     def __call__(self, rec: RequestRecord) -> None:
         self.by_step[rec.step].append(rec)
+        if self._limit is not None and rec.step == self._limit[0] and not rec.warmup:
+            self._measured += 1
+            if self._measured >= self._limit[1]:
+                reached, self._limit = self._limit[2], None
+                reached()
         for sink in self.sinks:
             sink(rec)
 
@@ -124,12 +136,15 @@ async def _run_one(driver: LoadDriver, collector: StepCollector, spec: StepSpec,
 
     await _hold(clock, t0 + spec.warmup_s, tick_s, lambda: tick("warmup"))
     w0, area0 = clock.now(), driver.inflight_area_s()
-    limit = spec.max_requests
+    limit_reached = asyncio.Event()
+    if spec.max_requests is not None:
 
-    def done() -> bool:
-        return limit is not None and collector.counts(step)[0] >= limit
+        def reached() -> None:
+            driver.pause()  # at once, so the step overshoots by at most the in-flight requests
+            limit_reached.set()
 
-    await _hold(clock, w0 + spec.duration_s, tick_s, lambda: tick("measure"), done)
+        collector.arm(step, spec.max_requests, reached)
+    await _hold(clock, w0 + spec.duration_s, tick_s, lambda: tick("measure"), limit_reached)
     t_end = clock.now()
     achieved = (driver.inflight_area_s() - area0) / (t_end - w0) if t_end > w0 else math.nan
     lag = driver.loop_lag_p99_s(since_s=w0)
@@ -144,14 +159,14 @@ async def _run_one(driver: LoadDriver, collector: StepCollector, spec: StepSpec,
 
 
 async def _hold(clock: Clock, until_s: float, tick_s: float, tick: Callable[[], None],
-                stop: Callable[[], bool] | None = None) -> None:  # fmt: skip
-    """Sleep until ``until_s`` on the injected clock, ticking; end early when ``stop()``."""
-    poll_s = min(tick_s, 0.1) if stop is not None else tick_s
+                stop: asyncio.Event | None = None) -> None:  # fmt: skip
+    """Wait until ``until_s`` on the injected clock, ticking; end early when ``stop`` is set."""
+    stop = stop or asyncio.Event()
     next_tick = clock.now() + tick_s
-    while (remaining := until_s - clock.now()) > 0:
-        if stop is not None and stop():
-            return
-        await asyncio.sleep(min(poll_s, remaining, max(0.0, next_tick - clock.now()) or poll_s))
+    while (remaining := until_s - clock.now()) > 0 and not stop.is_set():
+        wait_s = min(remaining, max(0.0, next_tick - clock.now()))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait_s)
         if clock.now() >= next_tick:
             tick()
             next_tick += tick_s

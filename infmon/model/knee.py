@@ -46,7 +46,7 @@ def growth_per_doubling(c0: float, t0: float, c1: float, t1: float) -> float:
         return math.nan
     if t1 == 0:
         return -1.0
-    return (t1 / t0) ** (1.0 / math.log2(c1 / c0)) - 1.0
+    return float((t1 / t0) ** (1.0 / math.log2(c1 / c0)) - 1.0)
 
 
 def find_knee(steps: Sequence[Any]) -> dict[str, Any] | None:

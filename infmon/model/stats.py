@@ -59,9 +59,11 @@ class Distribution:
         a = np.asarray(values_s, dtype=float)
         a = a[~np.isnan(a)]
         if a.size == 0:
-            return cls(0, *([math.nan] * 6))
+            nan = math.nan
+            return cls(0, nan, nan, nan, nan, nan, nan)
         p = np.percentile(a, PERCENTILES)
-        return cls(int(a.size), float(a.mean()), *(float(x) for x in p), float(a.max()))
+        return cls(int(a.size), float(a.mean()), float(p[0]), float(p[1]), float(p[2]), float(p[3]),
+                   float(a.max()))  # fmt: skip
 
     def to_ms_dict(self) -> dict[str, float | None]:
         keys = ("mean", "p50", "p90", "p95", "p99", "max")

@@ -16,10 +16,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 VLLM_ONLY = ("ignore_eos", "min_tokens", "max_completion_tokens")
 
@@ -37,36 +33,59 @@ class Behaviour:
     """Drop the connection after this many content chunks (every other request when odd_only)."""
     close_odd_only: bool = False
     malformed: bool = False
+    stall_after_chunks: int | None = None
+    """Go silent for ``stall_s`` after this many chunks (every other request)."""
+    stall_s: float = 0.0
     serialize: bool = False
     """Serve one generation at a time (like transformers serve)."""
 
 
-def make_app(b: Behaviour) -> Starlette:
+async def _read_body(receive) -> bytes:
+    body = b""
+    while True:
+        msg = await receive()
+        body += msg.get("body", b"")
+        if not msg.get("more_body"):
+            return body
+
+
+async def _send_json(send, status: int, obj: object) -> None:
+    data = json.dumps(obj).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def make_app(b: Behaviour):
+    """A raw ASGI app (uvicorn is a runtime dependency; no web framework needed)."""
     lock = asyncio.Lock()
     counter = {"n": 0}
 
-    async def models(request: Request) -> Response:
-        if b.status == 401:
-            return JSONResponse({"error": {"message": "bad key"}}, status_code=401)
-        return JSONResponse({"object": "list", "data": [{"id": b.model, "object": "model"}]})
-
-    async def generate(request: Request) -> Response:
-        body = await request.json()
+    async def app(scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        if path == "/v1/models" and method == "GET":
+            if b.status == 401:
+                return await _send_json(send, 401, {"error": {"message": "bad key"}})
+            return await _send_json(send, 200, {"object": "list", "data": [{"id": b.model, "object": "model"}]})
+        if path not in ("/v1/completions", "/v1/chat/completions") or method != "POST":
+            return await _send_json(send, 404, {"detail": "Not Found"})
+        body = json.loads(await _read_body(receive))
         if b.status:
-            return JSONResponse({"error": {"message": f"scripted {b.status}"}}, status_code=b.status)
+            return await _send_json(send, b.status, {"error": {"message": f"scripted {b.status}"}})
         if b.strict and any(k in body for k in VLLM_ONLY):
-            return JSONResponse({"detail": [{"msg": "extra fields not permitted"}]}, status_code=422)
+            return await _send_json(send, 422, {"detail": [{"msg": "extra fields not permitted"}]})
         if body.get("model") != b.model:
-            return JSONResponse({"error": {"message": "model not found"}}, status_code=404)
+            return await _send_json(send, 404, {"error": {"message": "model not found"}})
         counter["n"] += 1
-        gen = _stream(b, body, request.url.path.endswith("chat/completions"), counter["n"], lock)
-        return StreamingResponse(gen, media_type="text/event-stream")
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        async for part in _stream(b, body, path.endswith("chat/completions"), counter["n"], lock):
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
 
-    return Starlette(routes=[
-        Route("/v1/models", models),
-        Route("/v1/completions", generate, methods=["POST"]),
-        Route("/v1/chat/completions", generate, methods=["POST"]),
-    ])
+    return app
 
 
 def _chunk(chat: bool, text: str, finish: str | None, usage: dict | None = None) -> bytes:
@@ -103,6 +122,8 @@ async def _stream(b: Behaviour, body: dict, chat: bool, n: int, lock: asyncio.Lo
                 not b.close_odd_only or n % 2 == 1
             ):
                 raise ConnectionResetError("scripted mid-stream close")
+            if b.stall_after_chunks == chunks and n % 2 == 1:
+                await asyncio.sleep(b.stall_s)
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if b.strict and last else None
             yield _chunk(chat, " tok" * k, "length" if last else None, usage)
             if not last:
@@ -121,7 +142,8 @@ async def _stream(b: Behaviour, body: dict, chat: bool, n: int, lock: asyncio.Lo
 def serve(behaviour: Behaviour | None = None) -> Iterator[str]:
     """Run the app on a free loopback port in a thread; yield its base URL."""
     config = uvicorn.Config(make_app(behaviour or Behaviour()), host="127.0.0.1", port=0,
-                            log_level="critical", lifespan="off", loop="asyncio")
+                            log_level="critical", lifespan="off", loop="asyncio",
+                            timeout_graceful_shutdown=0.5)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -136,3 +158,40 @@ def serve(behaviour: Behaviour | None = None) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def serve_subprocess(*args: str) -> Iterator[str]:
+    """Run this server in its own process (no GIL shared with the client under test)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.loadkit.server", *args], cwd=repo,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if "listening on " not in line:
+            raise RuntimeError(f"test server did not start: {line!r}")
+        yield line.split("listening on ", 1)[1].strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main() -> None:
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--ttft", type=float, default=0.02)
+    p.add_argument("--itl", type=float, default=0.005)
+    a = p.parse_args()
+    with serve(Behaviour(ttft_s=a.ttft, itl_s=a.itl)) as url:
+        print(f"listening on {url}", flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

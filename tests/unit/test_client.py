@@ -206,6 +206,17 @@ async def test_list_and_resolve_models() -> None:
     await client.aclose()
 
 
+async def test_empty_model_list_trusts_the_given_model() -> None:
+    t = httpx.MockTransport(lambda request: httpx.Response(200, json={"object": "list", "data": []}))
+    client = StreamingClient(ClientParams(base_url="http://t", model="tiny"), FakeClock(), transport=t)
+    assert await client.resolve_model() == "tiny"
+    await client.aclose()
+    client = StreamingClient(ClientParams(base_url="http://t"), FakeClock(), transport=t)
+    with pytest.raises(ClientError, match="serves no models"):
+        await client.resolve_model()
+    await client.aclose()
+
+
 async def test_unreachable_server_is_a_clear_error() -> None:
     client = StreamingClient(ClientParams(base_url="http://127.0.0.1:1", connect_timeout_s=2), FakeClock())
     with pytest.raises(ClientError, match="cannot connect") as info:
@@ -245,3 +256,15 @@ def test_client_limits_and_timeouts_are_explicit() -> None:
     assert pool._max_connections == 300
     asyncio.run(c.aclose())
     assert math.isfinite(timeout.read)
+
+
+async def test_plain_text_and_message_prompts_are_accepted() -> None:
+    clock = FakeClock()
+    seen: list[dict] = []
+    script = [(0.1, chunk("a", "length")), (0.0, DONE)]
+    client = make_client(clock, scripted(clock, script, seen), endpoint="chat")
+    await client.stream(1, "plain", 3, extra_body={"temperature": 0})
+    await client.stream(2, [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], 3)
+    await client.aclose()
+    assert seen[0]["messages"] == [{"role": "user", "content": "plain"}] and seen[0]["temperature"] == 0
+    assert seen[1]["messages"][0] == {"role": "system", "content": "s"}
