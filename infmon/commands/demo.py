@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from infmon.cli import CliError
 from infmon.commands.common import add_load_arguments, config_from_args
@@ -49,6 +49,14 @@ def _die_with_parent() -> None:
 @contextlib.contextmanager
 def simulator(scenario: str, extra: list[str]) -> Iterator[str]:
     """Run ``infmon sim --port 0`` and yield its URL; the process is gone when this exits."""
+    with simulator_process(scenario, extra) as (url, _stop_now):
+        yield url
+
+
+@contextlib.contextmanager
+def simulator_process(scenario: str,
+                      extra: list[str]) -> Iterator[tuple[str, Callable[[], None]]]:
+    """Like ``simulator`` and also yields a function that stops it at once (for a forced exit)."""
     cmd = [sys.executable, "-m", "infmon", "sim", "--host", "127.0.0.1", "--port", "0",
            "--scenario", scenario, *extra]
     proc = subprocess.Popen(
@@ -57,7 +65,7 @@ def simulator(scenario: str, extra: list[str]) -> Iterator[str]:
         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
     )
     try:
-        yield _wait_for_url(proc)
+        yield _wait_for_url(proc), lambda: _stop(proc)
     finally:
         _stop(proc)
 
@@ -94,13 +102,13 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with simulator(args.scenario, args.sim_arg) as url:
+    with simulator_process(args.scenario, args.sim_arg) as (url, stop_sim):
         if args.headless:
             return _headless(url, args)
         args.url = url
         if args.label is None:
             args.label = f"demo-{args.scenario}"
-        return run_monitor(config_from_args(args), args)
+        return run_monitor(config_from_args(args), args, on_exit=stop_sim)
 
 
 def _headless(url: str, args: argparse.Namespace) -> int:

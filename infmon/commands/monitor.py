@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,12 +246,31 @@ def finish(app: Any, recorder: Recorder) -> str:
     return recorder.write_report(app.final_screenshot_svg, final=True)
 
 
-def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None = None) -> int:
-    """Run the app until it quits; then write the final report (whatever ended it)."""
+def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None = None,
+                on_exit: Callable[[], None] | None = None) -> int:
+    """Run the app until it quits; then write the final report (whatever ended it).
+    ``on_exit`` runs last, also on the forced exit after a lost terminal (demo: stop the sim)."""
     app, recorder = build_monitor(config, args, clock=clock)
+    done = threading.Lock()
+
+    def wrap_up() -> None:
+        if not done.acquire(blocking=False):
+            return
+        try:
+            out = finish(app, recorder)
+            print(f"infmon: session recorded in {recorder.session_dir}; report: {out}",
+                  file=sys.stderr)
+        finally:
+            if on_exit is not None:
+                on_exit()
+
+    def force_exit() -> None:
+        wrap_up()
+        os._exit(0)
+
+    app.force_exit = force_exit
     try:
         app.run()
     finally:
-        out = finish(app, recorder)
-        print(f"infmon: session recorded in {recorder.session_dir}; report: {out}", file=sys.stderr)
+        wrap_up()
     return 0

@@ -4,9 +4,12 @@ load in flight, and a clean exit however the session ends (q, ctrl+c, SIGTERM, S
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
+import os
 import signal
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -75,7 +78,9 @@ class InfmonApp(App[None]):
                  rate_per_s: float = 1.0, start_paused: bool = True,
                  user_theme_dir: Path | None = USER_THEME_DIR, handle_signals: bool = True,
                  on_shutdown: Callable[[], Awaitable[None]] | None = None,
-                 shutdown_timeout_s: float = 3.0) -> None:
+                 shutdown_timeout_s: float = 3.0,
+                 force_exit: Callable[[], None] | None = None,
+                 exit_deadline_s: float = 10.0) -> None:
         super().__init__()
         self.session = session
         self.driver = driver
@@ -92,6 +97,10 @@ class InfmonApp(App[None]):
         self.on_shutdown = on_shutdown
         """Stops the load and closes clients inside the app's loop, before it ends."""
         self.shutdown_timeout_s = shutdown_timeout_s
+        self.force_exit = force_exit
+        """Last resort after a signal: if the app has not ended within ``exit_deadline_s``
+        (a lost terminal can wedge the driver's writer), this finishes the session and exits."""
+        self.exit_deadline_s = exit_deadline_s
         self._quitting = False
         self.final_screenshot_svg: str | None = None
         self.exit_reason: str | None = None
@@ -215,7 +224,13 @@ class InfmonApp(App[None]):
 
     def _on_signal(self, name: str) -> None:
         self.exit_reason = name
+        if name == "SIGHUP":
+            _detach_terminal()
         self._quit()
+        if self.force_exit is not None:
+            timer = threading.Timer(self.exit_deadline_s, self.force_exit)
+            timer.daemon = True
+            timer.start()
 
     def on_unmount(self) -> None:
         if not self.handle_signals:
@@ -369,7 +384,22 @@ class InfmonApp(App[None]):
         except (asyncio.TimeoutError, Exception) as exc:
             self.session.add_event(self.clock.now(), "error", f"shutdown: {type(exc).__name__}")
         finally:
+            if self.exit_reason == "SIGHUP" and self.force_exit is not None:
+                self.force_exit()  # no terminal left to restore: finish the session and go
             self.exit()
+
+
+def _detach_terminal() -> None:
+    """The SSH link dropped: send stdin/stdout/stderr to /dev/null so that restoring a terminal
+    that no longer exists cannot fail or block."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)
 
 
 __all__ = ["InfmonApp", "LoadControl", "Recorder", "SystemCommand"]
