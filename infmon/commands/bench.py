@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from collections import Counter
@@ -28,7 +29,10 @@ from infmon.load.prompts import Workload
 from infmon.load.steps import StepCollector, StepProgress, StepSpec, plan_from_config, run_steps
 from infmon.model.knee import find_knee, slo_max_concurrency
 from infmon.model.records import RequestRecord
+from infmon.model.server import ServerSnapshot, SourceState
 from infmon.model.stats import StepStats
+from infmon.sources.poller import MetricPoller
+from infmon.sources.scraper import DirectSource
 
 SCHEMA = "infmon.bench/1"
 _COLUMNS = ("step", "load", "done", "fail", "out tok/s", "req/s", "goodput", "TTFT p50/p99 ms",
@@ -39,6 +43,10 @@ _WIDTHS = (4, 10, 6, 5, 10, 7, 7, 16, 11, 10, 10, 8)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--json", metavar="FILE", help=f"write results as JSON (schema {SCHEMA})")
+    parser.add_argument("--metrics-interval", type=float, default=1.0, metavar="SECONDS",
+                        help="scrape the server's /metrics this often into the session (default 1)")
+    parser.add_argument("--no-server-metrics", action="store_true",
+                        help="do not scrape the server's /metrics during the run")
     add_load_arguments(parser)
 
 
@@ -52,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"session: {session_dir}", flush=True)
     journal.write_config(config.to_public_dict())
     try:
-        result = asyncio.run(_bench(config, plan, workload, journal, clock))
+        metrics_interval_s = None if args.no_server_metrics else args.metrics_interval
+        result = asyncio.run(_bench(config, plan, workload, journal, clock, metrics_interval_s))
     finally:
         journal.close()
         print(f"session recorded in {session_dir}", flush=True)
@@ -65,12 +74,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
-                 clock: MonotonicClock) -> dict[str, Any]:  # fmt: skip
+                 clock: MonotonicClock, metrics_interval_s: float | None) -> dict[str, Any]:  # fmt: skip
     try:
         client = StreamingClient(config, clock)
     except ClientError as exc:
         raise CliError(exc.message) from None
     driver: LoadDriver | None = None
+    scraping = _ServerMetrics(config.url, journal, clock, metrics_interval_s)
     try:
         try:
             model = await client.resolve_model()
@@ -81,6 +91,7 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
         journal.write_event("target", **target, capabilities={"stream_options": caps.stream_options,
                                                               "vllm_fields": caps.vllm_fields})  # fmt: skip
         _print_intro(target, caps.vllm_fields, config)
+        scraping.start()
         errors: Counter[str] = Counter()
         collector = StepCollector(journal.write_record, lambda r: _count_error(errors, r))
         driver = LoadDriver(client, workload, collector, clock, seed=config.seed)
@@ -94,7 +105,45 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
     finally:
         if driver is not None:
             await driver.stop()
+        await scraping.stop()
         await client.aclose()
+
+
+class _ServerMetrics:
+    """Scrapes the server's ``/metrics`` into the session while the steps run."""
+
+    def __init__(self, url: str, journal: JournalWriter, clock: MonotonicClock,
+                 interval_s: float | None) -> None:  # fmt: skip
+        self.interval_s = interval_s
+        self.source = DirectSource(url) if interval_s else None
+        self.poller = (MetricPoller(self.source, interval_s, self._on_snapshot, clock)
+                       if self.source is not None and interval_s else None)  # fmt: skip
+        self.journal = journal
+        self.task: asyncio.Task[None] | None = None
+        self._said_no_metrics = False
+
+    def _on_snapshot(self, snap: ServerSnapshot) -> None:
+        if snap.state == SourceState.NO_METRICS:
+            if not self._said_no_metrics:
+                print("server metrics: none (the server publishes no /metrics)", flush=True)
+                self.journal.write_event("no_server_metrics", message=snap.error_message)
+                self._said_no_metrics = True
+            return
+        self.journal.write_scrape(snap)
+
+    def start(self) -> None:
+        if self.poller is not None:
+            self.task = asyncio.get_running_loop().create_task(self.poller.run())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+            if self.poller is not None:
+                await self.poller.poll_once()  # the final counters, so the last step has rates
+        if self.source is not None:
+            await self.source.aclose()
 
 
 def _count_error(errors: Counter[str], rec: RequestRecord) -> None:
