@@ -91,7 +91,8 @@ def tmux(tmp_path) -> Iterator[tuple[Tmux, Path, str]]:
 
 
 def number_after(label: str, screen: str) -> float:
-    match = re.search(rf"{label}\s+([\d,.]+)", screen)
+    """The number printed after ``label`` in a pane (``out 410 tok/s``, ``running 8  waiting``)."""
+    match = re.search(rf"{label}\s+([\d,.]+)\s+(?:tok/s|/|waiting)", screen)
     return float(match.group(1).replace(",", "")) if match else 0.0
 
 

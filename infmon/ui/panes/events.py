@@ -35,7 +35,9 @@ class EventsPane(Pane):
             lines.append(line)
         if not lines:
             lines = [Text("no events yet", style=self.style("muted"))]
-        self.query_one(Body).show(Text("\n").join(lines[:room]))
+        shown = Text("\n").join(lines[:room])
+        shown.no_wrap, shown.overflow = True, "ellipsis"  # one event, one line: the newest stays in view
+        self.query_one(Body).show(shown)
 
     def on_resize(self) -> None:
         self.repaint()
