@@ -42,6 +42,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
 
 
+def server_load(scrapes: Path) -> tuple[float, float]:
+    """Median running and waiting requests the monitor saw: proof the server was saturated."""
+    import json
+    import statistics
+
+    running, waiting = [], []
+    for line in scrapes.read_text().splitlines() if scrapes.exists() else []:
+        snap = json.loads(line).get("snap", {})
+        running.append(snap.get("running") or 0.0)
+        waiting.append(snap.get("waiting") or 0.0)
+    if not running:
+        return float("nan"), float("nan")
+    return statistics.median(running), statistics.median(waiting)
+
+
 def start_sim() -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(infmon("sim", "--port", "0", "--scenario", "baseline"), cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -95,7 +110,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="measured window (default 30)")
     parser.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring")
-    parser.add_argument("--concurrency", type=int, default=256, help="saturating load (default 256)")
+    parser.add_argument("--concurrency", type=int, default=384,
+                        help="saturating load (default 384: above max_num_seqs, so requests queue)")
     parser.add_argument("--drive", type=int, default=0, help="streams the monitor drives itself")
     parser.add_argument("--url", help="watch this running server instead of starting a simulator")
     args = parser.parse_args()
@@ -128,11 +144,12 @@ def main() -> int:
             if proc is not None:
                 stop(proc)
     share = (c1 - c0) / (t1 - t0)
+    running, waiting = server_load(Path(tmp) / "monitor" / "scrapes.jsonl")
     what = f"driving {args.drive} streams" if args.drive else "watching only (load paused)"
     server = f"simulator at {(s1 - s0) / (t1 - t0):.0%} of a core" if sim else "server"
     print(f"monitor CPU: {share:.1%} of one core over {t1 - t0:.0f} s, {what}, 160x48, "
           f"scrape 1 Hz, render <= 4 Hz; {server} under {args.concurrency} streams "
-          f"(target: monitor < 10%)")
+          f"(server median running {running:g}, waiting {waiting:g}) (target: monitor < 10%)")
     return 0 if args.drive or share < 0.10 else 1
 
 
