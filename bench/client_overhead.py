@@ -8,7 +8,11 @@ Each worker measures, over the same window after a warm-up: output tokens receiv
 process CPU seconds per 1,000 tokens, and its event-loop lag p99 (one identical 20 ms probe in both).
 The simulator's trace (when it handed each chunk to the socket, ``perf_counter`` = CLOCK_MONOTONIC,
 the clock the clients read) is joined by ``X-Request-Id`` with the client's receive times: the
-client-added delay to TTFT and to each chunk.
+client-added delay to TTFT and to each chunk. Both workers also note when each request's bytes were
+handed to the socket (``SendTap``, in aiohttp's writer), which splits a request's TTFT exactly into
+send+ (client) + srv-read + server TTFT (server) + 1st+ (client); the client-added delay to TTFT is
+``client+`` = send+ + 1st+. Both clients run on uvloop, as ``infmon bench`` does (``--asyncio``:
+asyncio's own loop for both).
 
     python bench/client_overhead.py --quick      # ~2.5 minutes
     python bench/client_overhead.py              # the full table (README "Performance")
@@ -129,6 +133,67 @@ async def _reference_worker(args: argparse.Namespace) -> dict[str, Any]:
 LAG = LagProbe()
 
 
+class SendTap:
+    """When each request's bytes were handed to the socket (both clients: aiohttp's writer).
+
+    aiohttp buffers the request head and sends it with the body (``_send_headers_with_payload``,
+    or ``send_headers`` for an empty body); the time after that call, keyed by the request's
+    ``X-Request-Id``, ends the client's send side: from its ``sent_s`` to here is client-added.
+    """
+
+    RID = re.compile(rb"(?i)\r\nX-Request-Id: ([^\r]+)\r\n")
+
+    def __init__(self) -> None:
+        self.written_s: dict[str, float] = {}
+
+    def install(self) -> None:
+        from aiohttp.http_writer import StreamWriter
+
+        tap = self
+
+        def wrap(original: Any) -> Any:
+            def timed(writer: Any, *a: Any, **kw: Any) -> Any:
+                head = writer._headers_buf
+                out = original(writer, *a, **kw)
+                if head:
+                    m = tap.RID.search(head)
+                    if m:
+                        tap.written_s[m.group(1).decode()] = time.perf_counter()
+                return out
+            return timed
+
+        StreamWriter._send_headers_with_payload = wrap(StreamWriter._send_headers_with_payload)
+        StreamWriter.send_headers = wrap(StreamWriter.send_headers)
+
+
+class GcTap:
+    """Pauses of Python's cyclic garbage collector (they stop the loop like any blocking call)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[float, float, int]] = []
+        self._t0 = 0.0
+
+    def install(self) -> None:
+        import gc
+
+        def cb(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                self._t0 = time.perf_counter()
+            else:
+                t = time.perf_counter()
+                self.pauses.append((t, t - self._t0, info["generation"]))
+
+        gc.callbacks.append(cb)
+
+    def window(self, w0: float, w1: float) -> dict[str, float]:
+        p = [d for t, d, _ in self.pauses if w0 <= t <= w1]
+        return {"gc_count": len(p), "gc_total_ms": sum(p) * 1e3, "gc_max_ms": max(p, default=0.0) * 1e3}
+
+
+SEND = SendTap()
+GC = GcTap()
+
+
 def _result(args: argparse.Namespace, w0: float, w1: float, cpu_s: float,
             reqs: list[tuple[str, float, list[float], int | None]], failed: int) -> dict[str, Any]:
     tokens = 0.0
@@ -136,19 +201,22 @@ def _result(args: argparse.Namespace, w0: float, w1: float, cpu_s: float,
         if times:
             per_chunk = (out or len(times)) / len(times)
             tokens += per_chunk * sum(1 for t in times if w0 <= t <= w1)
+    inside = [r for r in reqs if w0 <= r[1] <= w1]
     return {"window_s": w1 - w0, "cpu_s": cpu_s, "tokens": tokens, "lag_p99_ms": LAG.p99_ms(w0, w1),
-            "failed": failed, "w0": w0, "w1": w1,
-            "requests": [r for r in reqs if w0 <= r[1] <= w1]}
+            "failed": failed, "w0": w0, "w1": w1, "requests": inside, **GC.window(w0, w1),
+            "written_s": {r[0]: SEND.written_s[r[0]] for r in inside if r[0] in SEND.written_s}}
 
 
 def worker_main(args: argparse.Namespace) -> None:
     if args.cpu >= 0:
         with contextlib.suppress(OSError, AttributeError):
             os.sched_setaffinity(0, {args.cpu})
-    if args.uvloop:
+    if not args.asyncio:  # as `infmon bench` runs
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    SEND.install()
+    GC.install()
     run = _infmon_worker if args.worker == "infmon" else _reference_worker
     Path(args.out).write_text(json.dumps(asyncio.run(run(args))))
 
@@ -193,7 +261,7 @@ def run_worker(args: argparse.Namespace, url: str, model: str, client: str, c: i
         cmd = [sys.executable, __file__, "--worker", client, "--url", url, "--model", model,
                "--concurrency", str(c), "--warmup", str(args.warmup), "--duration", str(args.duration),
                "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
-               "--cpu", str(args.client_cpu), "--out", out.name] + (["--uvloop"] if args.uvloop else [])
+               "--cpu", str(args.client_cpu), "--out", out.name] + (["--asyncio"] if args.asyncio else [])
         subprocess.run(cmd, check=True, cwd=REPO)
         return json.loads(Path(out.name).read_text())
 
@@ -209,8 +277,15 @@ def read_trace(path: Path) -> dict[str, tuple[float, list[float]]]:
 
 
 def delays(result: dict[str, Any], trace: dict[str, tuple[float, list[float]]]) -> dict[str, float]:
-    """Client-added delay: TTFT (client TTFT − server TTFT) and per chunk (receive − write)."""
-    ttft, first, chunk, joined = [], [], [], 0
+    """Client-added delay, joined with the simulator's trace by request id.
+
+    A request's client TTFT splits exactly into: send+ (client: its ``sent_s`` → request bytes
+    handed to the socket), srv-read (server: → request parsed), the server's TTFT (→ first chunk
+    written), 1st+ (client: → first chunk timestamped). ``client+`` = send+ + 1st+ is the delay
+    the client adds to TTFT; ``TTFT+`` = client TTFT − server TTFT also holds srv-read.
+    """
+    written = result.get("written_s", {})
+    ttft, first, chunk, send, client, srv_read, joined = [], [], [], [], [], [], 0
     for rid, sent, times, _ in result["requests"]:
         srv = trace.get(rid)
         if srv is None or not times or len(srv[1]) != len(times):
@@ -220,17 +295,25 @@ def delays(result: dict[str, Any], trace: dict[str, tuple[float, list[float]]]) 
         ttft.append((times[0] - sent) - (writes[0] - received))
         first.append(times[0] - writes[0])
         chunk.extend(t - w for t, w in zip(times, writes, strict=True))
+        if rid in written:
+            send.append(written[rid] - sent)
+            client.append(send[-1] + first[-1])
+            srv_read.append(received - written[rid])
     q = lambda a, p: float(np.percentile(a, p) * 1e3) if a else math.nan  # noqa: E731
-    return {"joined": joined, "ttft_p50_ms": q(ttft, 50), "ttft_p99_ms": q(ttft, 99),
-            "first_p50_ms": q(first, 50), "first_p99_ms": q(first, 99),
-            "chunk_p50_ms": q(chunk, 50), "chunk_p99_ms": q(chunk, 99)}
+    out: dict[str, float] = {"joined": joined}
+    for name, values in (("ttft", ttft), ("first", first), ("chunk", chunk), ("send", send),
+                         ("client", client), ("srv_read", srv_read)):
+        out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = q(values, 50), q(values, 99)
+    return out
 
 
 def summary(result: dict[str, Any], trace: dict[str, tuple[float, list[float]]]) -> dict[str, float]:
     tokens = result["tokens"]
     return {"tok_s": tokens / result["window_s"],
             "cpu_per_1k": result["cpu_s"] / tokens * 1e3 if tokens else math.nan,
-            "lag_p99_ms": result["lag_p99_ms"], "failed": result["failed"], **delays(result, trace)}
+            "lag_p99_ms": result["lag_p99_ms"], "failed": result["failed"],
+            "gc_total_ms": result.get("gc_total_ms", math.nan), "gc_max_ms": result.get("gc_max_ms", math.nan),
+            **delays(result, trace)}
 
 
 def sim_lag_p99_ms(url: str) -> float:
@@ -264,6 +347,17 @@ def row(c: int, name: str, s: dict[str, float]) -> str:
             f" {s['joined']:>7} {s['sim_lag_p99_ms']:>11.1f}")
 
 
+DELAY_HEADER = (f"{'c':>5} {'client':>9} {'client+ p50/p99':>17} {'= send+ p50/p99':>17} {'+ 1st+ p50/p99':>17}"
+                f" {'srv-read p50/p99':>17} {'GC ms total/max':>16}")
+
+
+def delay_row(c: int, name: str, s: dict[str, float]) -> str:
+    """Where the client-added part of TTFT goes (ms): client+ = send+ + 1st+, per request."""
+    pair = lambda k: f"{s[k + '_p50_ms']:>8.2f}/{s[k + '_p99_ms']:<8.2f}"  # noqa: E731
+    return (f"{c:>5} {name:>9} {pair('client')} {pair('send')} {pair('first')} {pair('srv_read')}"
+            f" {s['gc_total_ms']:>7.1f}/{s['gc_max_ms']:<8.1f}")
+
+
 def ratio_row(c: int, a: dict[str, float], b: dict[str, float]) -> str:
     return (f"{c:>5} {'ratio':>9} {a['tok_s'] / b['tok_s']:>9.2f} {a['cpu_per_1k'] / b['cpu_per_1k']:>12.2f}"
             f" {a['lag_p99_ms'] / b['lag_p99_ms'] if b['lag_p99_ms'] else math.nan:>10.2f}")
@@ -288,6 +382,7 @@ def main(args: argparse.Namespace) -> None:
         try:
             model = sim_model(url)
             print(HEADER, flush=True)
+            decomposition: list[str] = []
             for c in args.concurrency:
                 got, sim_lag = {}, {}
                 for name in CLIENTS:
@@ -301,9 +396,14 @@ def main(args: argparse.Namespace) -> None:
                     print(row(c, name, s[name]), flush=True)
                 print(ratio_row(c, s["infmon"], s["reference"]), flush=True)
                 results["rows"].append({"concurrency": c, **s})
+                decomposition += [delay_row(c, name, s[name]) for name in CLIENTS]
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+    print("\nclient-added delay to TTFT (ms): client+ = send+ (sent_s -> request on the socket) + 1st+"
+          " (first chunk written -> timestamped); srv-read (request on the socket -> parsed by the"
+          " server) is the server's\n" + DELAY_HEADER)
+    print("\n".join(decomposition))
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
@@ -326,7 +426,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sim-cwd", help="checkout whose `python -m infmon sim` runs (default: this one)")
     p.add_argument("--server-cpu", type=int, default=0, help="core for the simulator (-1: no pinning)")
     p.add_argument("--client-cpu", type=int, default=1, help="core for each client (-1: no pinning)")
-    p.add_argument("--uvloop", action="store_true", help="run both clients on uvloop")
+    p.add_argument("--asyncio", action="store_true",
+                   help="run both clients on asyncio's own loop (default: uvloop, as `infmon bench` does)")
     p.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     p.add_argument("--worker", choices=CLIENTS, help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)

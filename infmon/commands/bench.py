@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     journal.write_config(config.to_public_dict())
     try:
         metrics_interval_s = None if args.no_server_metrics else args.metrics_interval
+        _use_uvloop()
         result = asyncio.run(_bench(config, plan, workload, journal, clock, metrics_interval_s))
     finally:
         journal.close()
@@ -71,6 +72,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(Path(args.json), result)
     return _verdict(result)
+
+
+def _use_uvloop() -> None:
+    """uvloop where installed: fewer µs per chunk read, so less client delay at high concurrency
+    (``bench/client_overhead.py``)."""
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
 async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,

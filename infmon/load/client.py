@@ -17,7 +17,7 @@ import asyncio
 import json
 import secrets
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -29,7 +29,7 @@ from infmon.clock import Clock, MonotonicClock
 from infmon.config import Config
 from infmon.load.prompts import Prompt
 from infmon.load.sse import SSEDecoder, SSEError
-from infmon.load.wire import AiohttpWire, WireSettings, classify_aiohttp, drain, httpx_post
+from infmon.load.wire import AiohttpWire, Opened, WireSettings, classify_aiohttp, drain, httpx_post
 from infmon.model.records import ErrorKind, RequestRecord
 
 
@@ -207,7 +207,8 @@ class StreamingClient:
         self._wire: AiohttpWire | None = None
         if transport is None:
             self._wire = AiohttpWire(WireSettings(params.base_url, headers, params.connect_timeout_s,
-                                                  params.read_timeout_s, params.max_connections, verify))  # fmt: skip
+                                                  params.read_timeout_s, params.max_connections, verify,
+                                                  self._clock.now))  # fmt: skip
 
     def scrub(self, text: str) -> str:
         """Remove the API key from any text that might be shown or recorded."""
@@ -333,13 +334,13 @@ class StreamingClient:
         status: int | None = None
         sent = clock.now()
         headers = {"Content-Type": "application/json", "X-Request-Id": f"{self.request_id_prefix}{request_id}"}
-        opener = self._wire.post if self._wire is not None else partial(httpx_post, self._http)
+        opener = self._wire.post if self._wire is not None else partial(httpx_post, self._http, clock.now)
         try:
             async with opener(self._path, content, headers) as resp:
                 status = resp.status
                 if status >= 400:
                     raise _StreamFailure(ErrorKind.HTTP, self._error_message(status, await resp.read_body(), self._path))
-                await _consume(resp.chunks, st, clock)
+                await _consume(resp, st, clock)
             _check_complete(st)
         except asyncio.CancelledError:
             rec = self._record(request_id, sent, st, status, ErrorKind.CANCELLED, "cancelled at shutdown")
@@ -410,11 +411,13 @@ class StreamingClient:
         return ErrorKind.OTHER, self.scrub(f"{exc.__class__.__name__}: {reason}")
 
 
-async def _consume(chunks: AsyncIterator[bytes], st: _StreamState, clock: Clock) -> None:
-    """Decode the body as it arrives: one timestamp per read, taken before any decoding."""
+async def _consume(resp: Opened, st: _StreamState, clock: Clock) -> None:
+    """Decode the body as it arrives; each event is stamped with the time its bytes were read
+    from the socket (``Opened.read_time``), so decoding and scheduling never count as latency."""
     decoder = SSEDecoder()
+    chunks, read_time = resp.chunks, resp.read_time
     async for chunk in chunks:
-        t = clock.now()
+        t = read_time()
         for ev in decoder.feed(chunk):
             st.event(ev.data, t)
         if st.done:

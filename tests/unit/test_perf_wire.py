@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -174,3 +175,46 @@ async def test_every_request_carries_a_unique_request_id() -> None:
     ids = [line.split(b":", 1)[1].strip().decode() for h in heads for line in h.split(b"\r\n")
            if line.lower().startswith(b"x-request-id")]  # fmt: skip
     assert ids == [f"{c1.request_id_prefix}7", f"{c2.request_id_prefix}7"] and ids[0] != ids[1]
+
+
+def whole_response(n: int) -> bytes:
+    body = b"".join(chunked(sse({"choices": [{"index": 0, "text": "x", "finish_reason": "length" if i == n - 1 else None}]}))
+                    for i in range(n))  # fmt: skip
+    return HEAD + body + chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+async def test_chunks_are_stamped_at_the_socket_read_not_when_their_task_runs(monkeypatch) -> None:
+    """Streams whose chunks arrive together are read together; their tasks then run one after
+    another. Each event carries the time its bytes were read, so one stream's slow handling
+    (here 30 ms per feed) never shows up as another stream's latency."""
+    import infmon.load.client as client_mod
+
+    streams, slow_s = 4, 0.03
+    writers: list[asyncio.StreamWriter] = []
+    all_in = asyncio.Event()
+
+    async def together(w: asyncio.StreamWriter, i: int) -> None:
+        writers.append(w)
+        if len(writers) == streams:
+            for each in writers:  # one burst, no await in between: all arrive in one read pass
+                each.write(whole_response(1))
+            all_in.set()
+        await all_in.wait()
+
+    original = client_mod.SSEDecoder.feed
+    handled_s: list[float] = []
+
+    def slow_feed(self: client_mod.SSEDecoder, chunk: bytes) -> list[client_mod.SSEEvent]:
+        time.sleep(slow_s)
+        handled_s.append(time.perf_counter())
+        return original(self, chunk)
+
+    monkeypatch.setattr(client_mod.SSEDecoder, "feed", slow_feed)
+    async with server(together) as (url, _):
+        c = client(url)
+        recs = await asyncio.gather(*(c.stream(i, Prompt(text="hi"), 1) for i in range(streams)))
+        await c.aclose()
+    assert all(r.ok for r in recs), recs
+    first = sorted(r.chunk_times_s[0] for r in recs)
+    assert max(handled_s) - min(handled_s) > (streams - 1.5) * slow_s  # tasks ran one after another
+    assert first[-1] - first[0] < slow_s / 2, first  # ...but the reads were stamped together
