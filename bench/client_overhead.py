@@ -134,11 +134,12 @@ LAG = LagProbe()
 
 
 class SendTap:
-    """When each request's bytes were handed to the socket (both clients: aiohttp's writer).
+    """When each request's bytes were handed to the socket, keyed by its ``X-Request-Id``: the
+    end of the client's send side (from its ``sent_s`` to here is client-added).
 
-    aiohttp buffers the request head and sends it with the body (``_send_headers_with_payload``,
-    or ``send_headers`` for an empty body); the time after that call, keyed by the request's
-    ``X-Request-Id``, ends the client's send side: from its ``sent_s`` to here is client-added.
+    infmon writes the whole request in ``h1._Conn.begin``; aiohttp buffers the request head and
+    sends it with the body (``_send_headers_with_payload``, or ``send_headers`` for an empty body).
+    The time is taken just after that call returns.
     """
 
     RID = re.compile(rb"(?i)\r\nX-Request-Id: ([^\r]+)\r\n")
@@ -164,6 +165,20 @@ class SendTap:
 
         StreamWriter._send_headers_with_payload = wrap(StreamWriter._send_headers_with_payload)
         StreamWriter.send_headers = wrap(StreamWriter.send_headers)
+
+        from infmon.load import h1
+
+        begin = h1._Conn.begin
+
+        def timed_begin(conn: Any, request: bytes, sink: Any) -> Any:
+            out = begin(conn, request, sink)
+            t = time.perf_counter()
+            m = tap.RID.search(request)
+            if m:
+                tap.written_s[m.group(1).decode()] = t
+            return out
+
+        h1._Conn.begin = timed_begin  # type: ignore[method-assign]
 
 
 class GcTap:

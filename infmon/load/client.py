@@ -1,6 +1,7 @@
 """The load client: one streamed request → one ``RequestRecord``.
 
-Streams go through one aiohttp session (``infmon.load.wire`` says why, with the figures);
+Streams go through infmon's own HTTP/1.1 keep-alive pool (``infmon.load.h1`` says why, with
+the figures): each read is decoded in the connection's protocol and stamped with its read time;
 discovery (``/v1/models``) and injected test transports use one ``httpx.AsyncClient``. Every
 request carries a unique ``X-Request-Id`` (``request_id_prefix`` + its id) so server logs and
 traces can be joined with its record.
@@ -19,17 +20,16 @@ import secrets
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
-import aiohttp
 import httpx
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.config import Config
+from infmon.load.h1 import H1Pool, H1Settings, WireError
 from infmon.load.prompts import Prompt
 from infmon.load.sse import SSEDecoder, SSEError
-from infmon.load.wire import AiohttpWire, Opened, WireSettings, classify_aiohttp, drain, httpx_post
+from infmon.load.wire import Opened, drain, httpx_post
 from infmon.model.records import ErrorKind, RequestRecord
 
 
@@ -93,9 +93,12 @@ class _StreamFailure(Exception):
 class _StreamState:
     """Accumulates one stream's chunks; plain lists, no per-chunk objects."""
 
-    __slots__ = ("done", "finish_reason", "output_tokens", "prompt_tokens", "texts", "times", "tokens")
+    __slots__ = ("decoder", "done", "finish_reason", "output_tokens", "prompt_tokens", "status", "texts", "times", "tokens")
 
     def __init__(self, keep_text: bool) -> None:
+        self.decoder = SSEDecoder()
+        self.status: int | None = None
+        """The response status, set by the wire as soon as the head is read."""
         self.times: list[float] = []
         self.tokens: list[int] = []
         self.texts: list[str] | None = [] if keep_text else None
@@ -103,6 +106,16 @@ class _StreamState:
         self.finish_reason: str | None = None
         self.prompt_tokens: int | None = None
         self.output_tokens: int | None = None
+
+    def feed(self, data: bytes, read_s: float) -> None:
+        """Bytes of the body as read (``h1.Sink``): every event they complete is stamped ``read_s``."""
+        for ev in self.decoder.feed(data):
+            self.event(ev.data, read_s)
+
+    def finish(self, t: float) -> None:
+        """End of body: what the decoder still holds (a last event without its blank line)."""
+        for ev in self.decoder.finish():
+            self.event(ev.data, t)
 
     def event(self, data: str, t: float) -> None:
         if data == "[DONE]":
@@ -204,9 +217,9 @@ class StreamingClient:
             trust_env=False,
         )
         """Discovery (``/v1/models``), and streams too when a transport is injected (tests)."""
-        self._wire: AiohttpWire | None = None
+        self._wire: H1Pool | None = None
         if transport is None:
-            self._wire = AiohttpWire(WireSettings(params.base_url, headers, params.connect_timeout_s,
+            self._wire = H1Pool(H1Settings(params.base_url, headers, params.connect_timeout_s,
                                                   params.read_timeout_s, params.max_connections, verify,
                                                   self._clock.now))  # fmt: skip
 
@@ -334,13 +347,18 @@ class StreamingClient:
         status: int | None = None
         sent = clock.now()
         headers = {"Content-Type": "application/json", "X-Request-Id": f"{self.request_id_prefix}{request_id}"}
-        opener = self._wire.post if self._wire is not None else partial(httpx_post, self._http, clock.now)
         try:
-            async with opener(self._path, content, headers) as resp:
-                status = resp.status
-                if status >= 400:
-                    raise _StreamFailure(ErrorKind.HTTP, self._error_message(status, await resp.read_body(), self._path))
-                await _consume(resp, st, clock)
+            if self._wire is not None:
+                status, error_body = await self._wire.post(self._path, content, headers, st)
+                if status >= 300:
+                    raise _StreamFailure(ErrorKind.HTTP, self._error_message(status, error_body, self._path))
+                st.finish(clock.now())
+            else:
+                async with httpx_post(self._http, clock.now, self._path, content, headers) as resp:
+                    status = resp.status
+                    if status >= 400:
+                        raise _StreamFailure(ErrorKind.HTTP, self._error_message(status, await resp.read_body(), self._path))
+                    await _consume(resp, st, clock)
             _check_complete(st)
         except asyncio.CancelledError:
             rec = self._record(request_id, sent, st, status, ErrorKind.CANCELLED, "cancelled at shutdown")
@@ -354,10 +372,8 @@ class StreamingClient:
         except httpx.HTTPError as exc:
             kind, msg = self._classify(exc)
             return self._record(request_id, sent, st, status, kind, msg)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
-            kind, msg = classify_aiohttp(exc, self.params.connect_timeout_s, self.params.read_timeout_s) or (
-                ErrorKind.OTHER, exc.__class__.__name__)
-            return self._record(request_id, sent, st, status, kind, self.scrub(msg))
+        except WireError as exc:
+            return self._record(request_id, sent, st, status or st.status, exc.kind, self.scrub(str(exc)))
         return self._record(request_id, sent, st, status, None, None)
 
     def _record(self, request_id: int, sent: float, st: _StreamState, status: int | None,

@@ -177,44 +177,35 @@ async def test_every_request_carries_a_unique_request_id() -> None:
     assert ids == [f"{c1.request_id_prefix}7", f"{c2.request_id_prefix}7"] and ids[0] != ids[1]
 
 
-def whole_response(n: int) -> bytes:
-    body = b"".join(chunked(sse({"choices": [{"index": 0, "text": "x", "finish_reason": "length" if i == n - 1 else None}]}))
-                    for i in range(n))  # fmt: skip
-    return HEAD + body + chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n"
-
-
-async def test_chunks_are_stamped_at_the_socket_read_not_when_their_task_runs(monkeypatch) -> None:
-    """Streams whose chunks arrive together are read together; their tasks then run one after
-    another. Each event carries the time its bytes were read, so one stream's slow handling
-    (here 30 ms per feed) never shows up as another stream's latency."""
+async def test_chunks_are_stamped_when_read_before_any_decoding(monkeypatch) -> None:
+    """Each event carries the time its bytes were read from the socket, taken before they are
+    parsed: decoding (slowed here to 30 ms a read) never counts as latency."""
     import infmon.load.client as client_mod
 
-    streams, slow_s = 4, 0.03
-    writers: list[asyncio.StreamWriter] = []
-    all_in = asyncio.Event()
+    slow_s, gap_s, n = 0.03, 0.1, 3
+    written_s: list[float] = []
 
-    async def together(w: asyncio.StreamWriter, i: int) -> None:
-        writers.append(w)
-        if len(writers) == streams:
-            for each in writers:  # one burst, no await in between: all arrive in one read pass
-                each.write(whole_response(1))
-            all_in.set()
-        await all_in.wait()
+    async def paced(w: asyncio.StreamWriter, i: int) -> None:
+        w.write(HEAD)
+        for k in range(n):
+            await asyncio.sleep(gap_s)
+            w.write(chunked(sse({"choices": [{"index": 0, "text": "x", "finish_reason": "length" if k == n - 1 else None}]})))
+            written_s.append(time.perf_counter())
+        w.write(chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await w.drain()
 
     original = client_mod.SSEDecoder.feed
-    handled_s: list[float] = []
 
     def slow_feed(self: client_mod.SSEDecoder, chunk: bytes) -> list[client_mod.SSEEvent]:
         time.sleep(slow_s)
-        handled_s.append(time.perf_counter())
         return original(self, chunk)
 
     monkeypatch.setattr(client_mod.SSEDecoder, "feed", slow_feed)
-    async with server(together) as (url, _):
+    async with server(paced) as (url, _):
         c = client(url)
-        recs = await asyncio.gather(*(c.stream(i, Prompt(text="hi"), 1) for i in range(streams)))
+        rec = await c.stream(1, Prompt(text="hi"), n)
         await c.aclose()
-    assert all(r.ok for r in recs), recs
-    first = sorted(r.chunk_times_s[0] for r in recs)
-    assert max(handled_s) - min(handled_s) > (streams - 1.5) * slow_s  # tasks ran one after another
-    assert first[-1] - first[0] < slow_s / 2, first  # ...but the reads were stamped together
+    assert rec.ok and len(rec.chunk_times_s) == n, rec
+    late = [t - w for t, w in zip(rec.chunk_times_s, written_s, strict=True)]
+    assert all(0 <= d < slow_s / 2 for d in late), late
+    assert rec.end_s - written_s[-1] >= slow_s  # the decoding did take its 30 ms
