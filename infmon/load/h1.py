@@ -79,6 +79,7 @@ class _Conn(asyncio.Protocol):
         self._last_read_loop_s = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._encoding_ok = True
+        self._draining = False
         self._read_s = 0.0
 
     # -- exchange ---------------------------------------------------------------------------
@@ -86,7 +87,7 @@ class _Conn(asyncio.Protocol):
         """Write the request now; the future resolves when the body ends or ``[DONE]`` came."""
         loop = asyncio.get_running_loop()
         self.sink, self.status, self.error_body, self.got_bytes, self.complete = sink, 0, None, False, False
-        self._error, self._encoding_ok = None, True
+        self._error, self._encoding_ok, self._draining = None, True, False
         self._waiter = loop.create_future()
         self._last_read_loop_s = loop.time()
         self._timer = loop.call_at(self._last_read_loop_s + self._read_timeout_s, self._check_idle)
@@ -97,6 +98,7 @@ class _Conn(asyncio.Protocol):
     def rearm(self) -> asyncio.Future[None]:
         """A new future for the end of the body (after ``[DONE]`` resolved the first)."""
         self._waiter = asyncio.get_running_loop().create_future()
+        self._draining = True
         if self.complete or self.closed:
             self._resolve()
         return self._waiter
@@ -169,7 +171,7 @@ class _Conn(asyncio.Protocol):
             return
         if self._error is not None:
             w.set_exception(self._error)
-        elif self.complete or self.closed or (self.sink is not None and self.sink.done):
+        elif self.complete or self.closed or (not self._draining and self.sink is not None and self.sink.done):
             w.set_result(None)
 
     def _check_idle(self) -> None:

@@ -209,3 +209,57 @@ async def test_chunks_are_stamped_when_read_before_any_decoding(monkeypatch) -> 
     late = [t - w for t, w in zip(rec.chunk_times_s, written_s, strict=True)]
     assert all(0 <= d < slow_s / 2 for d in late), late
     assert rec.end_s - written_s[-1] >= slow_s  # the decoding did take its 30 ms
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    async def once(w: asyncio.StreamWriter, i: int) -> None:
+        await stream_tokens(w, 2)
+        w.close()  # keep-alive not honoured: the client must notice and connect again
+
+    async with server(once) as (url, connections):
+        c = client(url)
+        first = await c.stream(1, Prompt(text="hi"), 2)
+        await asyncio.sleep(0.05)
+        second = await c.stream(2, Prompt(text="hi"), 2)
+        await c.aclose()
+    assert first.ok and second.ok, (first, second)
+    assert len(connections) == 2
+
+
+async def test_https_with_the_servers_certificate_as_ca_bundle(tmp_path) -> None:
+    import shutil
+    import ssl
+    import subprocess
+
+    import pytest
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)  # fmt: skip
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+        await stream_tokens(writer, 3)
+        writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=ctx)
+    url = f"https://127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+    try:
+        trusted = StreamingClient(ClientParams(base_url=url, model="m", ca_bundle=str(cert)))
+        trusted.capabilities = ServerCapabilities(stream_options=True, vllm_fields=True)
+        ok = await trusted.stream(1, Prompt(text="hi"), 3)
+        await trusted.aclose()
+        stranger = client(url)  # the system's CAs do not know this certificate
+        refused = await stranger.stream(2, Prompt(text="hi"), 3)
+        await stranger.aclose()
+    finally:
+        srv.close()
+    assert ok.ok and len(ok.chunk_times_s) == 3, ok
+    assert refused.error_kind == ErrorKind.CONNECT and "certificate" in (refused.error_message or "").lower()
