@@ -67,11 +67,24 @@ class LagProbe:
         return float(np.percentile(lags, 99) * 1e3) if lags else math.nan
 
 
+def _runq_wait_s() -> float:
+    """How long this (loop) thread has waited, runnable, for a core other processes held
+    (Linux ``/proc/thread-self/schedstat``; nan elsewhere)."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return math.nan
+
+
+RUNQ: dict[str, float] = {}
+
+
 async def _window(args: argparse.Namespace) -> tuple[float, float, float]:
     """Sleep through warm-up and the measured window: (w0, w1, CPU seconds in between)."""
     await asyncio.sleep(args.warmup)
-    w0, c0 = time.perf_counter(), time.process_time()
+    w0, c0, q0 = time.perf_counter(), time.process_time(), _runq_wait_s()
     await asyncio.sleep(args.duration)
+    RUNQ["runq_wait_ms"] = (_runq_wait_s() - q0) * 1e3
     return w0, time.perf_counter(), time.process_time() - c0
 
 
@@ -219,6 +232,7 @@ def _result(args: argparse.Namespace, w0: float, w1: float, cpu_s: float,
     inside = [r for r in reqs if w0 <= r[1] <= w1]
     return {"window_s": w1 - w0, "cpu_s": cpu_s, "tokens": tokens, "lag_p99_ms": LAG.p99_ms(w0, w1),
             "failed": failed, "w0": w0, "w1": w1, "requests": inside, **GC.window(w0, w1),
+            "runq_wait_ms": RUNQ.get("runq_wait_ms", math.nan),
             "written_s": {r[0]: SEND.written_s[r[0]] for r in inside if r[0] in SEND.written_s}}
 
 
@@ -226,7 +240,11 @@ def worker_main(args: argparse.Namespace) -> None:
     if args.cpu >= 0:
         with contextlib.suppress(OSError, AttributeError):
             os.sched_setaffinity(0, {args.cpu})
-    if not args.asyncio:  # as `infmon bench` runs
+    if args.worker == "infmon" and not args.asyncio:  # as `infmon bench` runs
+        from infmon.load.runtime import tune_for_load
+
+        tune_for_load()
+    elif not args.asyncio:
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
@@ -328,6 +346,7 @@ def summary(result: dict[str, Any], trace: dict[str, tuple[float, list[float]]])
             "cpu_per_1k": result["cpu_s"] / tokens * 1e3 if tokens else math.nan,
             "lag_p99_ms": result["lag_p99_ms"], "failed": result["failed"],
             "gc_total_ms": result.get("gc_total_ms", math.nan), "gc_max_ms": result.get("gc_max_ms", math.nan),
+            "runq_wait_ms": result.get("runq_wait_ms", math.nan),
             **delays(result, trace)}
 
 
@@ -363,14 +382,14 @@ def row(c: int, name: str, s: dict[str, float]) -> str:
 
 
 DELAY_HEADER = (f"{'c':>5} {'client':>9} {'client+ p50/p99':>17} {'= send+ p50/p99':>17} {'+ 1st+ p50/p99':>17}"
-                f" {'srv-read p50/p99':>17} {'GC ms total/max':>16}")
+                f" {'srv-read p50/p99':>17} {'GC ms total/max':>16} {'runq wait ms':>12}")
 
 
 def delay_row(c: int, name: str, s: dict[str, float]) -> str:
     """Where the client-added part of TTFT goes (ms): client+ = send+ + 1st+, per request."""
     pair = lambda k: f"{s[k + '_p50_ms']:>8.2f}/{s[k + '_p99_ms']:<8.2f}"  # noqa: E731
     return (f"{c:>5} {name:>9} {pair('client')} {pair('send')} {pair('first')} {pair('srv_read')}"
-            f" {s['gc_total_ms']:>7.1f}/{s['gc_max_ms']:<8.1f}")
+            f" {s['gc_total_ms']:>7.1f}/{s['gc_max_ms']:<8.1f} {s['runq_wait_ms']:>12.0f}")
 
 
 def ratio_row(c: int, a: dict[str, float], b: dict[str, float]) -> str:
@@ -417,7 +436,8 @@ def main(args: argparse.Namespace) -> None:
             proc.wait(timeout=10)
     print("\nclient-added delay to TTFT (ms): client+ = send+ (sent_s -> request on the socket) + 1st+"
           " (first chunk written -> timestamped); srv-read (request on the socket -> parsed by the"
-          " server) is the server's\n" + DELAY_HEADER)
+          " server) is the server's; runq wait: time the client's loop thread was runnable but"
+          " other processes held its core, over the window\n" + DELAY_HEADER)
     print("\n".join(decomposition))
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:

@@ -26,6 +26,7 @@ from infmon.journal import JournalWriter
 from infmon.load.client import ClientError, StreamingClient
 from infmon.load.driver import LoadDriver
 from infmon.load.prompts import Workload
+from infmon.load.runtime import tune_for_load
 from infmon.load.steps import StepCollector, StepProgress, StepSpec, plan_from_config, run_steps
 from infmon.model.knee import find_knee, slo_max_concurrency
 from infmon.model.records import RequestRecord
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     journal.write_config(config.to_public_dict())
     try:
         metrics_interval_s = None if args.no_server_metrics else args.metrics_interval
-        _use_uvloop()
+        tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, workload, journal, clock, metrics_interval_s))
     finally:
         journal.close()
@@ -72,15 +73,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(Path(args.json), result)
     return _verdict(result)
-
-
-def _use_uvloop() -> None:
-    """uvloop where installed: fewer µs per chunk read, so less client delay at high concurrency
-    (``bench/client_overhead.py``)."""
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
 async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
