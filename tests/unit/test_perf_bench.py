@@ -64,3 +64,17 @@ def test_tokens_are_counted_inside_the_window_only(bench) -> None:
     assert [q[0] for q in r["requests"]] == ["b"]  # only requests sent inside the window are joined
     s = bench.summary({**r, "lag_p99_ms": 1.0}, {})
     assert s["tok_s"] == 3.0 and s["cpu_per_1k"] == pytest.approx(0.5 / 6 * 1e3)
+
+
+def test_ttft_splits_into_client_send_server_read_and_client_receive(bench) -> None:
+    """client TTFT = send+ + srv-read + server TTFT + 1st+, and client+ = send+ + 1st+."""
+    result = {"requests": [("a", 10.0, [10.110, 10.2], 2), ("b", 20.0, [20.060], 1)],
+              "written_s": {"a": 10.002, "b": 20.001}}  # fmt: skip
+    trace = {"a": (10.007, [10.107, 10.199]),  # read 5 ms after the write; server TTFT 100 ms
+             "b": (20.002, [20.056])}  # fmt: skip
+    d = bench.delays(result, trace)
+    assert d["send_p50_ms"] == pytest.approx(1.5)  # 2 and 1 ms
+    assert d["srv_read_p50_ms"] == pytest.approx(3.0)  # 5 and 1 ms
+    assert d["first_p50_ms"] == pytest.approx(3.5)  # 3 and 4 ms
+    assert d["client_p50_ms"] == pytest.approx(5.0)  # 2 + 3 and 1 + 4 ms
+    assert d["ttft_p50_ms"] == pytest.approx(8.0)  # client+ plus srv-read: 10 and 6 ms
