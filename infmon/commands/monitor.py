@@ -269,6 +269,9 @@ def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None
         os._exit(0)
 
     app.force_exit = force_exit
+    from infmon.load.runtime import tune_for_load
+
+    tune_for_load()  # uvloop (Textual's App.run uses asyncio.run), gc.freeze
     try:
         app.run()
     finally:
