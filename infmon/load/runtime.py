@@ -1,6 +1,6 @@
 """Process settings for a load client: the event loop and the garbage collector.
 
-``infmon bench`` calls ``tune_for_load()`` before its loop starts (``bench/client_overhead.py``
+``infmon bench`` and the monitor call ``tune_for_load()`` before their loop starts (``bench/client_overhead.py``
 does the same for its infmon worker). uvloop reads and writes sockets in C: fewer µs per chunk,
 so a burst of chunks is read sooner. ``gc.freeze()`` moves every object alive at that point (the
 imported modules: most of the heap) out of the collector's reach, so the full collections that
