@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -13,11 +14,13 @@ from typing import Any
 from infmon.cli import CliError
 from infmon.clock import MonotonicClock
 from infmon.commands.common import (
+    StopSignals,
     add_load_arguments,
     config_from_args,
     default_session_dir,
     make_workload,
     open_journal,
+    say,
     write_session_reports,
 )
 from infmon.config import Config
@@ -49,23 +52,43 @@ def run(args: argparse.Namespace) -> int:
     session_dir = Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
     clock = MonotonicClock()
     journal = open_journal(session_dir, clock)
-    print(f"session: {session_dir}", flush=True)
+    say(f"session: {session_dir}")
     journal.write_config(config.to_public_dict())
+    stop = StopSignals()
     try:
-        result = asyncio.run(_bench(config, plan, workload, journal, clock))
+        result = asyncio.run(_bench(config, plan, workload, journal, clock, stop))
+    except asyncio.CancelledError:
+        if stop.received is None:
+            raise
+        result = None
+    except KeyboardInterrupt:
+        stop.received = signal.SIGINT
+        raise
     finally:
-        journal.close()
-        print(f"session recorded in {session_dir}", flush=True)
-        if (session_dir / "records.jsonl").stat().st_size > 0:  # some load ran: report it
-            write_session_reports(session_dir)
+        _finish(journal, session_dir, stop)
+    if result is None:
+        say(f"infmon: stopped by {stop.name}", err=True)
+        return stop.exit_code
     result["session_dir"] = str(session_dir)
     if args.json:
         _write_json(Path(args.json), result)
     return _verdict(result)
 
 
+def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
+    """However the run ended: flush the record, then rebuild the reports from it."""
+    stop.shield_finish()
+    if stop.received is not None:
+        journal.write_event("interrupted", signal=stop.name)
+    journal.close()
+    say(f"session recorded in {session_dir}")
+    if (session_dir / "records.jsonl").stat().st_size > 0:  # some load ran: report it
+        write_session_reports(session_dir)
+
+
 async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
-                 clock: MonotonicClock) -> dict[str, Any]:  # fmt: skip
+                 clock: MonotonicClock, stop: StopSignals) -> dict[str, Any]:  # fmt: skip
+    stop.install()
     try:
         client = StreamingClient(config, clock)
     except ClientError as exc:
@@ -94,6 +117,8 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
     finally:
         if driver is not None:
             await driver.stop()
+            journal.write_event("load_totals", sent=driver.sent, succeeded=driver.succeeded,
+                                failed=driver.failed, cancelled=driver.cancelled)  # fmt: skip
         await client.aclose()
 
 
@@ -119,8 +144,8 @@ def _print_intro(target: dict[str, Any], pinned: bool, config: Config) -> None:
     length = "pinned (ignore_eos)" if pinned else "not pinned (server lacks ignore_eos)"
     if not config.ignore_eos:
         length = "not pinned (--no-ignore-eos)"
-    print(f"target: {target['url']} · model {target['model']} · {target['endpoint']} · output length {length}")
-    print("  ".join(c.rjust(w) for c, w in zip(_COLUMNS, _WIDTHS, strict=True)), flush=True)
+    say(f"target: {target['url']} · model {target['model']} · {target['endpoint']} · output length {length}")
+    say("  ".join(c.rjust(w) for c, w in zip(_COLUMNS, _WIDTHS, strict=True)))
 
 
 def _fmt(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -141,11 +166,11 @@ def _row(index: int, spec: StepSpec, s: StepStats) -> str:
 
 def _on_step(journal: JournalWriter, progress: _Progress, index: int, spec: StepSpec, s: StepStats) -> None:
     progress.clear()
-    print(_row(index, spec, s), flush=True)
+    say(_row(index, spec, s))
     for note in s.client_notes:
-        print(f"      client self-check: {note} (the client may be the bottleneck)", flush=True)
+        say(f"      client self-check: {note} (the client may be the bottleneck)")
     if s.tokens_estimated:
-        print("      note: server sent no usage; output tokens counted from chunks", flush=True)
+        say("      note: server sent no usage; output tokens counted from chunks")
     journal.write_event("step", index=index, stats=s.to_dict())
     journal.flush()
 
@@ -162,17 +187,15 @@ class _Progress:
         text = (f"  step {p.index + 1}/{p.total} {p.spec.label} {p.phase} {p.elapsed_s:5.0f}s"
                 f" · finished {p.finished} · failed {p.failed}")  # fmt: skip
         if self.tty:
-            sys.stderr.write("\r" + text.ljust(78)[:78])
-            sys.stderr.flush()
+            say("\r" + text.ljust(78)[:78], err=True, end="")
             self._shown = True
         elif p.elapsed_s - self._last_line_s >= 10.0 or p.elapsed_s < self._last_line_s:
-            print(text, file=sys.stderr, flush=True)
+            say(text, err=True)
             self._last_line_s = p.elapsed_s
 
     def clear(self) -> None:
         if self._shown:
-            sys.stderr.write("\r" + " " * 78 + "\r")
-            sys.stderr.flush()
+            say("\r" + " " * 78 + "\r", err=True, end="")
             self._shown = False
         self._last_line_s = -10.0
 
