@@ -107,6 +107,8 @@ class _StreamState:
             raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (not a JSON object)")
         choices = obj.get("choices")
         if choices:
+            if not isinstance(choices, list):
+                raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (choices is not a list)")
             self._choice(choices[0], t)
         elif obj.get("error"):
             raise _StreamFailure(ErrorKind.SERVER, "server error in stream: " + _error_text(obj))
