@@ -1,15 +1,143 @@
-"""`infmon sim`."""
+"""`infmon sim`: run the vLLM simulator (OpenAI API + /metrics) on loopback."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
 
-from infmon.commands import not_built_yet
+from infmon.cli import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    from infmon.sim.faults import HELP as FAULT_HELP
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = FAULT_HELP
+    a = parser.add_argument
+    a("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    a("--port", type=int, default=8000, help="port (0 = a free port; the real one is printed)")
+    a("--scenario", default="baseline", help="named scenario (see --list)")
+    a("--list", action="store_true", help="list the scenarios and exit")
+    a("--gpu", help="GPU profile: L4, L40S, A100-80GB, H100-80GB, H200")
+    a("--model", help="model profile, e.g. Qwen/Qwen2.5-7B-Instruct")
+    a("--served-model-name", help="the model name the API answers to (default: --model)")
+    a("--max-model-len", type=int)
+    a("--max-num-seqs", type=int)
+    a("--max-num-batched-tokens", type=int)
+    a("--gpu-memory-utilization", type=float)
+    a("--block-size", type=int)
+    a("--no-prefix-caching", action="store_true", help="disable prefix caching")
+    a("--draft-model", help="drafter model profile for speculative decoding")
+    a("--speculative-k", type=int, help="draft tokens per step (0 disables)")
+    a("--acceptance", type=float, nargs="+", metavar="P",
+      help="per-position acceptance probabilities (each given the previous was accepted)")
+    a("--contention", type=float, help="noisy neighbour: every step takes (1 + F) times longer")
+    a("--quality-error-rate", type=float, help="share of quality probes answered wrongly")
+    a("--metrics-schema", choices=("v1", "v0"), default="v1", help="vLLM metric names (v0: older)")
+    a("--seed", type=int, default=0)
+    a("--fault", action="append", default=[], metavar="KIND[:VALUE][:RATE]",
+      help="inject a fault (repeatable; see the list below)")
+    a("--trace-timing", metavar="FILE", help="append per-request chunk write times (JSONL)")
+    a("--probes", metavar="FILE", help="quality probes JSONL to answer (default: infmon's own)")
+
+
+def _config(args: argparse.Namespace):
+    from infmon.sim.scenarios import SCENARIOS, build_config
+
+    if args.scenario not in SCENARIOS:
+        raise CliError(f"unknown scenario {args.scenario!r}; see `infmon sim --list`")
+    sc = SCENARIOS[args.scenario]
+    try:
+        cfg = build_config(
+            sc, gpu=args.gpu, model=args.model, drafter=args.draft_model,
+            speculative_k=args.speculative_k,
+            acceptance=tuple(args.acceptance) if args.acceptance else None,
+            gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs, contention=args.contention,
+            max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
+            served_model_name=args.served_model_name, seed=args.seed,
+            enable_prefix_caching=False if args.no_prefix_caching else None)
+    except KeyError as exc:
+        raise CliError(str(exc.args[0])) from None
+    error_rate = sc.quality_error_rate if args.quality_error_rate is None else args.quality_error_rate
+    return cfg, error_rate
+
+
+def _describe(cfg, mem) -> list[str]:
+    from infmon.sim.roofline import predicted_decode_tok_s
+
+    spec = (f"{cfg.drafter.name} k={cfg.speculative_k} acceptance={list(cfg.acceptance)}"
+            if cfg.spec_enabled else "off")
+    return [
+        f"gpu: {cfg.gpu.name} ({cfg.gpu.memory_gb:g} GB, {cfg.gpu.bandwidth_gb_s:g} GB/s)",
+        f"model: {cfg.model.name} ({cfg.model.dtype}), served as {cfg.served_model_name}",
+        f"weights: {mem.weights_gb:.2f} GB; drafter weights: {mem.drafter_weights_gb:.2f} GB",
+        f"kv cache: {mem.kv_gb:.2f} GB = {mem.num_gpu_blocks} blocks x {mem.block_size} tokens "
+        f"= {mem.kv_tokens} tokens ({mem.kv_bytes_per_token} B/token)",
+        f"max_model_len {cfg.max_model_len}, max_num_seqs {cfg.max_num_seqs}, "
+        f"max_num_batched_tokens {cfg.max_num_batched_tokens}, contention {cfg.contention:g}",
+        f"speculative decoding: {spec}",
+        f"predicted single-stream decode: {predicted_decode_tok_s(cfg):.1f} tokens/s",
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_built_yet("sim")
+    from infmon.sim.faults import parse_fault
+    from infmon.sim.roofline import memory_budget
+    from infmon.sim.scenarios import SCENARIOS
+
+    if args.list:
+        for name, sc in SCENARIOS.items():
+            print(f"{name:14} {sc.summary}")
+        return 0
+    cfg, error_rate = _config(args)
+    mem = memory_budget(cfg)
+    if mem.num_gpu_blocks == 0:
+        raise CliError(f"{cfg.model.name} ({mem.weights_gb + mem.drafter_weights_gb:.1f} GB of "
+                       f"weights) leaves no room for KV on {cfg.gpu.name} at "
+                       f"gpu_memory_utilization {cfg.gpu_memory_utilization:g}")
+    if mem.kv_tokens < cfg.max_model_len:
+        raise CliError(f"KV cache holds {mem.kv_tokens} tokens, less than max_model_len "
+                       f"{cfg.max_model_len}: raise --gpu-memory-utilization or lower --max-model-len")
+    try:
+        faults = tuple(parse_fault(f) for f in args.fault)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    print(f"infmon sim: scenario {args.scenario}")
+    for line in _describe(cfg, mem):
+        print(f"  {line}")
+    sys.stdout.flush()
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    asyncio.run(_serve(cfg, args, error_rate, faults))
+    return 0
+
+
+async def _serve(cfg, args, error_rate: float, faults: tuple) -> None:
+    from infmon.sim.server import ServerOptions, SimServer
+    from infmon.sim.text import PROBES_PATH, load_probes
+
+    opts = ServerOptions(metrics_schema=args.metrics_schema, seed=args.seed,
+                         quality_error_rate=error_rate, faults=faults,
+                         trace_path=args.trace_timing,
+                         probes=load_probes(Path(args.probes) if args.probes else PROBES_PATH))
+    server = SimServer(cfg, opts)
+    try:
+        port = await server.start(args.host, args.port)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"infmon sim: listening on http://{host}:{port}", flush=True)
+    await stop.wait()
+    await server.close()
+    print("infmon sim: stopped", flush=True)

@@ -1,0 +1,265 @@
+"""The simulated vLLM V1 engine: a scheduler in discrete steps, in virtual time.
+
+Each ``step(now_s)`` schedules running requests first (decode: 1 token, or 1 + k drafts with
+speculative decoding; unfinished prefills continue), preempting the newest running request
+(recompute) when KV blocks run out, then admits waiting requests in chunks within
+``max_num_batched_tokens`` while fewer than ``max_num_seqs`` run. The step's duration is the
+roofline figure; its effects are stamped at ``now_s + duration``. The engine knows nothing of
+HTTP or wall time: the server sleeps for the duration, the tests just add it up.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from infmon.sim.kvcache import BlockPool, block_hashes
+from infmon.sim.roofline import EngineConfig, memory_budget, step_time_s
+
+
+@dataclass(slots=True, eq=False)
+class Sequence:
+    """One request inside the engine (mutable engine state; ``handle`` belongs to the caller)."""
+
+    req_id: str
+    prompt_len: int
+    max_tokens: int
+    stop_at: int | None  # output length at which the model emits EOS; None = ignore_eos
+    arrival_s: float
+    hashes: list[int] = field(default_factory=list)
+    handle: object = None
+    num_computed: int = 0
+    output_len: int = 0
+    blocks: list[int] = field(default_factory=list)
+    cached_tokens: int = 0
+    registered: int = 0
+    num_preemptions: int = 0
+    scheduled_s: float = math.nan
+    first_token_s: float = math.nan
+    last_token_s: float = math.nan
+    finish_s: float = math.nan
+    finish_reason: str | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt_len + self.output_len
+
+
+@dataclass(slots=True)
+class StepOutput:
+    start_s: float
+    end_s: float
+    emitted: list[tuple[Sequence, int]]  # (sequence, new tokens this step)
+    finished: list[Sequence]
+    scheduled_tokens: int = 0
+    context_tokens: int = 0
+    prompt_done_tokens: int = 0  # prompt length of requests whose prefill finished
+    prompt_done_cached: int = 0
+    generation_tokens: int = 0
+    preemptions: int = 0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+    running: int = 0
+    waiting: int = 0
+    kv_usage: float = 0.0
+    budget_left: int = 0
+    kv_blocked: bool = False  # a request could not get KV blocks this step
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig) -> None:
+        self.cfg = cfg
+        self.budget = memory_budget(cfg)
+        self.pool = BlockPool(self.budget.num_gpu_blocks)
+        self.running: list[Sequence] = []
+        self.waiting: deque[Sequence] = deque()
+        self.rng = random.Random(cfg.seed)
+        self.k = cfg.speculative_k if cfg.spec_enabled else 0
+        self.acceptance = tuple(cfg.acceptance[i] if i < len(cfg.acceptance) else 0.0
+                                for i in range(self.k))
+
+    # -- requests -------------------------------------------------------------------------
+    def add(self, seq: Sequence, ids: list[int] | None = None) -> None:
+        if ids is not None and self.cfg.enable_prefix_caching:
+            seq.hashes = block_hashes(ids, self.cfg.block_size)
+        self.waiting.append(seq)
+
+    def abort(self, seq: Sequence, now_s: float) -> bool:
+        """Remove a request (client went away); True if it was still in the engine."""
+        if seq.finish_reason is not None:
+            return False
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+        elif seq in self.running:
+            self.running.remove(seq)
+        self.pool.release(seq.blocks)
+        seq.blocks = []
+        seq.finish_reason = "abort"
+        seq.finish_s = now_s
+        return True
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    # -- scheduling -----------------------------------------------------------------------
+    def _blocks_needed(self, seq: Sequence, n: int) -> int:
+        return max(0, -(-(seq.num_computed + n) // self.cfg.block_size) - len(seq.blocks))
+
+    def _preempt(self, seq: Sequence, out: StepOutput) -> None:
+        self.pool.release(seq.blocks)
+        seq.blocks = []
+        seq.num_computed = 0
+        seq.registered = 0
+        seq.num_preemptions += 1
+        out.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def _schedule_running(self, out: StepOutput, budget: int) -> tuple[list, int]:
+        plan: list[tuple[Sequence, int, bool]] = []
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            left = seq.num_tokens - seq.num_computed
+            spec = self.k > 0 and left == 1 and budget >= 1 + self.k
+            n = 1 + self.k if spec else min(left, budget)
+            need = self._blocks_needed(seq, n)
+            preempted_self = False
+            while need > self.pool.num_free:
+                victim = self.running.pop()
+                self._preempt(victim, out)
+                if victim is seq:
+                    preempted_self = True
+                    break
+            if preempted_self:
+                break
+            seq.blocks.extend(self.pool.allocate(need) or [])
+            plan.append((seq, n, spec))
+            budget -= n
+            i += 1
+        return plan, budget
+
+    def _admit(self, seq: Sequence, out: StepOutput, budget: int, now_s: float) -> int:
+        """Try to start (or resume) a waiting request; returns tokens scheduled (0 = no room)."""
+        hits: list[int] = []
+        if seq.num_computed == 0 and seq.hashes:
+            hits = self.pool.lookup(seq.hashes, (seq.num_tokens - 1) // self.cfg.block_size)
+        n = min(seq.num_tokens - len(hits) * self.cfg.block_size, budget)
+        blocks_after = -(-(len(hits) * self.cfg.block_size + n) // self.cfg.block_size)
+        new = self.pool.allocate(blocks_after - len(hits))
+        if new is None:
+            self.pool.release(hits)
+            return 0
+        seq.blocks = hits + new
+        seq.num_computed = len(hits) * self.cfg.block_size
+        out.prefix_queries += seq.num_tokens
+        out.prefix_hits += seq.num_computed
+        if seq.num_preemptions == 0:
+            seq.cached_tokens = seq.num_computed
+        if math.isnan(seq.scheduled_s):
+            seq.scheduled_s = now_s
+        return n
+
+    def _schedule(self, out: StepOutput, now_s: float) -> list[tuple[Sequence, int, bool]]:
+        plan, budget = self._schedule_running(out, self.cfg.max_num_batched_tokens)
+        out.budget_left = budget
+        if out.preemptions:
+            out.kv_blocked = True
+            return plan
+        while self.waiting and len(self.running) < self.cfg.max_num_seqs and budget > 0:
+            n = self._admit(self.waiting[0], out, budget, now_s)
+            if n == 0:
+                out.kv_blocked = True
+                break
+            seq = self.waiting.popleft()
+            self.running.append(seq)
+            plan.append((seq, n, False))
+            budget -= n
+        out.budget_left = budget
+        return plan
+
+    # -- one step -------------------------------------------------------------------------
+    def step(self, now_s: float) -> StepOutput:
+        out = StepOutput(start_s=now_s, end_s=now_s, emitted=[], finished=[],
+                         accepted_per_pos=[0] * self.k)
+        plan = self._schedule(out, now_s)
+        tokens = sum(n for _, n, _ in plan)
+        context = sum(seq.num_computed + n for seq, n, _ in plan)
+        spec = [seq for seq, _, s in plan if s]
+        spec_ctx = sum(seq.num_computed for seq in spec)
+        if plan:
+            out.end_s = now_s + step_time_s(self.cfg, tokens, context, len(spec), spec_ctx)
+        out.scheduled_tokens = tokens
+        out.context_tokens = context
+        out.running = len(self.running)
+        out.waiting = len(self.waiting)
+        for seq, n, is_spec in plan:
+            self._advance(seq, n, is_spec, out)
+        self._finish_done(out)
+        out.kv_usage = self.pool.usage
+        return out
+
+    def _accept(self, out: StepOutput) -> int:
+        accepted = 0
+        for i, p in enumerate(self.acceptance):
+            if self.rng.random() >= p:
+                break
+            out.accepted_per_pos[i] += 1
+            accepted += 1
+        out.drafts += 1
+        out.draft_tokens += self.k
+        out.accepted_tokens += accepted
+        return accepted
+
+    def _advance(self, seq: Sequence, n: int, is_spec: bool, out: StepOutput) -> None:
+        was_prefilling = seq.output_len == 0
+        computed = 1 + self._accept(out) if is_spec else n
+        seq.num_computed += computed
+        self._register_blocks(seq)
+        if seq.num_computed < seq.num_tokens:
+            return  # a prefill chunk: no token sampled yet
+        new = computed if is_spec else 1
+        limit = seq.max_tokens if seq.stop_at is None else min(seq.max_tokens, seq.stop_at)
+        new = min(new, limit - seq.output_len)
+        seq.output_len += new
+        out.generation_tokens += new
+        out.emitted.append((seq, new))
+        if was_prefilling:
+            seq.first_token_s = out.end_s
+            out.prompt_done_tokens += seq.prompt_len
+            out.prompt_done_cached += seq.cached_tokens
+        seq.last_token_s = out.end_s
+        if seq.output_len >= limit:
+            seq.finish_reason = "length" if seq.output_len >= seq.max_tokens else "stop"
+
+    def _register_blocks(self, seq: Sequence) -> None:
+        if seq.registered >= len(seq.hashes):
+            return
+        full = min(len(seq.hashes), seq.num_computed // self.cfg.block_size)
+        for i in range(seq.registered, full):
+            self.pool.register(seq.blocks[i], seq.hashes[i])
+        seq.registered = max(seq.registered, full)
+
+    def _finish_done(self, out: StepOutput) -> None:
+        if not any(s.finish_reason for s in self.running):
+            return
+        keep = []
+        for seq in self.running:
+            if seq.finish_reason is None:
+                keep.append(seq)
+                continue
+            seq.finish_s = out.end_s
+            self.pool.release(seq.blocks)
+            seq.blocks = []
+            out.finished.append(seq)
+        self.running = keep

@@ -1,0 +1,205 @@
+"""The simulator's ``/metrics``: a prometheus_client registry fed from engine steps.
+
+Counters move only when tokens are delivered (the server calls ``on_step`` after the step's time
+has passed), so ``generation_tokens_total`` always equals what clients have received.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    gc_collector,
+    generate_latest,
+    platform_collector,
+    process_collector,
+)
+
+from infmon.sim import metric_schema as ms
+from infmon.sim.engine import Sequence, StepOutput
+from infmon.sim.roofline import EngineConfig, MemoryBudget
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def cache_config_labels(cfg: EngineConfig, mem: MemoryBudget, schema: str) -> dict[str, str]:
+    """A subset of vLLM's ``CacheConfig`` fields, stringified as vLLM does."""
+    labels = {
+        "block_size": str(cfg.block_size),
+        "cache_dtype": "auto",
+        "enable_prefix_caching": str(cfg.enable_prefix_caching),
+        "gpu_memory_utilization": str(cfg.gpu_memory_utilization),
+        "is_attention_free": "False",
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(mem.num_gpu_blocks),
+        "num_gpu_blocks_override": "None",
+        "sliding_window": "None",
+    }
+    if schema == "v1":
+        labels |= {
+            "engine": "0",
+            "kv_cache_memory_bytes": str(int(mem.kv_gb * 1e9)),
+            "kv_cache_size_tokens": str(mem.kv_tokens),
+            "kv_cache_max_concurrency": str(round(mem.kv_tokens / cfg.max_model_len, 2)),
+            "prefix_caching_hash_algo": "sha256",
+            "user_specified_block_size": "False",
+        }
+    else:
+        labels |= {"cpu_offload_gb": "0", "swap_space_bytes": str(4 * 2**30)}
+    return labels
+
+
+class SimMetrics:
+    def __init__(self, cfg: EngineConfig, mem: MemoryBudget, schema: str = "v1") -> None:
+        self.cfg, self.mem, self.schema = cfg, mem, schema
+        self.registry = CollectorRegistry()
+        self._build_registry()
+        self.m: dict[str, object] = {}
+        self.c: dict[str, object] = {}
+        self._build(cfg, mem)
+
+    def _build_registry(self) -> None:
+        process_collector.ProcessCollector(registry=self.registry)
+        platform_collector.PlatformCollector(registry=self.registry)
+        gc_collector.GCCollector(registry=self.registry)
+
+    def _build(self, cfg: EngineConfig, mem: MemoryBudget) -> None:
+        base = ("model_name", "engine") if self.schema == "v1" else ("model_name",)
+        self.base = (cfg.served_model_name, "0")[: len(base)]
+        len_buckets = ms.buckets_1_2_5(cfg.max_model_len)
+        for concept, kind, name, help_, extra, buckets in ms.families(self.schema, cfg.spec_enabled):
+            labels = base + extra if concept != "admission_rejections" else ("model_name", *extra)
+            if kind == "counter":
+                metric = Counter(name, help_, labels, registry=self.registry)
+            elif kind == "gauge":
+                metric = Gauge(name, help_, labels, registry=self.registry)
+            else:
+                b = len_buckets if buckets == ms.LEN else buckets
+                metric = Histogram(name, help_, labels, buckets=b, registry=self.registry)
+            self.m[concept] = metric
+            if extra:
+                self._precreate(concept, metric, extra[0])
+            else:
+                self.c[concept] = metric.labels(*self.base)
+        info = cache_config_labels(cfg, mem, self.schema)
+        cfg_gauge = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+                          sorted(info), registry=self.registry)
+        cfg_gauge.labels(**info).set(1)
+
+    def _precreate(self, concept: str, metric, label: str) -> None:
+        if concept == "admission_rejections":
+            for r in ms.ADMISSION_REASONS:
+                metric.labels(self.base[0], r)
+            return
+        if concept == "spec_accepted_per_pos":
+            values = tuple(str(i) for i in range(self.cfg.speculative_k))
+        elif concept == "prompt_cached_by_source":
+            values = ms.CACHED_SOURCES
+        elif concept == "success" and self.schema == "v0":
+            values = ms.V0_FINISHED
+        else:
+            values = ms.LABEL_VALUES[label]
+        for v in values:
+            self.c[f"{concept}:{v}"] = metric.labels(*self.base, v)
+        if concept == "sleep_state":
+            self.c["sleep_state:awake"].set(1)
+
+    # -- updates --------------------------------------------------------------------------
+    def _inc(self, concept: str, value: float) -> None:
+        child = self.c.get(concept)
+        if child is not None and value:
+            child.inc(value)
+
+    def _set(self, concept: str, value: float) -> None:
+        child = self.c.get(concept)
+        if child is not None:
+            child.set(value)
+
+    def _observe(self, concept: str, value: float) -> None:
+        child = self.c.get(concept)
+        if child is not None and not math.isnan(value):
+            child.observe(value)
+
+    def set_state(self, running: int, waiting: int, kv_usage: float) -> None:
+        self._set("running", running)
+        self._set("waiting", waiting)
+        self._set("waiting_by_reason:capacity", waiting)
+        self._set("kv_usage", kv_usage)
+
+    def on_step(self, out: StepOutput, flops: float, read_bytes: float) -> None:
+        self.set_state(out.running, out.waiting, out.kv_usage)
+        self._inc("flops", flops)
+        self._inc("read_bytes", read_bytes)
+        self._inc("prefix_queries", out.prefix_queries)
+        self._inc("prefix_hits", out.prefix_hits)
+        self._inc("prompt_cached_by_source:device", out.prefix_hits)
+        self._inc("preemptions", out.preemptions)
+        self._inc("prompt_tokens", out.prompt_done_tokens)
+        self._inc("prompt_by_source:local_compute", out.prompt_done_tokens - out.prompt_done_cached)
+        self._inc("prompt_by_source:local_cache_hit", out.prompt_done_cached)
+        self._inc("prompt_cached", out.prompt_done_cached)
+        self._inc("generation_tokens", out.generation_tokens)
+        if out.scheduled_tokens:
+            self._observe("iteration_tokens", out.scheduled_tokens)
+        if out.drafts:
+            self._spec(out)
+        if "prefix_hit_rate" in self.c and out.prefix_queries:
+            self._set("prefix_hit_rate", out.prefix_hits / out.prefix_queries)
+
+    def _spec(self, out: StepOutput) -> None:
+        self._inc("spec_drafts", out.drafts)
+        self._inc("spec_draft_tokens", out.draft_tokens)
+        self._inc("spec_accepted", out.accepted_tokens)
+        for i, n in enumerate(out.accepted_per_pos):
+            self._inc(f"spec_accepted_per_pos:{i}", n)
+        self._inc("spec_emitted_v0", out.accepted_tokens + out.drafts)
+        if "spec_rate_v0" in self.c and out.draft_tokens:
+            self._set("spec_rate_v0", out.accepted_tokens / out.draft_tokens)
+            self._set("spec_efficiency_v0", (out.accepted_tokens + out.drafts)
+                      / (out.draft_tokens + out.drafts))
+
+    def observe_itl(self, gap_s: float) -> None:
+        self._observe("itl", gap_s)
+        self._observe("tpot_v0", gap_s)
+
+    def on_admitted(self, max_tokens: int, max_tokens_given: bool) -> None:
+        self._observe("req_n", 1)
+        self._observe("req_max_gen_tokens", max_tokens)
+        if max_tokens_given:
+            self._observe("req_max_tokens", max_tokens)
+
+    def on_first_token(self, seq: Sequence) -> None:
+        self._observe("ttft", seq.first_token_s - seq.arrival_s)
+
+    def on_finished(self, seq: Sequence) -> None:
+        self._inc(f"success:{seq.finish_reason}", 1)
+        if seq.finish_reason == "abort" and math.isnan(seq.first_token_s):
+            return
+        self._observe("req_prompt_tokens", seq.prompt_len)
+        self._observe("req_generation_tokens", seq.output_len)
+        self._observe("e2e", seq.finish_s - seq.arrival_s)
+        self._observe("queue", seq.scheduled_s - seq.arrival_s)
+        self._observe("inference", seq.finish_s - seq.scheduled_s)
+        self._observe("prefill", seq.first_token_s - seq.scheduled_s)
+        self._observe("decode", seq.finish_s - seq.first_token_s)
+        self._observe("prefill_kv_computed", seq.prompt_len - seq.cached_tokens)
+        if seq.num_preemptions:
+            self._observe("req_preemptions", seq.num_preemptions)
+        if seq.output_len > 1:
+            self._observe("tpot", (seq.finish_s - seq.first_token_s) / (seq.output_len - 1))
+
+    def reset(self) -> None:
+        """A simulated server restart: every series starts again from zero."""
+        self.registry = CollectorRegistry()
+        self._build_registry()
+        self.m.clear()
+        self.c.clear()
+        self._build(self.cfg, self.mem)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+

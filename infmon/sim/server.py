@@ -1,0 +1,263 @@
+"""The simulator's HTTP server: vLLM's OpenAI-compatible API over the simulated engine.
+
+One asyncio loop. Requests are parsed and queued into the engine; one engine task runs steps,
+sleeps each step's simulated duration, then writes every stream's new tokens and updates the
+Prometheus counters (so counters never run ahead of what clients received).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+
+from infmon import __version__
+from infmon.sim.engine import Engine, Sequence, StepOutput
+from infmon.sim.faults import FaultPlan
+from infmon.sim.http import Connection, Request
+from infmon.sim.metrics import CONTENT_TYPE, SimMetrics
+from infmon.sim.requests import ApiError, parse_request
+from infmon.sim.roofline import EngineConfig
+from infmon.sim.streams import SSE_HEADERS, Stream
+from infmon.sim.text import TextModel, chat_prompt, load_probes, token_ids
+from infmon.sim.trace import TimingTrace
+
+DELIVERY_SLICE = 128  # streams written per loop turn: bounds the loop lag one step causes
+
+
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    metrics_schema: str = "v1"
+    seed: int = 0
+    quality_error_rate: float = 0.0
+    faults: tuple = ()
+    trace_path: str | None = None
+    probes: dict = field(default_factory=load_probes)
+
+
+class SimServer:
+    def __init__(self, cfg: EngineConfig, opts: ServerOptions | None = None) -> None:
+        self.cfg = cfg
+        self.opts = opts or ServerOptions(seed=cfg.seed)
+        self.engine = Engine(cfg)
+        self.metrics = SimMetrics(cfg, self.engine.budget, self.opts.metrics_schema)
+        self.text = TextModel(self.opts.probes, self.opts.quality_error_rate, self.opts.seed)
+        self.faults = FaultPlan(self.opts.faults, self.opts.seed)
+        self.trace = TimingTrace(self.opts.trace_path) if self.opts.trace_path else None
+        self.created = int(time.time())
+        self._counter = itertools.count()
+        self._conns: set[Connection] = set()
+        self._wake = asyncio.Event()
+        self._server: asyncio.base_events.Server | None = None
+        self._task: asyncio.Task | None = None
+        self._fault_task: asyncio.Task | None = None
+        self.routes = {
+            ("GET", "/v1/models"): self._models, ("GET", "/health"): self._health,
+            ("GET", "/version"): self._version, ("GET", "/metrics"): self._metrics,
+            ("GET", "/metrics/"): self._metrics, ("POST", "/tokenize"): self._tokenize,
+            ("POST", "/v1/completions"): self._generate, ("POST", "/v1/chat/completions"): self._generate,
+            ("GET", "/sim/stats"): self._stats,
+        }
+        self._lags_s: deque[float] = deque(maxlen=100_000)
+        self._deliver_s: deque[float] = deque(maxlen=100_000)
+        self._deliver_cpu_s: deque[float] = deque(maxlen=100_000)
+        self._lag_task: asyncio.Task | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self, host: str = "127.0.0.1", port: int = 8000) -> int:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._connection, host, port, backlog=4096)
+        self._task = asyncio.create_task(self._engine_loop())
+        self._fault_task = asyncio.create_task(self.faults.run_timed(self))
+        self._lag_task = asyncio.create_task(self._watch_lag())
+        return self._server.sockets[0].getsockname()[1]
+
+    def _connection(self) -> Connection:
+        conn = Connection(self.handle, self._lost)
+        self._conns.add(conn)
+        return conn
+
+    def simulate_restart(self) -> None:
+        """The restart fault: in-flight streams are reset and every counter starts from zero."""
+        for conn in list(self._conns):
+            if conn.streaming is not None:
+                conn.abort()
+        self.metrics.reset()
+
+    async def close(self) -> None:
+        for task in (self._task, self._fault_task, self._lag_task):
+            if task is not None:
+                task.cancel()
+        if self._server is not None:
+            self._server.close()
+        if self.trace is not None:
+            self.trace.close()
+
+    # -- routing ----------------------------------------------------------------------------
+    def handle(self, req: Request, conn: Connection) -> None:
+        route = self.routes.get((req.method, req.path))
+        if route is None:
+            known = any(path == req.path for _, path in self.routes)
+            status = 405 if known else 404
+            msg = "Method Not Allowed" if known else "Not Found"
+            conn.send_json(status, {"detail": msg})
+            return
+        try:
+            route(req, conn)
+        except ApiError as exc:
+            conn.send_json(exc.status, exc.body())
+        except Exception as exc:  # a simulator bug must not kill the connection silently
+            conn.send_json(500, ApiError(500, f"simulator error: {exc!r}").body())
+
+    def _models(self, req: Request, conn: Connection) -> None:
+        name = self.cfg.served_model_name
+        perm = {"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
+                "created": self.created, "allow_create_engine": False, "allow_sampling": True,
+                "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+                "allow_fine_tuning": False, "organization": "*", "group": None,
+                "is_blocking": False}
+        model = {"id": name, "object": "model", "created": self.created, "owned_by": "vllm",
+                 "root": self.cfg.model.name, "parent": None,
+                 "max_model_len": self.cfg.max_model_len, "permission": [perm]}
+        conn.send_json(200, {"object": "list", "data": [model]})
+
+    def _health(self, req: Request, conn: Connection) -> None:
+        conn.send(200, b"", "application/json")
+
+    def _version(self, req: Request, conn: Connection) -> None:
+        conn.send_json(200, {"version": f"0.32.0+infmon.sim.{__version__}"})
+
+    def _metrics(self, req: Request, conn: Connection) -> None:
+        self.faults.serve_metrics(conn, self.metrics.render(), CONTENT_TYPE)
+
+    def _stats(self, req: Request, conn: Connection) -> None:
+        """The simulator's own health (not a vLLM endpoint): event-loop lag since the last call."""
+        def summary(values: deque[float]) -> dict:
+            v = sorted(values)
+            values.clear()
+
+            def pct(p: float) -> float | None:
+                return v[min(len(v) - 1, int(p * len(v)))] * 1e3 if v else None
+
+            return {"p50": pct(0.5), "p99": pct(0.99), "max": pct(1.0), "samples": len(v)}
+
+        conn.send_json(200, {"loop_lag_ms": summary(self._lags_s),
+                             "step_delivery_ms": summary(self._deliver_s),
+                             "step_delivery_cpu_ms": summary(self._deliver_cpu_s),
+                             "running": len(self.engine.running),
+                             "waiting": len(self.engine.waiting),
+                             "connections": len(self._conns)})
+
+    async def _watch_lag(self, period_s: float = 0.01) -> None:
+        """Loop lag: how late a 10 ms sleep wakes (perf_counter; uvloop's clock is in ms)."""
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(period_s)
+            self._lags_s.append(max(0.0, time.perf_counter() - t0 - period_s))
+
+    def _tokenize(self, req: Request, conn: Connection) -> None:
+        body = req.json()
+        if not isinstance(body, dict):
+            raise ApiError(400, "request body must be a JSON object")
+        if "messages" in body:
+            prompt = chat_prompt(body["messages"])
+        else:
+            prompt = str(body.get("prompt", ""))
+        ids = token_ids(prompt)
+        conn.send_json(200, {"count": len(ids), "max_model_len": self.cfg.max_model_len,
+                             "tokens": ids, "token_strs": None})
+
+    # -- generation -------------------------------------------------------------------------
+    def _generate(self, req: Request, conn: Connection) -> None:
+        chat = req.path.endswith("/chat/completions")
+        spec, prompt = parse_request(req, chat, self.cfg, self.text)
+        if self.faults.reject(conn):
+            return
+        prefix = "chatcmpl-" if chat else "cmpl-"
+        req_id = f"{prefix}{next(self._counter):08x}{uuid.uuid4().hex[:16]}"
+        stream = Stream(conn, spec, req_id, self.cfg.served_model_name, int(time.time()))
+        if self.trace is not None:
+            stream.trace = []
+        now = asyncio.get_running_loop().time()
+        seq = Sequence(req_id, spec.prompt_tokens, spec.max_tokens, spec.stop_at, now,
+                       handle=stream)
+        stream.seq = seq
+        conn.streaming = stream
+        if spec.stream:
+            conn.start_stream(200, "text/event-stream; charset=utf-8",
+                              {**SSE_HEADERS, **stream.headers()})
+            self.faults.assign_stream_fault(stream)
+        ids = prompt if isinstance(prompt, list) else token_ids(prompt)
+        self.engine.add(seq, ids)
+        self.metrics.on_admitted(spec.max_tokens, True)
+        self._wake.set()
+
+    def _lost(self, conn: Connection) -> None:
+        self._conns.discard(conn)
+        stream = conn.streaming
+        if isinstance(stream, Stream) and stream.seq is not None:
+            now = asyncio.get_running_loop().time()
+            if self.engine.abort(stream.seq, now):
+                self.metrics.on_finished(stream.seq)
+                self._record_trace(stream, "abort")
+
+    # -- the engine loop --------------------------------------------------------------------
+    async def _engine_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        t = loop.time()
+        while True:
+            if not self.engine.has_work:
+                self._wake.clear()
+                await self._wake.wait()
+                t = loop.time()
+            out = self.engine.step(t)
+            delay = out.end_s - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif out.end_s == out.start_s:
+                await asyncio.sleep(0.001)  # nothing schedulable: do not spin
+            await self._deliver(out)
+            t = max(out.end_s, loop.time())
+
+    async def _deliver(self, out: StepOutput) -> None:
+        """Write the step's tokens in slices, yielding to the loop between slices."""
+        emitted = out.emitted
+        for i in range(0, len(emitted), DELIVERY_SLICE):
+            if i:
+                await asyncio.sleep(0)
+            w0, c0 = time.perf_counter(), time.thread_time()
+            self._emit(out, emitted[i : i + DELIVERY_SLICE])
+            self._deliver_s.append(time.perf_counter() - w0)
+            self._deliver_cpu_s.append(time.thread_time() - c0)
+        cfg = self.cfg
+        flops = 2.0 * cfg.model.params * out.scheduled_tokens
+        read = cfg.model.weight_bytes + out.context_tokens * cfg.model.kv_bytes_per_token
+        self.metrics.on_step(out, flops, read if out.scheduled_tokens else 0.0)
+        for seq in out.finished:
+            self.metrics.on_finished(seq)
+            self._record_trace(seq.handle, seq.finish_reason)
+        if not self.engine.has_work:
+            self.metrics.set_state(0, 0, self.engine.pool.usage)
+
+    def _emit(self, out: StepOutput, emitted: list) -> None:
+        end_s = out.end_s
+        metrics = self.metrics
+        for seq, n in emitted:
+            stream: Stream = seq.handle  # type: ignore[assignment]
+            start = seq.output_len - n
+            if start == 0:
+                metrics.on_first_token(seq)
+            elif stream.last_emit_s == stream.last_emit_s:  # not nan
+                metrics.observe_itl(end_s - stream.last_emit_s)
+            stream.last_emit_s = end_s
+            done = seq.finish_reason
+            if stream.fault is not None and self.faults.apply_stream_fault(stream, start, n, done):
+                continue
+            stream.emit(start, n, done)
+
+    def _record_trace(self, stream: Stream, outcome: str | None) -> None:
+        if self.trace is not None and stream.trace is not None:
+            self.trace.write(stream, outcome)

@@ -1,0 +1,135 @@
+"""Fidelity of the simulated engine against its own analytic model, in virtual time (no HTTP)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infmon.sim.analysis import closed_loop
+from infmon.sim.engine import Engine, Sequence
+from infmon.sim.kvcache import BlockPool, block_hashes
+from infmon.sim.roofline import (
+    marginal_acceptance,
+    memory_budget,
+    predicted_decode_tok_s,
+)
+from infmon.sim.scenarios import SCENARIOS, build_config
+
+
+def cfg_of(name: str, **kw):
+    return build_config(SCENARIOS[name], **kw)
+
+
+def test_baseline_memory_and_roofline_match_published_figures():
+    cfg = cfg_of("baseline")
+    mem = memory_budget(cfg)
+    assert mem.weights_gb == pytest.approx(15.2, abs=0.1)  # 7.61 B params x 2 bytes
+    assert mem.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2
+    # ~15 GB over 864 GB/s: about 57 tokens/s before step overhead.
+    assert cfg.model.weight_bytes / cfg.gpu.bandwidth_bytes_s == pytest.approx(1 / 56.8, rel=0.01)
+    assert predicted_decode_tok_s(cfg) == pytest.approx(57, rel=0.03)
+
+
+@pytest.mark.parametrize("name", ["baseline", "fp8", "spec-good", "spec-pitfall", "contention"])
+def test_single_stream_equals_roofline_within_5pct(name):
+    cfg = cfg_of(name)
+    r = closed_loop(cfg, 1, prompt_tokens=128, output_tokens=512, duration_s=40, warmup_s=2)
+    predicted = predicted_decode_tok_s(cfg, 1, context_tokens=128 + 256)
+    assert r.output_tok_s == pytest.approx(predicted, rel=0.05)
+
+
+def test_scenarios_move_single_stream_the_right_way_by_the_right_amount():
+    base = predicted_decode_tok_s(cfg_of("baseline"))
+    assert base == pytest.approx(58, rel=0.05)
+    assert predicted_decode_tok_s(cfg_of("spec-pitfall")) == pytest.approx(16, rel=0.15)
+    assert predicted_decode_tok_s(cfg_of("spec-good")) > 1.5 * base
+    assert predicted_decode_tok_s(cfg_of("fp8")) > 1.8 * base
+    assert predicted_decode_tok_s(cfg_of("contention")) < 0.7 * base
+    # The drafters cost KV: fewer blocks than baseline, most for the large drafter.
+    blocks = {n: memory_budget(cfg_of(n)).num_gpu_blocks for n in SCENARIOS}
+    assert blocks["spec-pitfall"] < blocks["spec-good"] < blocks["baseline"] < blocks["fp8"]
+
+
+def test_throughput_curve_rises_nearly_linearly_then_flattens():
+    cfg = cfg_of("baseline")
+    curve = {c: closed_loop(cfg, c, 256, 256, duration_s=30, warmup_s=8)
+             for c in (1, 2, 4, 8, 16, 64, 256, 512)}
+    one = curve[1].output_tok_s
+    for c in (2, 4, 8, 16):  # memory-bound decode: nearly flat step time
+        assert curve[c].output_tok_s >= 0.85 * c * one
+        assert curve[c].output_tok_s == pytest.approx(
+            predicted_decode_tok_s(cfg, c, 256 + 128), rel=0.10)
+    assert curve[256].output_tok_s < 0.75 * 256 * one  # bending: KV reads and prefill interfere
+    assert curve[512].output_tok_s == pytest.approx(curve[256].output_tok_s, rel=0.05)  # flat
+    assert curve[512].max_waiting > 200  # past max_num_seqs the rest queue
+    for c, r in curve.items():
+        assert r.waiting_violations == 0, c
+        if c <= 64:
+            assert r.max_waiting == 0, c  # no queue below the cap
+
+
+def test_tiny_kv_preempts_and_caps_running():
+    cfg = cfg_of("tiny-kv")
+    r = closed_loop(cfg, 64, 256, 256, duration_s=30, warmup_s=5)
+    assert r.preemptions > 10
+    assert r.mean_running < 40  # KV, not max_num_seqs (256), is the limit
+    assert r.waiting_violations == 0
+    # The same load on baseline KV never preempts.
+    assert closed_loop(cfg_of("baseline"), 64, 256, 256, 15, 2).preemptions == 0
+
+
+@pytest.mark.parametrize("name", ["spec-good", "spec-pitfall"])
+def test_acceptance_counters_match_configuration_within_5pct(name):
+    cfg = cfg_of(name)
+    r = closed_loop(cfg, 64, 64, 4096, duration_s=120, warmup_s=1)
+    k = cfg.speculative_k
+    marg = marginal_acceptance(cfg.acceptance, k)
+    assert r.draft_tokens == k * r.drafts
+    assert r.accepted_tokens / r.draft_tokens == pytest.approx(sum(marg) / k, rel=0.05)
+    for i in range(k):
+        if marg[i] >= 0.05:  # enough samples for a 5% check
+            assert r.accepted_per_pos[i] / r.drafts == pytest.approx(marg[i], rel=0.05)
+
+
+def test_chunked_prefill_respects_token_budget():
+    cfg = cfg_of("baseline", max_num_batched_tokens=512)
+    engine = Engine(cfg)
+    engine.add(Sequence("long", 2000, 4, None, 0.0), list(range(2000)))
+    steps, t = [], 0.0
+    while engine.has_work:
+        out = engine.step(t)
+        t = out.end_s
+        steps.append(out)
+    assert all(s.scheduled_tokens <= 512 for s in steps)
+    first_token_step = next(i for i, s in enumerate(steps) if s.emitted)
+    assert first_token_step == 3  # ceil(2000 / 512) = 4 chunks, first token after the 4th
+    assert sum(s.generation_tokens for s in steps) == 4
+
+
+def test_prefix_cache_hits_full_blocks_of_a_shared_prefix():
+    cfg = cfg_of("baseline")
+    r = closed_loop(cfg, 4, 512, 16, duration_s=5, shared_prefix=320)
+    engine = Engine(cfg)
+    ids = list(range(320)) + [7] * 100
+    engine.add(Sequence("a", 420, 2, None, 0.0), ids)
+    t = 0.0
+    while engine.has_work:
+        t = engine.step(t).end_s
+    engine.add(Sequence("b", 420, 2, None, t), ids[:320] + [9] * 100)
+    out = engine.step(t)
+    assert out.prefix_queries == 420
+    assert out.prefix_hits == 320  # 20 full blocks of 16
+    assert r.finished > 0
+
+
+def test_block_pool_evicts_cached_blocks_only_when_needed():
+    pool = BlockPool(4)
+    a = pool.allocate(2)
+    pool.register(a[0], 111)
+    pool.release(a)
+    assert pool.num_free == 4 and pool.cached == {111: a[0]}
+    assert pool.lookup([111], 1) == [a[0]]
+    pool.release([a[0]])
+    assert pool.allocate(4) is not None  # evicts the cached block
+    assert pool.cached == {}
+    assert block_hashes(list(range(40)), 16) != block_hashes(list(range(1, 41)), 16)
+    assert len(block_hashes(list(range(40)), 16)) == 2
