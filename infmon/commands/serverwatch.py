@@ -54,23 +54,23 @@ class ServerWatch:
         if snap.state == SourceState.NO_METRICS:
             if not self.no_metrics:
                 self.no_metrics = True
-                self.journal.write_event("no_server_metrics", message=snap.error_message)
+                self.journal.write_event("no_server_metrics", error=snap.error_message)
             return
         if snap.state != SourceState.OK:
             self.failed[snap.error_kind or "other"] += 1
             if self._down is None:
                 self._down = {"start_s": t, "kind": snap.error_kind, "message": snap.error_message}
-                self.journal.write_event("server_unreachable", t=t, state=snap.state, error_kind=snap.error_kind,
-                                         message=snap.error_message)  # fmt: skip
+                self.journal.write_event("server_down", t=t, state=snap.state, error_kind=snap.error_kind,
+                                         error=snap.error_message)  # fmt: skip
             return
         if self._down is not None:
             outage = {**self._down, "end_s": t, "duration_s": t - self._down["start_s"]}
             self.outages.append(outage)
             self._down = None
-            self.journal.write_event("server_back", t=t, down_s=outage["duration_s"])
+            self.journal.write_event("server_up", t=t, down_s=outage["duration_s"])
         if snap.server_restarted:
             self.restarts += 1
-            self.journal.write_event("server_restart", t=t)
+            self.journal.write_event("restart", t=t, reason="server counters went back (restarted)")
 
     def summary(self, origin_s: float) -> dict[str, Any]:
         """Plain data for the bench result; times relative to the session start."""

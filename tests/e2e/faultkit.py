@@ -89,3 +89,38 @@ def audit(session: Path) -> Audit:
 def assert_no_crash(r: subprocess.CompletedProcess[str] | tuple[str, str]) -> None:
     out, err = (r.stdout, r.stderr) if isinstance(r, subprocess.CompletedProcess) else r
     assert "Traceback" not in out + err, err[-3000:]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_sim(port: int, *args: str) -> subprocess.Popen[str]:
+    """``infmon sim`` on a fixed port (so it can be killed and started again at the same URL)."""
+    proc = subprocess.Popen(infmon_cmd("sim", "--port", str(port), "--seed", "2", *args), cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if "listening on" in line:
+            return proc
+        if not line:
+            break
+    proc.kill()
+    raise AssertionError("simulator did not start")
+
+
+def stop_proc(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
