@@ -75,8 +75,7 @@ def config_from_args(args: argparse.Namespace) -> Config:
         config = build_config(cli_layer(args))
     except ConfigError as exc:
         raise CliError(str(exc)) from None
-    if getattr(args, "api_key", None) or any(a == "--api-key" or a.startswith("--api-key=") for a in sys.argv):
-        hide_api_key_from_process_title()
+    hide_api_key_from_process_title()
     if config.insecure:
         print("infmon: warning: TLS certificate verification is OFF (--insecure): the server is not "
               "authenticated and the API key can be intercepted", file=sys.stderr)
@@ -106,6 +105,8 @@ def hide_api_key_from_process_title() -> None:
     ``/proc/PID/cmdline`` is readable by every user of the machine; ``--api-key-file`` or
     ``$OPENAI_API_KEY`` never put the key there at all, and are the safe ways to pass it.
     """
+    if not any(a == "--api-key" or a.startswith("--api-key=") for a in sys.argv):
+        return
     import setproctitle
 
     setproctitle.setproctitle(" ".join(scrub_argv([sys.executable, "-m", "infmon", *sys.argv[1:]])))

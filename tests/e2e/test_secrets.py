@@ -21,7 +21,7 @@ import uvicorn
 
 from infmon.journal import JournalWriter
 from infmon.report import write_reports
-from tests.conftest import REPO, running_sim
+from tests.conftest import REPO, infmon_cmd, running_sim
 from tests.e2e.faultkit import KEY, assert_no_crash, bench_args, bench_env
 
 pytestmark = pytest.mark.e2e
@@ -167,3 +167,23 @@ def test_insecure_warns_and_a_bad_ca_bundle_is_a_clear_error(tmp_path: Path) -> 
         r = subprocess.run(bench_args(url, tmp_path / "s2", "--ca-bundle", str(tmp_path / "missing.pem")),
                            cwd=REPO, capture_output=True, text=True, timeout=60, env=bench_env(tmp_path))  # fmt: skip
     assert r.returncode == 2 and "cannot load CA bundle" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_model_output_with_markup_from_the_simulator(tmp_path: Path) -> None:
+    """The sim answers a probe with ``<script>`` and ``[bold]``; the session's reports show it as text."""
+    probes = tmp_path / "probes.jsonl"
+    answer = "<script>alert(2)</script>[bold]yes[/bold]"
+    probes.write_text(json.dumps({"id": "xss", "prompt": "Say the tag.", "expect": answer, "match": "exact"}) + "\n")
+    session = tmp_path / "session"
+    with running_sim("--probes", str(probes), "--seed", "6") as url:
+        env = bench_env(tmp_path, OPENAI_API_KEY=KEY)
+        q = subprocess.run(infmon_cmd("quality", url, "--probes", str(probes), "--session-dir", str(session)),
+                           cwd=REPO, capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert q.returncode == 0, q.stderr
+    assert json.loads((session / "quality.json").read_text())["results"][0]["output"] == answer
+    r = subprocess.run(infmon_cmd("report", str(session)), cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    page = (session / "report.html").read_text()
+    assert "<script>alert(2)" not in page and "&lt;script&gt;alert(2)&lt;/script&gt;[bold]yes[/bold]" in page
+    assert _files_with_key(tmp_path) == [] and KEY not in q.stdout + q.stderr
