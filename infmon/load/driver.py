@@ -70,7 +70,7 @@ class LoadDriver:
         self._next_id = 0
         self._warmup_until_s = -math.inf
         self._workers: set[asyncio.Task[None]] = set()
-        self._requests: set[asyncio.Task[None]] = set()
+        self._requests: set[asyncio.Task[RequestRecord]] = set()
         self._scheduler: asyncio.Task[None] | None = None
         self._lag_task: asyncio.Task[None] | None = None
         self._resumed = asyncio.Event()
