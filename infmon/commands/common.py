@@ -33,7 +33,7 @@ _LOAD_KEYS = (
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the common load options (the command adds its own positional URL)."""
     g = parser.add_argument_group("server and load")
-    g.add_argument("--api-key", help="API key (default: $INFMON_API_KEY, then $OPENAI_API_KEY)")
+    g.add_argument("--api-key", help="API key (default: $INFMON_API_KEY, then $OPENAI_API_KEY); --api-key-file or the environment keep it off the command line")
     g.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
     g.add_argument("--model", help="model name (default: the first model of /v1/models)")
     g.add_argument("--endpoint", choices=("completions", "chat"), help="API (default completions)")
