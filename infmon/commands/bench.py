@@ -43,8 +43,10 @@ _WIDTHS = (4, 10, 6, 5, 10, 7, 7, 16, 11, 10, 10, 8)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--json", metavar="FILE", help=f"write results as JSON (schema {SCHEMA})")
-    parser.add_argument("--scrape-interval", type=float, default=1.0, metavar="S",
-                        help="scrape URL/metrics every S seconds into the session record (0: off; default 1)")  # fmt: skip
+    parser.add_argument("--metrics-interval", type=float, default=1.0, metavar="SECONDS",
+                        help="scrape the server's /metrics this often into the session (default 1)")
+    parser.add_argument("--no-server-metrics", action="store_true",
+                        help="do not scrape the server's /metrics during the run")
     add_load_arguments(parser)
 
 
@@ -59,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     journal.write_config(config.to_public_dict())
     stop = StopSignals()
     try:
-        result = asyncio.run(_bench(config, plan, workload, journal, clock, stop, args.scrape_interval))
+        metrics_interval_s = None if args.no_server_metrics else args.metrics_interval
+        result = asyncio.run(_bench(config, plan, workload, journal, clock, stop, metrics_interval_s))
     except asyncio.CancelledError:
         if stop.received is None:
             raise
@@ -90,14 +93,14 @@ def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> Non
 
 
 async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
-                 clock: MonotonicClock, stop: StopSignals, scrape_interval_s: float) -> dict[str, Any]:  # fmt: skip
+                 clock: MonotonicClock, stop: StopSignals, metrics_interval_s: float | None) -> dict[str, Any]:  # fmt: skip
     stop.install()
     try:
         client = StreamingClient(config, clock)
     except ClientError as exc:
         raise CliError(exc.message) from None
     driver: LoadDriver | None = None
-    watch = ServerWatch(config.url or "", scrape_interval_s, journal, clock) if scrape_interval_s > 0 else None
+    watch = ServerWatch(config.url or "", metrics_interval_s, journal, clock) if metrics_interval_s else None
     try:
         if watch is not None:
             watch.start()
@@ -119,9 +122,10 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
                                 on_tick=progress.tick)  # fmt: skip
         result = _result(target, steps, errors, config)
         if watch is not None:
-            await watch.stop()
+            await watch.stop(final_scrape=True)
             result["server"] = watch.summary(journal.origin["perf_s"])
-            say(watch.describe())
+            if text := watch.describe():
+                say(text)
             watch = None
         journal.write_event("bench_summary", knee=result["knee"], slo_max_concurrency=result["slo_max_concurrency"])
         return result

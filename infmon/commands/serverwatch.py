@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from infmon.clock import Clock
+from infmon.commands.common import say
 from infmon.journal import JournalWriter
 from infmon.model.server import ServerSnapshot, SourceState
 from infmon.sources.poller import MetricPoller
@@ -38,11 +39,15 @@ class ServerWatch:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self.poller.run())
 
-    async def stop(self) -> None:
+    async def stop(self, final_scrape: bool = False) -> None:
+        """Stop polling; ``final_scrape`` takes the last counters, so the last step has rates."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+            self._task = None
+            if final_scrape:
+                await self.poller.poll_once()
         await self.source.aclose()
         if self._down is not None:  # still down at the end
             self.outages.append({**self._down, "end_s": None, "duration_s": None})
@@ -54,7 +59,8 @@ class ServerWatch:
         if snap.state == SourceState.NO_METRICS:
             if not self.no_metrics:
                 self.no_metrics = True
-                self.journal.write_event("no_server_metrics", error=snap.error_message)
+                say("server metrics: none (the server publishes no /metrics)")
+                self.journal.write_event("no_server_metrics", message=snap.error_message)
             return
         if snap.state != SourceState.OK:
             self.failed[snap.error_kind or "other"] += 1
@@ -92,7 +98,7 @@ class ServerWatch:
 
     def describe(self) -> str:
         if self.no_metrics:
-            return "server metrics: none (/metrics answers 404)"
+            return ""  # said when it was found
         failed = ", ".join(f"{k} {n}" for k, n in self.failed.most_common()) or "none"
         text = f"server metrics: {self.scrapes} scrapes, failed: {failed}, restarts seen: {self.restarts}"
         for o in self.outages:

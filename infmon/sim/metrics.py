@@ -26,6 +26,32 @@ from infmon.sim.roofline import EngineConfig, MemoryBudget
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+_V1_032_STATIC_LABELS = {
+    "_block_size_resolved": "True",
+    "cache_hit_alignment_tokens": "None",
+    "enable_mamba_shared_prefix_checkpoint": "False",
+    "hash_block_size": "None",
+    "kv_cache_dtype_skip_layers": "[]",
+    "kv_cache_layout": "None",
+    "kv_offloading_backend": "native",
+    "kv_offloading_size": "None",
+    "kv_sharing_fast_prefill": "False",
+    "mamba_block_size": "None",
+    "mamba_cache_dtype": "auto",
+    "mamba_cache_mode": "none",
+    "mamba_page_size_padded": "None",
+    "mamba_ssm_cache_dtype": "auto",
+    "prefix_cache_retention_interval": "0",
+    "prefix_match_unit": "None",
+    "replayssm_buffer_len": "16",
+    "skip_page_size_padded": "None",
+    "swa_bounded_replay": "True",
+    "use_kda_recoverssm": "False",
+    "use_replayssm": "False",
+}
+"""The rest of vLLM 0.32's ``CacheConfig`` labels, at the values a plain attention model has."""
+
+
 def cache_config_labels(cfg: EngineConfig, mem: MemoryBudget, schema: str) -> dict[str, str]:
     """A subset of vLLM's ``CacheConfig`` fields, stringified as vLLM does."""
     labels = {
@@ -42,12 +68,13 @@ def cache_config_labels(cfg: EngineConfig, mem: MemoryBudget, schema: str) -> di
     if schema == "v1":
         labels |= {
             "engine": "0",
+            "effective_attention_block_size": str(cfg.block_size),
             "kv_cache_memory_bytes": str(int(mem.kv_gb * 1e9)),
             "kv_cache_size_tokens": str(mem.kv_tokens),
             "kv_cache_max_concurrency": str(round(mem.kv_tokens / cfg.max_model_len, 2)),
             "prefix_caching_hash_algo": "sha256",
             "user_specified_block_size": "False",
-        }
+        } | _V1_032_STATIC_LABELS
     else:
         labels |= {"cpu_offload_gb": "0", "swap_space_bytes": str(4 * 2**30)}
     return labels

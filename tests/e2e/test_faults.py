@@ -18,7 +18,7 @@ from tests.e2e.faultkit import assert_no_crash, audit, run_bench
 pytestmark = pytest.mark.e2e
 pytest.importorskip("infmon.sim.faults", reason="waits for the simulator (branch sim) to land on main")
 
-SHORT = ("--concurrency", "4", "--step-duration", "2", "--read-timeout", "1s", "--scrape-interval", "0.5")
+SHORT = ("--concurrency", "4", "--step-duration", "2", "--read-timeout", "1s", "--metrics-interval", "0.5")
 
 # fault, the kind its failed requests are filed under, the HTTP status they carry
 REQUEST_FAULTS = [

@@ -4,7 +4,6 @@ regression with its cause and the FP8 speed-up with its quality cost, from measu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 
@@ -25,9 +24,6 @@ def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def sessions(tmp_path_factory):
-    if importlib.util.find_spec("infmon.sim.server") is None:
-        pytest.skip("waits for the simulator (branch sim: infmon.sim.server, "
-                    "scenarios baseline / spec-pitfall / fp8)")
     root = tmp_path_factory.mktemp("method")
     for sc in SCENARIOS:
         session = root / sc

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from collections.abc import Iterator
@@ -90,10 +89,6 @@ def test_selector_that_matches_nothing_gives_unknowns(
     assert empty["backend"] is None and empty["running"] is None and empty["engines"] == []
 
 
-SIM_BUILT = importlib.util.find_spec("infmon.sim.server") is not None
-
-
-@pytest.mark.skipif(not SIM_BUILT, reason="waits for `infmon sim` (branch sim) to land on main")
 def test_prometheus_equals_direct_on_the_simulator() -> None:
     ext = external_prometheus()
     if ext is not None:

@@ -22,7 +22,7 @@ def test_bench_survives_a_killed_and_restarted_server(tmp_path: Path) -> None:
     sim = start_sim(port)
     try:
         bench = start_bench(url, tmp_path, "--concurrency", "4", "--step-duration", "9", "--output-tokens", "48",
-                            "--scrape-interval", "0.5", "--json", str(tmp_path / "out.json"))  # fmt: skip
+                            "--metrics-interval", "0.5", "--json", str(tmp_path / "out.json"))  # fmt: skip
         time.sleep(2.5)
         sim.send_signal(signal.SIGKILL)  # a crash: no goodbye on any connection
         sim.wait()
