@@ -2,7 +2,8 @@
 
 Runs the real command (one-minute steps, so a step's records are released as each step ends;
 everything else goes to the session record on disk) and samples its resident set size from
-``/proc/PID/status`` every few seconds. After the warm-up (the first 2 minutes, or a fifth of a
+``/proc/PID/status`` every few seconds while the load runs (the final report rebuild is left
+out). After the warm-up (the first 2 minutes, or a fifth of a
 shorter run) RSS may grow by less than ``--limit-mb`` (50 MB). Prints the figure; exit 1 if over.
 
     python bench/soak.py                 # the full 20 minutes
@@ -73,7 +74,12 @@ def main() -> int:
         samples = soak(a.minutes, a.streams, a.sample_s, Path(tmp) / "session")
         with open(Path(tmp) / "session" / "records.jsonl", encoding="utf-8") as f:
             records = sum(1 for _ in f)
-    after = [mb for t, mb in samples if t >= warmup_s]
+    load_s = a.minutes * 60 + 2.0 * max(1, round(a.minutes))  # steps and their warm-ups, not the final report
+    for minute in range(int(load_s // 60) + 1):
+        at = [mb for t, mb in samples if minute * 60 <= t < (minute + 1) * 60]
+        if at:
+            print(f"soak: minute {minute:>2}: RSS {max(at):6.1f} MB")
+    after = [mb for t, mb in samples if warmup_s <= t <= load_s]
     if len(after) < 2:
         print("soak: too few samples after warm-up")
         return 1
