@@ -1,4 +1,9 @@
-"""One shared ``httpx.AsyncClient``; one streamed request → one ``RequestRecord``.
+"""The load client: one streamed request → one ``RequestRecord``.
+
+Streams go through one aiohttp session (``infmon.load.wire`` says why, with the figures);
+discovery (``/v1/models``) and injected test transports use one ``httpx.AsyncClient``. Every
+request carries a unique ``X-Request-Id`` (``request_id_prefix`` + its id) so server logs and
+traces can be joined with its record.
 
 Timestamps are taken once per network read (before decoding), so parsing cost never shows up
 as latency. Failures become records with an ``error_kind``; only operator-level problems
@@ -10,17 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
+import aiohttp
 import httpx
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.config import Config
 from infmon.load.prompts import Prompt
 from infmon.load.sse import SSEDecoder, SSEError
+from infmon.load.wire import AiohttpWire, WireSettings, classify_aiohttp, drain, httpx_post
 from infmon.model.records import ErrorKind, RequestRecord
 
 PROBE_ATTEMPTS = 5
@@ -157,7 +166,7 @@ def _error_text(obj: Any) -> str:
 
 
 class StreamingClient:
-    """The load client: one ``httpx.AsyncClient`` with explicit limits and streaming timeouts."""
+    """The load client: explicit connection limits and streaming timeouts (no total timeout)."""
 
     def __init__(
         self,
@@ -175,9 +184,12 @@ class StreamingClient:
         self._clock = clock or MonotonicClock()
         self._probe_lock = asyncio.Lock()
         self._path = "/v1/chat/completions" if params.endpoint == "chat" else "/v1/completions"
+        self.request_id_prefix = f"infmon-{secrets.token_hex(6)}-"
+        """Each request's ``X-Request-Id`` is this prefix and its ``request_id`` (unique per client)."""
         headers = {"Accept-Encoding": "identity", "User-Agent": "infmon"}
         if params.api_key:
             headers["Authorization"] = f"Bearer {params.api_key}"
+        verify = _verify(params)
         self._http = httpx.AsyncClient(
             base_url=params.base_url,
             headers=headers,
@@ -192,10 +204,15 @@ class StreamingClient:
                 max_keepalive_connections=params.max_connections,
                 keepalive_expiry=30.0,
             ),
-            verify=_verify(params),
+            verify=verify,
             transport=transport,
             trust_env=False,
         )
+        """Discovery (``/v1/models``), and streams too when a transport is injected (tests)."""
+        self._wire: AiohttpWire | None = None
+        if transport is None:
+            self._wire = AiohttpWire(WireSettings(params.base_url, headers, params.connect_timeout_s,
+                                                  params.read_timeout_s, params.max_connections, verify))  # fmt: skip
 
     def scrub(self, text: str) -> str:
         """Remove the API key from any text that might be shown or recorded."""
@@ -204,6 +221,8 @@ class StreamingClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if self._wire is not None:
+            await self._wire.aclose()
 
     # ----------------------------------------------------------------- discovery
 
@@ -329,22 +348,14 @@ class StreamingClient:
         clock = self._clock
         status: int | None = None
         sent = clock.now()
+        headers = {"Content-Type": "application/json", "X-Request-Id": f"{self.request_id_prefix}{request_id}"}
+        opener = self._wire.post if self._wire is not None else partial(httpx_post, self._http)
         try:
-            async with self._http.stream("POST", self._path, content=content,
-                                         headers={"Content-Type": "application/json"}) as resp:  # fmt: skip
-                status = resp.status_code
+            async with opener(self._path, content, headers) as resp:
+                status = resp.status
                 if status >= 400:
-                    await resp.aread()
-                    raise _StreamFailure(ErrorKind.HTTP, self._http_message(resp, self._path))
-                decoder = SSEDecoder()
-                async for chunk in resp.aiter_bytes():
-                    t = clock.now()
-                    for ev in decoder.feed(chunk):
-                        st.event(ev.data, t)
-                    if st.done:
-                        break
-                for ev in decoder.finish():
-                    st.event(ev.data, clock.now())
+                    raise _StreamFailure(ErrorKind.HTTP, self._error_message(status, await resp.read_body(), self._path))
+                await _consume(resp.chunks, st, clock)
             _check_complete(st)
         except asyncio.CancelledError:
             rec = self._record(request_id, sent, st, status, ErrorKind.CANCELLED, "cancelled at shutdown")
@@ -358,6 +369,10 @@ class StreamingClient:
         except httpx.HTTPError as exc:
             kind, msg = self._classify(exc)
             return self._record(request_id, sent, st, status, kind, msg)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            kind, msg = classify_aiohttp(exc, self.params.connect_timeout_s, self.params.read_timeout_s) or (
+                ErrorKind.OTHER, exc.__class__.__name__)
+            return self._record(request_id, sent, st, status, kind, self.scrub(msg))
         return self._record(request_id, sent, st, status, None, None)
 
     def _record(self, request_id: int, sent: float, st: _StreamState, status: int | None,
@@ -381,13 +396,16 @@ class StreamingClient:
     # ----------------------------------------------------------------- errors
 
     def _http_message(self, resp: httpx.Response, path: str) -> str:
+        return self._error_message(resp.status_code, resp.content, path)
+
+    def _error_message(self, status: int, body: bytes, path: str) -> str:
         try:
-            detail = _error_text(resp.json())
+            detail = _error_text(json.loads(body))
         except ValueError:
-            detail = " ".join(resp.text.split())[:200]
+            detail = " ".join(body.decode("utf-8", "replace").split())[:200]
         hint = {401: " (check --api-key)", 403: " (check --api-key)",
-                404: " (is this an OpenAI-compatible server and endpoint?)"}.get(resp.status_code, "")  # fmt: skip
-        text = f"HTTP {resp.status_code} from {path}{hint}" + (f": {detail}" if detail else "")
+                404: " (is this an OpenAI-compatible server and endpoint?)"}.get(status, "")  # fmt: skip
+        text = f"HTTP {status} from {path}{hint}" + (f": {detail}" if detail else "")
         return self.scrub(text)
 
     def _classify(self, exc: httpx.HTTPError) -> tuple[str, str]:
@@ -406,6 +424,20 @@ class StreamingClient:
         if isinstance(exc, httpx.ProtocolError):
             return ErrorKind.PROTOCOL, self.scrub(f"HTTP protocol error ({reason})")
         return ErrorKind.OTHER, self.scrub(f"{exc.__class__.__name__}: {reason}")
+
+
+async def _consume(chunks: AsyncIterator[bytes], st: _StreamState, clock: Clock) -> None:
+    """Decode the body as it arrives: one timestamp per read, taken before any decoding."""
+    decoder = SSEDecoder()
+    async for chunk in chunks:
+        t = clock.now()
+        for ev in decoder.feed(chunk):
+            st.event(ev.data, t)
+        if st.done:
+            await drain(chunks)
+            return
+    for ev in decoder.finish():
+        st.event(ev.data, clock.now())
 
 
 def _check_complete(st: _StreamState) -> None:

@@ -34,6 +34,8 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Add bytes; return the events they complete (possibly none)."""
+        if not self._buf and not self._data and chunk.endswith(b"\n\n") and b"\r" not in chunk:
+            return self._whole_events(chunk)
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:
             # A trailing CR may be the first half of CRLF: keep it for the next feed.
@@ -53,6 +55,22 @@ class SSEDecoder:
         for line in lines:
             self._line(line, events)
         return events
+
+    def _whole_events(self, chunk: bytes) -> list[SSEEvent]:
+        """Fast path: ``chunk`` ends on an event boundary, nothing pending (servers write so)."""
+        events: list[SSEEvent] = []
+        for block in chunk[:-2].split(b"\n\n"):
+            if block.startswith(b"data: ") and b"\n" not in block:
+                events.append(SSEEvent(block[6:].decode("utf-8", "replace"), self._take_event()))
+                continue
+            for line in block.split(b"\n"):
+                self._line(line, events)
+            self._line(b"", events)
+        return events
+
+    def _take_event(self) -> str | None:
+        event, self._event = self._event, None
+        return event.decode("utf-8", "replace") if event else None
 
     def finish(self) -> list[SSEEvent]:
         """End of stream: dispatch what is pending (lenient: a missing final blank line is fine)."""

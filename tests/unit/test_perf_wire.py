@@ -1,0 +1,176 @@
+"""The load path on a real loopback socket: connections are reused, chunks are timestamped as they
+arrive, and transport failures become records (aiohttp path; scripted httpx streams are in
+test_client.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from infmon.load.client import ClientParams, ServerCapabilities, StreamingClient
+from infmon.load.prompts import Prompt
+from infmon.model.records import ErrorKind
+
+Script = Callable[[asyncio.StreamWriter, int], Awaitable[None]]
+
+
+def sse(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def chunked(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+async def stream_tokens(w: asyncio.StreamWriter, n: int, gap_s: float = 0.0, end: bool = True) -> None:
+    w.write(HEAD)
+    for i in range(n):
+        finish = "length" if i == n - 1 else None
+        w.write(chunked(sse({"choices": [{"index": 0, "text": "x", "finish_reason": finish}]})))
+        await w.drain()
+        if gap_s:
+            await asyncio.sleep(gap_s)
+    w.write(chunked(sse({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": n}})))
+    w.write(chunked(b"data: [DONE]\n\n"))
+    if end:
+        w.write(b"0\r\n\r\n")
+    await w.drain()
+
+
+@asynccontextmanager
+async def server(script: Script, heads: list[bytes] | None = None) -> AsyncIterator[tuple[str, list[int]]]:
+    """A raw HTTP/1.1 server: ``script(writer, request_index)`` answers each request."""
+    connections: list[int] = []
+    requests = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        connections.append(1)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                if heads is not None:
+                    heads.append(head)
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length"))  # fmt: skip
+                await reader.readexactly(length)
+                requests += 1
+                await script(writer, requests)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", connections
+    finally:
+        srv.close()
+
+
+def client(url: str, **kw: float) -> StreamingClient:
+    c = StreamingClient(ClientParams(base_url=url, model="m", **kw))  # type: ignore[arg-type]
+    c.capabilities = ServerCapabilities(stream_options=True, vllm_fields=True)
+    return c
+
+
+async def test_sequential_streams_reuse_one_connection() -> None:
+    """Regression: breaking off at [DONE] left the body unread, so every request paid a new TCP
+    connection (and seven async generators finalised by the GC through the loop's self-pipe)."""
+    async with server(lambda w, i: stream_tokens(w, 4)) as (url, connections):
+        c = client(url)
+        recs = [await c.stream(i, Prompt(text="hi"), 4) for i in range(5)]
+        await c.aclose()
+    assert all(r.ok and r.output_tokens == 4 and len(r.chunk_times_s) == 4 for r in recs), recs
+    assert len(connections) == 1
+
+
+async def test_chunks_are_timestamped_as_they_arrive_not_in_a_burst() -> None:
+    gap_s = 0.05
+    async with server(lambda w, i: stream_tokens(w, 5, gap_s)) as (url, _):
+        c = client(url)
+        rec = await c.stream(1, Prompt(text="hi"), 5)
+        await c.aclose()
+    assert rec.ok, rec
+    assert all(g > 0.6 * gap_s for g in rec.itl_s), rec.itl_s
+    assert rec.tpot_s > 0.6 * gap_s
+
+
+async def test_done_without_end_of_body_still_completes() -> None:
+    async def no_end(w: asyncio.StreamWriter, i: int) -> None:
+        await stream_tokens(w, 2, end=False)
+        await asyncio.sleep(10)
+
+    async with server(no_end) as (url, _):
+        c = client(url)
+        rec = await asyncio.wait_for(c.stream(1, Prompt(text="hi"), 2), 5)
+        await c.aclose()
+    assert rec.ok and rec.output_tokens == 2
+
+
+async def test_http_error_body_is_the_message() -> None:
+    async def fail(w: asyncio.StreamWriter, i: int) -> None:
+        body = json.dumps({"error": {"message": "model is sleeping"}}).encode()
+        w.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+        await w.drain()
+
+    async with server(fail) as (url, _):
+        c = client(url)
+        rec = await c.stream(1, Prompt(text="hi"), 2)
+        await c.aclose()
+    assert rec.error_kind == ErrorKind.HTTP and rec.http_status == 503
+    assert rec.error_message == "HTTP 503 from /v1/completions: model is sleeping"
+
+
+async def test_connection_closed_mid_stream_is_a_reset() -> None:
+    async def cut(w: asyncio.StreamWriter, i: int) -> None:
+        w.write(HEAD + chunked(sse({"choices": [{"index": 0, "text": "x", "finish_reason": None}]})))
+        await w.drain()
+        w.close()
+
+    async with server(cut) as (url, _):
+        c = client(url)
+        rec = await c.stream(1, Prompt(text="hi"), 4)
+        await c.aclose()
+    assert rec.error_kind == ErrorKind.RESET and len(rec.chunk_times_s) == 1, rec
+
+
+async def test_read_stall_is_a_timeout() -> None:
+    async def stall(w: asyncio.StreamWriter, i: int) -> None:
+        w.write(HEAD)
+        await w.drain()
+        await asyncio.sleep(5)
+
+    async with server(stall) as (url, _):
+        c = client(url, read_timeout_s=0.3)
+        rec = await c.stream(1, Prompt(text="hi"), 4)
+        await c.aclose()
+    assert rec.error_kind == ErrorKind.TIMEOUT and "read timeout" in (rec.error_message or ""), rec
+
+
+async def test_refused_connection_is_a_connect_record() -> None:
+    async with server(lambda w, i: stream_tokens(w, 1)) as (url, _):
+        pass  # closed: nothing listens on that port now
+    c = client(url)
+    rec = await c.stream(1, Prompt(text="hi"), 4)
+    await c.aclose()
+    assert rec.error_kind == ErrorKind.CONNECT, rec
+
+
+async def test_every_request_carries_a_unique_request_id() -> None:
+    heads: list[bytes] = []
+    async with server(lambda w, i: stream_tokens(w, 1), heads) as (url, _):
+        c1, c2 = client(url), client(url)
+        for c in (c1, c2):
+            assert (await c.stream(7, Prompt(text="hi"), 1)).ok
+            await c.aclose()
+    ids = [line.split(b":", 1)[1].strip().decode() for h in heads for line in h.split(b"\r\n")
+           if line.lower().startswith(b"x-request-id")]  # fmt: skip
+    assert ids == [f"{c1.request_id_prefix}7", f"{c2.request_id_prefix}7"] and ids[0] != ids[1]
