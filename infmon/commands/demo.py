@@ -1,15 +1,124 @@
-"""`infmon demo`."""
+"""`infmon demo`: start the built-in vLLM simulator on a free loopback port and open the monitor
+on it (or, with ``--headless``, run a short bench against it and print the table).
+
+The simulator runs as a child process so a wedged UI can never wedge it, and it is always
+stopped: on quit, on a signal, and (Linux) even if infmon itself is killed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 
-from infmon.commands import not_built_yet
+from infmon.cli import CliError
+from infmon.commands.common import add_load_arguments, config_from_args
+from infmon.commands.monitor import add_monitor_arguments, run_monitor
+
+LISTEN_RE = re.compile(r"listening on (http://\S+)")
+START_TIMEOUT_S = 30.0
+PR_SET_PDEATHSIG = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("--scenario", default="baseline",
+                        help="simulator scenario (see `infmon sim --list`; default baseline)")
+    parser.add_argument("--headless", action="store_true",
+                        help="no UI: run a short concurrency sweep and print the table")
+    parser.add_argument("--duration", type=float, default=30.0, metavar="S",
+                        help="headless: total seconds for the sweep (default 30)")
+    parser.add_argument("--sim-arg", action="append", default=[], metavar="ARG",
+                        help="extra argument for `infmon sim` (repeatable), e.g. --sim-arg=--seed=2")
+    add_load_arguments(parser)
+    add_monitor_arguments(parser)
+
+
+def _die_with_parent() -> None:
+    """Child side: get SIGTERM when the parent dies, however it dies (Linux only)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def simulator(scenario: str, extra: list[str]) -> Iterator[str]:
+    """Run ``infmon sim --port 0`` and yield its URL; the process is gone when this exits."""
+    with simulator_process(scenario, extra) as (url, _stop_now):
+        yield url
+
+
+@contextlib.contextmanager
+def simulator_process(scenario: str,
+                      extra: list[str]) -> Iterator[tuple[str, Callable[[], None]]]:
+    """Like ``simulator`` and also yields a function that stops it at once (for a forced exit)."""
+    cmd = [sys.executable, "-m", "infmon", "sim", "--host", "127.0.0.1", "--port", "0",
+           "--scenario", scenario, *extra]
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+    )
+    try:
+        yield _wait_for_url(proc), lambda: _stop(proc)
+    finally:
+        _stop(proc)
+
+
+def _wait_for_url(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        match = LISTEN_RE.search(line)
+        if match:
+            # keep draining its output so the pipe never fills and blocks the simulator
+            import threading
+
+            threading.Thread(target=proc.stdout.read, daemon=True).start()
+            return match.group(1).rstrip("/")
+    tail = "".join(seen[-10:]).strip()
+    raise CliError(f"the simulator did not start: {tail or 'no output'}")
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_built_yet("demo")
+    with simulator_process(args.scenario, args.sim_arg) as (url, stop_sim):
+        if args.headless:
+            return _headless(url, args)
+        args.url = url
+        if args.label is None:
+            args.label = f"demo-{args.scenario}"
+        return run_monitor(config_from_args(args), args, on_exit=stop_sim)
+
+
+def _headless(url: str, args: argparse.Namespace) -> int:
+    """A short sweep with `infmon bench`: four steps sharing the duration."""
+    from infmon.cli import main
+
+    levels = args.concurrency or "1,4,16,64"
+    step_s = max(2.0, args.duration / len(levels.split(",")))
+    argv = ["bench", url, "--concurrency", levels, "--step-duration", f"{step_s:g}s",
+            "--label", args.label or f"demo-{args.scenario}"]
+    if args.session_dir:
+        argv += ["--session-dir", args.session_dir]
+    return main(argv)

@@ -1,0 +1,158 @@
+"""The frozen views the live panes render: ``Session.snapshot(now)`` builds one per tick.
+
+Everything a pane shows is computed here in ``model/``, so a pane never does arithmetic and two
+equal snapshots never repaint. Missing values are ``nan`` (or None), never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+NAN = math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """Service-level objective: a request is "good" when every set bound holds."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2el_s: float | None = None
+
+    @property
+    def is_set(self) -> bool:
+        return any(v is not None for v in (self.ttft_s, self.tpot_s, self.e2el_s))
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """p50/p90/p99 of one latency over the live window, in seconds (nan when no data)."""
+
+    p50_s: float = NAN
+    p90_s: float = NAN
+    p99_s: float = NAN
+    count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderView:
+    endpoint: str = ""
+    model: str | None = None
+    backend: str | None = None
+    backend_version: str | None = None
+    load_mode: str = "closed"
+    """"closed" (fixed concurrency) or "rate" (open loop, requests/s)."""
+    load_level: float = 0.0
+    state: str = "paused"
+    """One of: paused, running, sweeping, server down."""
+    elapsed_s: float = 0.0
+    inflight_requests: int | None = None
+    baseline_step: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputView:
+    client_output_tokens_per_s: float = NAN
+    server_generation_tokens_per_s: float = NAN
+    requests_per_s: float = NAN
+    goodput_requests_per_s: float = NAN
+    error_fraction: float = NAN
+    client_series: tuple[float, ...] = ()
+    """One sample per second, oldest first."""
+    server_series: tuple[float, ...] = ()
+    mark_offsets: tuple[int, ...] = ()
+    """Indices into the series where the operator set a mark."""
+    baseline_output_tokens_per_s: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyView:
+    ttft: Percentiles = field(default_factory=Percentiles)
+    tpot: Percentiles = field(default_factory=Percentiles)
+    itl: Percentiles = field(default_factory=Percentiles)
+    e2el: Percentiles = field(default_factory=Percentiles)
+    slo: Slo = field(default_factory=Slo)
+    ttft_p90_series: tuple[float, ...] = ()
+    e2el_p90_series: tuple[float, ...] = ()
+    tpot_p90_series: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SpecView:
+    acceptance_rate: float = NAN
+    mean_acceptance_length: float = NAN
+    per_position_acceptance: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ServerView:
+    """The server's own numbers, from its metrics (canonical across backends)."""
+
+    has_data: bool = False
+    up: bool = True
+    down_since_s: float | None = None
+    """Session-relative seconds when the server stopped answering."""
+    stale_s: float = NAN
+    """Seconds since the last good scrape."""
+    error: str | None = None
+    running: float = NAN
+    max_num_seqs: float = NAN
+    waiting: float = NAN
+    kv_usage_fraction: float = NAN
+    kv_capacity_tokens: float = NAN
+    kv_capacity_seqs: float = NAN
+    tokens_per_seq: float = NAN
+    preemptions_per_s: float = NAN
+    prefix_hit_rate: float = NAN
+    queue_s: float = NAN
+    prefill_s: float = NAN
+    decode_s: float = NAN
+    generation_tokens_per_s: float = NAN
+    kv_series: tuple[float, ...] = ()
+    spec: SpecView | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepPoint:
+    """One step held at a load level: the knee view plots one point per step."""
+
+    index: int
+    mode: str
+    level: float
+    held_s: float
+    output_tokens_per_s: float
+    p90_e2el_s: float
+    p90_ttft_s: float
+    completed: int
+    meets_slo: bool | None
+    settled: bool = True
+    """The step has ended and the requests it overlapped have finished: its figures are final."""
+
+
+@dataclass(frozen=True, slots=True)
+class KneeView:
+    steps: tuple[StepPoint, ...] = ()
+    knee_level: float | None = None
+    slo_limit_level: float | None = None
+    baseline_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    at_s: float
+    """Session-relative seconds."""
+    kind: str
+    """load, state, mark, error, server, diagnosis, sweep, report."""
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class DashboardSnapshot:
+    header: HeaderView = field(default_factory=HeaderView)
+    throughput: ThroughputView = field(default_factory=ThroughputView)
+    latency: LatencyView = field(default_factory=LatencyView)
+    server: ServerView = field(default_factory=ServerView)
+    knee: KneeView = field(default_factory=KneeView)
+    events: tuple[Event, ...] = ()
+    diagnosis: tuple[str, ...] = ()

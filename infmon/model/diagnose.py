@@ -1,0 +1,133 @@
+"""Diagnosis lines: short, plain sentences that say why the numbers look the way they do.
+
+Pure rules over what the Session already knows; each line has a stable ``key`` so the Session
+logs it as an event once when it appears, not on every tick.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from infmon.model.dashboard import ServerView
+
+KV_FULL_FRACTION = 0.95
+LOW_ACCEPTANCE_RATE = 0.3
+CLIENT_SHORTFALL_FRACTION = 0.8
+"""Fewer than this share of the target streams in flight means the client cannot keep up."""
+THROUGHPUT_DROP_FRACTION = 0.25
+MIN_STEP_AGE_S = 10.0
+"""Throughput comparisons within a step wait this long after the load changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiagnosisInputs:
+    server: ServerView
+    client_output_tokens_per_s: float
+    recent_client_series: tuple[float, ...]
+    step_age_s: float
+    load_mode: str
+    load_level: float
+    inflight_requests: int | None
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    key: str
+    text: str
+
+
+def _ok(x: float) -> bool:
+    return not math.isnan(x)
+
+
+def kv_full(i: DiagnosisInputs) -> Diagnosis | None:
+    s = i.server
+    full = _ok(s.kv_usage_fraction) and s.kv_usage_fraction >= KV_FULL_FRACTION
+    if full and _ok(s.preemptions_per_s) and s.preemptions_per_s > 0:
+        return Diagnosis("kv_full", f"KV cache full: {s.preemptions_per_s:.0f} preemptions/s")
+    return None
+
+
+def queueing(i: DiagnosisInputs) -> Diagnosis | None:
+    s = i.server
+    if not (_ok(s.waiting) and s.waiting > 0):
+        return None
+    if _ok(s.max_num_seqs) and _ok(s.running) and s.running >= s.max_num_seqs:
+        why = f"running at max_num_seqs {s.max_num_seqs:.0f}"
+    elif _ok(s.kv_usage_fraction) and s.kv_usage_fraction >= KV_FULL_FRACTION:
+        why = "KV cache is the limit"
+    elif _ok(s.running):
+        why = f"behind {s.running:.0f} running"
+    else:
+        why = "the scheduler is saturated"
+    return Diagnosis("queueing", f"queueing: {s.waiting:.0f} waiting, {why}")
+
+
+def client_bottleneck(i: DiagnosisInputs) -> Diagnosis | None:
+    if i.paused or i.load_mode != "closed" or i.inflight_requests is None or i.load_level < 2:
+        return None
+    if not i.server.up:
+        return None
+    if not (_ok(i.step_age_s) and i.step_age_s >= MIN_STEP_AGE_S):
+        return None
+    s = i.server
+    server_idle = not _ok(s.waiting) or s.waiting == 0
+    if i.inflight_requests < CLIENT_SHORTFALL_FRACTION * i.load_level and server_idle:
+        return Diagnosis(
+            "client",
+            f"client is the bottleneck: {i.inflight_requests} of {i.load_level:g} streams in flight",
+        )
+    return None
+
+
+def throughput_fell(i: DiagnosisInputs) -> Diagnosis | None:
+    """Throughput fell at constant load with no queue or KV change: a noisy neighbour?"""
+    if i.paused or not (_ok(i.step_age_s) and i.step_age_s >= 2 * MIN_STEP_AGE_S):
+        return None
+    held = int(i.step_age_s - MIN_STEP_AGE_S)
+    series = [x for x in i.recent_client_series[-held:] if _ok(x)]
+    if len(series) < 10 or not _ok(i.client_output_tokens_per_s):
+        return None
+    peak = max(series)
+    if peak <= 0:
+        return None
+    drop = 1 - i.client_output_tokens_per_s / peak
+    s = i.server
+    queue_quiet = not _ok(s.waiting) or s.waiting == 0
+    kv_quiet = not _ok(s.kv_usage_fraction) or s.kv_usage_fraction < KV_FULL_FRACTION
+    if drop >= THROUGHPUT_DROP_FRACTION and queue_quiet and kv_quiet:
+        return Diagnosis("fell", f"throughput fell {drop:.0%} at constant load: contention?")
+    return None
+
+
+def low_acceptance(i: DiagnosisInputs) -> Diagnosis | None:
+    spec = i.server.spec
+    if spec is None or not _ok(spec.acceptance_rate) or spec.acceptance_rate >= LOW_ACCEPTANCE_RATE:
+        return None
+    length = spec.mean_acceptance_length
+    tail = f" (mean length {length:.1f})" if _ok(length) else ""
+    return Diagnosis(
+        "spec",
+        f"low draft acceptance {spec.acceptance_rate:.2f}{tail}: drafts may cost more than they save",
+    )
+
+
+def server_down(i: DiagnosisInputs) -> Diagnosis | None:
+    if i.server.up:
+        return None
+    return Diagnosis("down", f"server not answering: {i.server.error or 'no response'}")
+
+
+RULES = (server_down, kv_full, queueing, client_bottleneck, throughput_fell, low_acceptance)
+
+
+def diagnose(inputs: DiagnosisInputs) -> tuple[Diagnosis, ...]:
+    """Every rule that fires, in a fixed order (most urgent first)."""
+    out = []
+    for rule in RULES:
+        found = rule(inputs)
+        if found is not None:
+            out.append(found)
+    return tuple(out)

@@ -1,0 +1,405 @@
+"""The live monitor: panes fed from one Session snapshot on one render clock, keys that dial the
+load in flight, and a clean exit however the session ends (q, ctrl+c, SIGTERM, SIGHUP)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import math
+import os
+import signal
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
+
+from infmon.clock import Clock, MonotonicClock
+from infmon.model.dashboard import DashboardSnapshot
+from infmon.model.session import Session
+from infmon.model.sweep import Sweep
+from infmon.ui.commands import FOOTER_KEYS, KEYS, system_commands
+from infmon.ui.panes import (
+    EventsPane,
+    HeaderBar,
+    KneePane,
+    KvPane,
+    LatencyPane,
+    ServerPane,
+    SpecPane,
+    ThroughputPane,
+)
+from infmon.ui.panes.events import EventsInput
+from infmon.ui.panes.spec import SpecInput
+from infmon.ui.screens import HelpScreen, MarkScreen
+from infmon.ui.themes import DEFAULT_THEME, USER_THEME_DIR, load_themes, resolve_theme_name
+
+COMPACT_WIDTH = 120
+COMPACT_HEIGHT = 36
+"""Below either, the screen folds: numbers first, sparklines instead of charts."""
+
+
+class LoadControl(Protocol):
+    """What the app needs from a load driver (``infmon.load.driver.LoadDriver`` fits)."""
+
+    def set_concurrency(self, n: int) -> Any: ...
+    def pause(self) -> Any: ...
+    def resume(self) -> Any: ...
+
+
+class Recorder(Protocol):
+    """Where operator actions and reports go (the journal and the report writer)."""
+
+    def record_action(self, kind: str, data: dict[str, Any]) -> None: ...
+    def write_report(self, screenshot_svg: str | None, final: bool) -> str: ...
+
+
+class InfmonApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "infmon"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(Binding(key, action, label, key_display=shown, show=shown in FOOTER_KEYS, tooltip=desc)
+          for key, shown, action, label, desc in KEYS),
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+    ]
+
+    def __init__(self, session: Session, *, driver: Any = None, source: Any = None,
+                 clock: Clock | None = None, recorder: Recorder | None = None,
+                 theme_name: str = DEFAULT_THEME, ui_hz: float = 4.0,
+                 step_duration_s: float = 30.0, load_mode: str = "closed", concurrency: int = 1,
+                 rate_per_s: float = 1.0, start_paused: bool = True,
+                 user_theme_dir: Path | None = USER_THEME_DIR, handle_signals: bool = True,
+                 on_shutdown: Callable[[], Awaitable[None]] | None = None,
+                 shutdown_timeout_s: float = 3.0,
+                 force_exit: Callable[[], None] | None = None,
+                 exit_deadline_s: float = 10.0) -> None:
+        super().__init__()
+        self.session = session
+        self.driver = driver
+        self.source = source
+        self.clock: Clock = clock or MonotonicClock()
+        self.recorder = recorder
+        self.ui_hz = ui_hz
+        self.load_mode = load_mode
+        self.concurrency = max(1, int(concurrency))
+        self.rate_per_s = max(0.1, float(rate_per_s))
+        self.paused = start_paused
+        self.sweep = Sweep(step_s=step_duration_s)
+        self.handle_signals = handle_signals
+        self.on_shutdown = on_shutdown
+        """Stops the load and closes clients inside the app's loop, before it ends."""
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.force_exit = force_exit
+        """Last resort after a signal: if the app has not ended within ``exit_deadline_s``
+        (a lost terminal can wedge the driver's writer), this finishes the session and exits."""
+        self.exit_deadline_s = exit_deadline_s
+        self._quitting = False
+        self.final_screenshot_svg: str | None = None
+        self.exit_reason: str | None = None
+        self.last_snapshot: DashboardSnapshot | None = None
+        self.reports_written: list[str] = []
+        themes, self.theme_problems = load_themes(user_theme_dir)
+        for theme in themes:
+            self.register_theme(theme)
+        self.theme_names = [t.name for t in themes]
+        self.theme = resolve_theme_name(theme_name, self.theme_names) or DEFAULT_THEME
+
+    # ---- layout -------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        with Horizontal(id="row-top"):
+            yield ThroughputPane(id="throughput")
+            yield LatencyPane(id="latency")
+        with Horizontal(id="row-mid"):
+            yield ServerPane(id="server")
+            yield KvPane(id="kv")
+            yield SpecPane(id="spec")
+            yield KneePane(id="knee")
+        yield EventsPane(id="events")
+        yield Footer(show_command_palette=False)
+
+    def get_system_commands(self, screen: Screen) -> Any:
+        yield from system_commands(self)
+        yield from super().get_system_commands(screen)
+
+    def on_mount(self) -> None:
+        self._fold(self.size.width, self.size.height)
+        now = self.clock.now()
+        level = self.concurrency if self.load_mode == "closed" else self.rate_per_s
+        self.session.set_load(self.load_mode, level, now)
+        self.session.set_paused(self.paused, now)
+        self._call_driver("pause" if self.paused else "resume")
+        self._apply_load(record=False)
+        for problem in self.theme_problems:
+            self.session.add_event(now, "error", f"theme skipped: {problem}")
+        if self.driver is not None and hasattr(self.driver, "run"):
+            self.run_worker(self._run_forever(self.driver.run), group="load", exit_on_error=False)
+        if self.source is not None and hasattr(self.source, "run"):
+            self.run_worker(self._run_forever(self.source.run), group="scrape", exit_on_error=False)
+        if self.ui_hz > 0:
+            self.set_interval(1 / self.ui_hz, self.render_tick)
+        if self.handle_signals:
+            self._install_signal_handlers()
+        self.render_tick()
+
+    def on_resize(self, event: Any) -> None:
+        self._fold(event.size.width, event.size.height)
+
+    def _fold(self, width: int, height: int) -> None:
+        compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
+        if compact != self.has_class("-compact"):
+            self.set_class(compact, "-compact")
+            self.call_after_refresh(self._repaint_all)
+
+    def _repaint_all(self) -> None:
+        for pane in self.query("Pane"):
+            pane.repaint()  # type: ignore[attr-defined]
+
+    # ---- the render clock ---------------------------------------------------------------------
+    def render_tick(self) -> None:
+        """Synchronous and cheap: one snapshot, assigned to every pane in one batch."""
+        now = self.clock.now()
+        self.session.set_inflight(self._inflight())
+        self._sweep_tick(now)
+        snap = self.session.snapshot(now)
+        self.last_snapshot = snap
+        with self.batch_update():
+            self.query_one(HeaderBar).snapshot = snap.header
+            self.query_one(ThroughputPane).snapshot = snap.throughput
+            self.query_one(LatencyPane).snapshot = snap.latency
+            self.query_one(ServerPane).snapshot = snap.server
+            self.query_one(KvPane).snapshot = snap.server
+            self.query_one(SpecPane).snapshot = SpecInput(snap.server.spec, snap.latency.itl.p50_s,
+                                                          snap.latency.tpot.p50_s)
+            self.query_one(KneePane).snapshot = snap.knee
+            self.query_one(EventsPane).snapshot = EventsInput(snap.events, snap.diagnosis)
+
+    def _sweep_tick(self, now: float) -> None:
+        if not self.sweep.active:
+            return
+        level = self.sweep.next_level(now, self.session.step_points(now))
+        if level is not None:
+            self.load_mode, self.concurrency = "closed", level
+            self._apply_load()
+        elif self.sweep.stop_reason is not None:
+            hold = self.sweep.hold_level
+            why = self.sweep.stop_reason + (f"; holding c={hold}" if hold else "")
+            self.session.set_sweeping(False, now, why)
+            if hold:
+                self.load_mode, self.concurrency = "closed", hold
+                self._apply_load()
+
+    # ---- workers and signals ------------------------------------------------------------------
+    async def _run_forever(self, run: Callable[[], Any]) -> None:
+        result = run()
+        if inspect.isawaitable(result):
+            await result
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker, now = event.worker, self.clock.now()
+        if worker.group == "report" and event.state == WorkerState.SUCCESS:
+            path = str(worker.result)
+            self.reports_written.append(path)
+            self.session.add_event(now, "report", f"report written: {path}")
+            self.notify(f"report written: {path}", timeout=4)
+        elif event.state == WorkerState.ERROR:
+            err = worker.error
+            self.session.add_event(now, "error", f"{worker.group}: {type(err).__name__}: {err}")
+
+    def _install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig.name)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue
+
+    def _on_signal(self, name: str) -> None:
+        self.exit_reason = name
+        if name == "SIGHUP":
+            _detach_terminal()
+        self._quit()
+        if self.force_exit is not None:
+            timer = threading.Timer(self.exit_deadline_s, self.force_exit)
+            timer.daemon = True
+            timer.start()
+
+    def on_unmount(self) -> None:
+        if not self.handle_signals:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.remove_signal_handler(sig)
+
+    # ---- load control -------------------------------------------------------------------------
+    def _inflight(self) -> int | None:
+        value = getattr(self.driver, "inflight", None)
+        if callable(value):
+            value = value()
+        return int(value) if isinstance(value, (int, float)) else None
+
+    def _call_driver(self, name: str, *args: Any) -> None:
+        method = getattr(self.driver, name, None)
+        if method is None:
+            return
+        result = method(*args)
+        if inspect.isawaitable(result):
+            self.run_worker(result, group="control", exit_on_error=False)
+
+    def _apply_load(self, record: bool = True) -> None:
+        now = self.clock.now()
+        if self.load_mode == "closed":
+            self._call_driver("set_concurrency", self.concurrency)
+            level: float = self.concurrency
+        else:
+            self._call_driver("set_rate", self.rate_per_s)
+            level = self.rate_per_s
+        self.session.set_load(self.load_mode, level, now)
+        if record:
+            self._record("load", {"mode": self.load_mode, "level": level})
+        self.render_tick()
+
+    def _record(self, kind: str, data: dict[str, Any]) -> None:
+        if self.recorder is not None:
+            self.recorder.record_action(kind, data)
+
+    def _change_level(self, closed: Callable[[int], int], rate: Callable[[float], float]) -> None:
+        if self.sweep.active:
+            self.sweep.stop("the operator took the dial")
+            self.session.set_sweeping(False, self.clock.now(), "the operator took the dial")
+        if self.load_mode == "closed":
+            self.concurrency = max(1, closed(self.concurrency))
+        else:
+            self.rate_per_s = max(0.1, round(rate(self.rate_per_s), 2))
+        self._apply_load()
+
+    def action_load_up(self) -> None:
+        self._change_level(lambda c: c + 1, lambda r: r + 1)
+
+    def action_load_down(self) -> None:
+        self._change_level(lambda c: c - 1, lambda r: r - 1)
+
+    def action_load_double(self) -> None:
+        self._change_level(lambda c: c * 2, lambda r: r * 2)
+
+    def action_load_halve(self) -> None:
+        self._change_level(lambda c: c // 2, lambda r: r / 2)
+
+    def action_toggle_mode(self) -> None:
+        if self.load_mode == "closed":
+            rps = self.last_snapshot.throughput.requests_per_s if self.last_snapshot else math.nan
+            if not math.isnan(rps) and rps >= 1.0:
+                self.rate_per_s = float(round(rps))  # hold today's load, now open loop
+            self.load_mode = "rate"
+        else:
+            self.load_mode = "closed"
+        self._apply_load()
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        self._call_driver("pause" if self.paused else "resume")
+        self.session.set_paused(self.paused, self.clock.now())
+        self._record("pause" if self.paused else "resume", {})
+        self.render_tick()
+
+    def action_toggle_sweep(self) -> None:
+        now = self.clock.now()
+        if self.sweep.active:
+            self.sweep.stop("stopped by the operator")
+            self.session.set_sweeping(False, now, "stopped by the operator")
+            self._record("sweep", {"state": "stopped"})
+            self.render_tick()
+            return
+        self.load_mode, self.concurrency = "closed", self.sweep.start(now)
+        self.session.set_sweeping(True, now)
+        self._record("sweep", {"state": "started", "step_s": self.sweep.step_s})
+        if self.paused:
+            self.action_toggle_pause()
+        self._apply_load()
+
+    def action_mark(self) -> None:
+        def done(note: str | None) -> None:
+            if note is not None:
+                self.session.add_mark(self.clock.now(), note)
+                self._record("mark", {"note": note})
+                self.render_tick()
+
+        self.push_screen(MarkScreen(), done)
+
+    def action_baseline(self) -> None:
+        step = self.session.set_baseline(self.clock.now())
+        self._record("baseline", {"step": step})
+        self.render_tick()
+
+    def action_snapshot_report(self) -> None:
+        svg = self.export_screenshot()
+        if self.recorder is None:
+            self.session.add_event(self.clock.now(), "error", "no session directory: report not written")
+            self.render_tick()
+            return
+        recorder = self.recorder
+        self.run_worker(lambda: recorder.write_report(svg, False), thread=True, group="report",
+                        exit_on_error=False)
+
+    def action_next_theme(self) -> None:
+        names = self.theme_names or [self.theme]
+        i = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(i + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen((shown, desc) for _k, shown, _a, _l, desc in KEYS))
+
+    async def action_quit(self) -> None:
+        self.exit_reason = self.exit_reason or "quit"
+        self._quit()
+
+    def _quit(self) -> None:
+        """Keep the screen as it was (the final report's screenshot), stop the load, leave; the
+        command writes the final report once the terminal is restored."""
+        if self._quitting:
+            return
+        self._quitting = True
+        try:
+            self.final_screenshot_svg = self.export_screenshot()
+        except Exception as exc:  # the screen may already be gone (lost terminal)
+            self.session.add_event(self.clock.now(), "error", f"screenshot failed: {exc}")
+        self.run_worker(self._shutdown_and_exit(), group="shutdown", exit_on_error=False)
+
+    async def _shutdown_and_exit(self) -> None:
+        try:
+            if self.on_shutdown is not None:
+                await asyncio.wait_for(self.on_shutdown(), self.shutdown_timeout_s)
+        except (asyncio.TimeoutError, Exception) as exc:
+            self.session.add_event(self.clock.now(), "error", f"shutdown: {type(exc).__name__}")
+        finally:
+            if self.exit_reason == "SIGHUP" and self.force_exit is not None:
+                self.force_exit()  # no terminal left to restore: finish the session and go
+            self.exit()
+
+
+def _detach_terminal() -> None:
+    """The SSH link dropped: send stdin/stdout/stderr to /dev/null so that restoring a terminal
+    that no longer exists cannot fail or block."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(null, fd)
+    os.close(null)
+
+
+__all__ = ["InfmonApp", "LoadControl", "Recorder", "SystemCommand"]

@@ -1,0 +1,70 @@
+"""The server's side: running vs max_num_seqs, waiting, preemptions, prefix hits, time split;
+and the KV-cache gauge with its capacity in tokens and sequences."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+
+from infmon.model.dashboard import ServerView
+from infmon.ui import format as f
+from infmon.ui.panes.base import Body, Pane
+
+
+class ServerPane(Pane):
+    def compose(self) -> ComposeResult:
+        self.border_title = "Server"
+        yield Body()
+
+    def watch_snapshot(self, s: ServerView) -> None:
+        self.query_one(Body).show(self._text(s))
+
+    def _text(self, s: ServerView) -> Text:
+        muted = self.style("muted")
+        text = Text()
+        if not s.up:
+            since = f.clock(s.down_since_s) if s.down_since_s is not None else "?"
+            text.append(f"DOWN since {since}", self.style("error", True))
+            text.append(f": {s.error or 'no response'}\n", self.style("error"))
+        elif not s.has_data:
+            return Text("waiting for the first scrape…", style=muted)
+        values = Text.assemble(
+            ("running ", muted), (f.num(s.running), "bold"),
+            ("" if f.missing(s.max_num_seqs) else f" / {f.num(s.max_num_seqs)}", muted),
+            ("  waiting ", muted), (f.num(s.waiting), self.style("warning", True) if s.waiting else "bold"),
+            "\n", ("preemptions ", muted), f.num(s.preemptions_per_s, 1), "/s",
+            ("  prefix hits ", muted), f.pct(s.prefix_hit_rate), "\n",
+            ("queue ", muted), f.ms_tight(s.queue_s), (" prefill ", muted), f.ms_tight(s.prefill_s),
+            (" decode ", muted), f.ms_tight(s.decode_s),
+        )
+        if not s.up and s.has_data:
+            values.stylize("dim")
+            values.append(f"\n(last scrape {f.num(s.stale_s)} s ago)", muted)
+        text.append_text(values)
+        return text
+
+
+class KvPane(Pane):
+    def compose(self) -> ComposeResult:
+        self.border_title = "KV cache"
+        yield Body()
+
+    def watch_snapshot(self, s: ServerView) -> None:
+        muted = self.style("muted")
+        if not s.has_data:
+            self.query_one(Body).show(Text("no KV data yet", style=muted))
+            return
+        width = max(10, (self.content_size.width or 30) - 6)
+        filled, empty = f.bar(s.kv_usage_fraction, width)
+        high = not f.missing(s.kv_usage_fraction) and s.kv_usage_fraction >= 0.9
+        text = Text.assemble(
+            (filled, self.style("kv-high" if high else "kv-low")), (empty, muted),
+            (f" {f.pct(s.kv_usage_fraction):>4}", "bold"), "\n",
+            (f.si(s.kv_capacity_tokens), "bold"), (" tokens ≈ ", muted),
+            (f.num(s.kv_capacity_seqs), "bold"), (" seqs", muted),
+        )
+        if not f.missing(s.tokens_per_seq):
+            text.append(f"\nat {f.num(s.tokens_per_seq)} tokens each", muted)
+        if not s.up:
+            text.stylize("dim")
+        self.query_one(Body).show(text)

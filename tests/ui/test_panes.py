@@ -1,0 +1,116 @@
+"""Each pane's states: no data yet, normal, server down, spec decoding on and off."""
+
+from __future__ import annotations
+
+from infmon.model.session import Session, SessionConfig
+from infmon.ui.panes import (
+    EventsPane,
+    HeaderBar,
+    KneePane,
+    KvPane,
+    LatencyPane,
+    ServerPane,
+    SpecPane,
+    ThroughputPane,
+)
+from infmon.ui.panes.base import Body
+from tests.ui.conftest import make_app
+from tests.ui.fakes import SPEC, populated_session, server_dict
+
+
+def text_of(app, pane_type) -> str:
+    return app.query_one(pane_type).query_one(Body).last_text.plain
+
+
+async def test_no_data_yet_shows_dashes_not_zeros(clock):
+    app = make_app(clock=clock)
+    async with app.run_test(size=(160, 48)):
+        assert "waiting for the first scrape" in text_of(app, ServerPane)
+        assert "no KV data yet" in text_of(app, KvPane)
+        lat = text_of(app, LatencyPane)
+        assert "TTFT" in lat and "—" in lat and " 0/" not in lat
+        assert "—" in text_of(app, ThroughputPane)
+        assert "not yet" in text_of(app, KneePane)
+        assert not app.query_one(SpecPane).display
+        assert "c=1" in text_of(app, EventsPane)
+
+
+async def test_normal_with_data(clock):
+    app = make_app(populated_session(clock), clock=clock, concurrency=16)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        server = text_of(app, ServerPane)
+        assert "running 16 / 256" in server and "waiting 8" in server
+        assert "prefix hits 38%" in server and "prefill 41ms" in server
+        kv = text_of(app, KvPane)
+        assert "96%" in kv and "470k tokens ≈ 1,224 seqs" in kv and "at 192 tokens each" in kv
+        tp = text_of(app, ThroughputPane)
+        assert "out 512 tok/s" in tp and "server 480 tok/s" in tp
+        assert "SLO 500 ms" in text_of(app, LatencyPane)
+        # c=16 is the step still running: its figures are not final, so no knee yet
+        assert "knee not yet" in text_of(app, KneePane)
+        app.session.set_load("closed", 32, clock.now())
+        clock.advance(10.0)
+        app.render_tick()
+        knee = text_of(app, KneePane)
+        assert "knee c=8" in knee and "SLO limit c=16" in knee
+        assert "queueing: 8 waiting" in text_of(app, EventsPane)
+        header = text_of(app, HeaderBar)
+        assert "closed loop c=32" in header and "Qwen/Qwen2.5-7B-Instruct" in header
+
+
+async def test_server_down_shows_when_it_went_down(clock):
+    session = Session(SessionConfig(endpoint="http://x"), start_s=0.0)
+    session.add_server(server_dict(), 1.0)
+    app = make_app(session, clock=clock)
+    async with app.run_test(size=(160, 48)):
+        clock.advance(65.0)
+        session.server_failed(65.0, "connection refused")
+        clock.advance(5.0)
+        app.render_tick()
+        server = text_of(app, ServerPane)
+        assert "DOWN since 00:01:05: connection refused" in server
+        assert "last scrape 69 s ago" in server
+        assert "server down" in text_of(app, HeaderBar)
+        assert "server not answering" in text_of(app, EventsPane)
+        session.add_server(server_dict(running=3), clock.advance(1.0))
+        app.render_tick()
+        assert "DOWN" not in text_of(app, ServerPane)
+        assert "running 3" in text_of(app, ServerPane)
+
+
+async def test_spec_decoding_pane_only_when_the_server_does_it(clock):
+    session = Session(start_s=0.0)
+    session.add_server(server_dict(spec=None), 0.0)
+    app = make_app(session, clock=clock)
+    async with app.run_test(size=(160, 48)):
+        assert not app.query_one(SpecPane).display
+        session.add_server(server_dict(spec=SPEC), clock.advance(1.0))
+        app.render_tick()
+        assert app.query_one(SpecPane).display
+        spec = text_of(app, SpecPane)
+        assert "acceptance 0.12" in spec and "mean length 1.1" in spec
+        assert "low draft acceptance" in text_of(app, EventsPane)
+
+
+async def test_untrusted_text_is_never_markup(clock):
+    session = Session(SessionConfig(endpoint="http://x/[bold]"), start_s=0.0)
+    session.set_server_info(model="[red]evil[/red] <script>")
+    app = make_app(session, clock=clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("m", *"[bold]note[/]", "enter")
+        header = text_of(app, HeaderBar)
+        assert "[red]evil[/red] <script>" in header and "http://x/[bold]" in header
+        assert "mark: [bold]note[/]" in text_of(app, EventsPane)
+
+
+async def test_compact_fold_at_80x24(clock):
+    app = make_app(populated_session(clock), clock=clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.has_class("-compact")
+        assert not app.query_one("#tp-chart").display
+        assert app.query_one("#tp-spark").display
+        await pilot.resize_terminal(160, 48)
+        await pilot.pause()
+        assert not app.has_class("-compact")
+        assert app.query_one("#tp-chart").display
