@@ -26,7 +26,6 @@ from infmon.commands.common import (
     make_workload,
 )
 from infmon.config import Config
-from infmon.model.dashboard import Slo
 from infmon.model.records import RequestRecord
 from infmon.model.session import Session, SessionConfig
 
@@ -181,9 +180,8 @@ class ServerEvents:
 
 
 def build_session(config: Config, clock: Clock) -> Session:
-    slo = Slo(config.slo.ttft_s, config.slo.tpot_s, config.slo.e2el_s)
     warmup = config.warmup_s if config.warmup_s is not None else 0.1 * config.step_duration_s
-    cfg = SessionConfig(endpoint=config.url or "", slo=slo, step_warmup_s=warmup,
+    cfg = SessionConfig(endpoint=config.url or "", slo=config.slo, step_warmup_s=warmup,
                         min_step_s=min(5.0, config.step_duration_s))
     return Session(cfg, start_s=clock.now())
 
