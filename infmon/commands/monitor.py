@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 import threading
@@ -68,6 +69,7 @@ class LiveLoad:
         self.ready = False
         self._want: tuple[str, float] = ("closed", 1)
         self._paused = True
+        self._step_started_s: float | None = None
 
     @property
     def inflight(self) -> int:
@@ -106,15 +108,26 @@ class LiveLoad:
         if not self.ready:
             return
         mode, level = self._want
-        if self.driver.step > 0:
-            self.journal.write_event("step_end", index=self.driver.step)
+        self.end_step()
         index = self.driver.next_step()
+        self._step_started_s = self.clock.now()
         self.journal.write_event("step_start", index=index, mode=mode, level=level)
         if mode == "closed":
             self.driver.set_concurrency(int(level))
         else:
             self.driver.set_concurrency(0)
             self.driver.set_rate(level, self.max_concurrency)
+
+    def end_step(self) -> None:
+        """Journal the end of the running step with the client's self-check (event-loop lag),
+        which the report cannot recompute from the records."""
+        if self.driver.step <= 0 or self._step_started_s is None:
+            return
+        lag_s = self.driver.loop_lag_p99_s(since_s=self._step_started_s)
+        lag_ms = None if math.isnan(lag_s) else round(lag_s * 1e3, 3)
+        self.journal.write_event("step_end", index=self.driver.step,
+                                 stats={"loop_lag_p99_ms": lag_ms})
+        self._step_started_s = None
 
     def set_concurrency(self, n: int) -> None:
         self._want = ("closed", n)
@@ -221,6 +234,7 @@ def build_monitor(config: Config, args: argparse.Namespace, *,
     recorder = Recorder(journal, session_dir)
 
     async def shutdown() -> None:
+        live.end_step()
         await driver.stop()
         await client.aclose()
         await source.aclose()
