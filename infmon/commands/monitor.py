@@ -69,7 +69,8 @@ class LiveLoad:
         self.ready = False
         self._want: tuple[str, float] = ("closed", 1)
         self._paused = True
-        self._step_started_s: float | None = None
+        self._step_started: tuple[float, float] | None = None
+        """(time, driver in-flight area) when the running step started."""
 
     @property
     def inflight(self) -> int:
@@ -110,7 +111,7 @@ class LiveLoad:
         mode, level = self._want
         self.end_step()
         index = self.driver.next_step()
-        self._step_started_s = self.clock.now()
+        self._step_started = (self.clock.now(), self.driver.inflight_area_s())
         self.journal.write_event("step_start", index=index, mode=mode, level=level)
         if mode == "closed":
             self.driver.set_concurrency(int(level))
@@ -119,15 +120,17 @@ class LiveLoad:
             self.driver.set_rate(level, self.max_concurrency)
 
     def end_step(self) -> None:
-        """Journal the end of the running step with the client's self-check (event-loop lag),
-        which the report cannot recompute from the records."""
-        if self.driver.step <= 0 or self._step_started_s is None:
+        """Journal the end of the running step with the client's self-check (achieved
+        concurrency, event-loop lag), which the report cannot recompute from the records."""
+        if self.driver.step <= 0 or self._step_started is None:
             return
-        lag_s = self.driver.loop_lag_p99_s(since_s=self._step_started_s)
-        lag_ms = None if math.isnan(lag_s) else round(lag_s * 1e3, 3)
-        self.journal.write_event("step_end", index=self.driver.step,
-                                 stats={"loop_lag_p99_ms": lag_ms})
-        self._step_started_s = None
+        t0, area0 = self._step_started
+        held_s = self.clock.now() - t0
+        achieved = (self.driver.inflight_area_s() - area0) / held_s if held_s > 0 else math.nan
+        lag_s = self.driver.loop_lag_p99_s(since_s=t0)
+        self.journal.write_event("step_end", index=self.driver.step, stats={
+            "achieved_concurrency": _rounded(achieved), "loop_lag_p99_ms": _rounded(lag_s * 1e3)})
+        self._step_started = None
 
     def set_concurrency(self, n: int) -> None:
         self._want = ("closed", n)
@@ -144,6 +147,10 @@ class LiveLoad:
     def resume(self) -> None:
         self._paused = False
         self._apply_pause()
+
+
+def _rounded(x: float) -> float | None:
+    return None if math.isnan(x) else round(x, 3)
 
 
 @dataclass

@@ -51,7 +51,10 @@ def test_reports_show_a_late_client(tmp_path):
 
 class _Driver:
     def __init__(self) -> None:
-        self.step, self.lag_s, self.since = 0, 0.2, []
+        self.step, self.lag_s, self.since, self.area_s = 0, 0.2, [], 0.0
+
+    def inflight_area_s(self) -> float:
+        return self.area_s
 
     def next_step(self) -> int:
         self.step += 1
@@ -79,13 +82,15 @@ def test_the_monitor_journals_each_steps_loop_lag():
     live.ready = True
     live.set_concurrency(4)
     clock.advance(5.0)
+    driver.area_s = 19.0  # 3.8 streams in flight on average over the 5 s
     live.set_concurrency(8)
     driver.lag_s = math.nan
-    live.end_step()
+    live.end_step()  # at once: no time held, nothing measured
     live.end_step()  # no step running: nothing more
     ends = [p for k, p in journal.events if k == "step_end"]
-    assert ends == [{"index": 1, "stats": {"loop_lag_p99_ms": 200.0}},
-                    {"index": 2, "stats": {"loop_lag_p99_ms": None}}]
+    assert ends == [
+        {"index": 1, "stats": {"achieved_concurrency": 3.8, "loop_lag_p99_ms": 200.0}},
+        {"index": 2, "stats": {"achieved_concurrency": None, "loop_lag_p99_ms": None}}]
     assert driver.since == [10.0, 15.0]
 
 
