@@ -142,7 +142,6 @@ class StepPoint:
 class KneeView:
     steps: tuple[StepPoint, ...] = ()
     knee_level: float | None = None
-    knee_reason: str | None = None
     slo_limit_level: float | None = None
     baseline_index: int | None = None
 

@@ -391,7 +391,6 @@ class Session:
         return KneeView(
             steps=points,
             knee_level=knee["concurrency"] if knee else None,
-            knee_reason=knee["reason"] if knee else None,
             slo_limit_level=slo_limit_of(points),
             baseline_index=self._baseline,
         )
