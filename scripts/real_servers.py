@@ -342,6 +342,37 @@ def serve_transformers(log_dir: Path, timeout_s: float = 180.0):
     return running("transformers", cmd, url, "/health", log_dir / "transformers.log", timeout_s)
 
 
+# ---------------------------------------------------------------- prompts of an exact length
+
+PROMPT_BUILDER = r'''
+import json, random, sys
+from transformers import AutoTokenizer
+
+model, out, n, n_tokens, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+tok = AutoTokenizer.from_pretrained(model)
+rng = random.Random(seed)
+special = set(tok.all_special_ids)
+ids = [i for i in range(len(tok)) if i not in special]
+prompts = []
+while len(prompts) < n:
+    text = tok.decode(rng.choices(ids, k=n_tokens))
+    if len(tok(text)["input_ids"]) == n_tokens:  # the server tokenizes it back to the same length
+        prompts.append(text)
+with open(out, "w") as f:
+    for text in prompts:
+        f.write(json.dumps({"prompt": text}) + "\n")
+'''
+
+
+def write_prompts(path: Path, n: int, n_tokens: int, seed: int = 0) -> Path:
+    """A JSONL dataset of N random prompts that are exactly N_TOKENS tokens in the tiny model's
+    tokenizer (what `vllm bench serve --dataset-name random` sends), for `infmon bench --dataset`."""
+    cmd = [str(env_python()), "-c", PROMPT_BUILDER, str(model_dir()), str(path), str(n),
+           str(n_tokens), str(seed)]  # fmt: skip
+    subprocess.run(cmd, check=True, env=server_env(), capture_output=True)
+    return path
+
+
 # ---------------------------------------------------------------- CPU pinning
 
 def pin_self(cpus: set[int] | None):

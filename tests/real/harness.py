@@ -199,16 +199,23 @@ class Tmux:
         self.tmux("send-keys", "-t", self.name, *keys)
 
     def pane_dead(self) -> tuple[bool, str]:
-        """(dead?, "exit N" or "signal S" once dead and reaped).
+        """(dead?, "exit N" or "signal S" once the pane's process has exited).
 
-        tmux marks a pane dead when its terminal closes, which can come just before it reaps the
-        process: until the status is known the pane counts as still running.
+        tmux marks a pane dead when its terminal closes and fills in the status when it reaps the
+        process; tmux 3.3a was seen leaving that process a zombie, unreaped, for minutes. Until
+        tmux knows the status it is read from the zombie's /proc entry (the kernel keeps it).
         """
-        fmt = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"
-        dead, status, sig = self.tmux("display-message", "-p", "-t", self.name, fmt).strip().split("|")
-        if dead != "1" or not (status or sig):
+        fmt = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}"
+        out = self.tmux("display-message", "-p", "-t", self.name, fmt).strip()
+        dead, status, sig, pid = out.split("|")
+        if dead != "1":
             return False, ""
-        return True, f"signal {sig}" if sig else f"exit {status}"
+        if status or sig:
+            return True, f"signal {sig}" if sig else f"exit {status}"
+        code = _zombie_exit_code(int(pid)) if pid.isdigit() else None
+        if code is None:
+            return False, ""
+        return True, f"signal {code & 0x7F}" if code & 0x7F else f"exit {code >> 8}"
 
     def wait_for(self, predicate, timeout_s: float, what: str) -> str:
         deadline = time.monotonic() + timeout_s
@@ -237,10 +244,21 @@ class Tmux:
         return leftovers
 
 
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat from field 3 (state) on; [] when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _zombie_exit_code(pid: int) -> int | None:
+    """The wait status a zombie will report (stat field 52), None unless PID is a zombie."""
+    fields = _stat_fields(pid)
+    return int(fields[-1]) if len(fields) >= 50 and fields[0] == "Z" else None
+
+
 def _alive(pid: int) -> bool:
     """Running (a zombie is not: it has exited and only waits to be reaped)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"

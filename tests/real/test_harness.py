@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.real.harness import Tmux, rs
+from tests.real.harness import Tmux, _alive, _zombie_exit_code, rs
 
 pytestmark = pytest.mark.real_server
 
@@ -61,9 +61,19 @@ def test_tmux_close_reports_a_process_that_outlives_its_session(tmp_path: Path) 
     leftovers = tmux.close(grace_s=1.0)
     assert leftovers and set(leftovers) == tmux.pids, (leftovers, tmux.pids)
     time.sleep(0.2)
-    assert not any(Path(f"/proc/{p}").exists() and _running(p) for p in leftovers)
+    assert not any(_alive(p) for p in leftovers)
 
 
-def _running(pid: int) -> bool:
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    return state != "Z"
+def test_exit_status_is_read_from_an_unreaped_zombie() -> None:
+    """What `Tmux.pane_dead` falls back on when tmux has not reaped the pane's process yet."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3)
+    try:
+        deadline = time.monotonic() + 5
+        while _zombie_exit_code(pid) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _zombie_exit_code(pid) == 3 << 8 and not _alive(pid)
+    finally:
+        os.waitpid(pid, 0)
+    assert _zombie_exit_code(os.getpid()) is None and _alive(os.getpid())

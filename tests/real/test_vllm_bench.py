@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.real.harness import explain, get_text, infmon, rel_diff, rs, sample_sum
+from tests.real.harness import complete, explain, get_text, infmon, rel_diff, rs, sample_sum
 
 pytestmark = pytest.mark.real_server
 
@@ -98,16 +98,19 @@ def split_cpus(server: rs.Server) -> Iterator[tuple[set[int] | None, str]]:
         yield None, f"not pinned ({why})"
         return
     with rs.pinned_tree(server.pid, {cpus[0]}) as threads:
+        complete(server.url, "settle on the new CPU", max_tokens=8)  # the same for every client
         yield {cpus[1]}, (f"vLLM ({threads} threads) pinned to CPU {cpus[0]}, "
                           f"the client(s) to CPU {cpus[1]}")  # fmt: skip
 
 
-def _one_pair(vllm: rs.Server, tmp_path: Path, run: int, client_cpus) -> dict[str, tuple]:
+def _one_pair(vllm: rs.Server, tmp_path: Path, run: int, client_cpus, prompts: Path
+              ) -> dict[str, tuple]:  # fmt: skip
     ref = rs.bench_ref(vllm.url, tmp_path / f"ref{run}", concurrency=4, num_prompts=40,
                        cpus=client_cpus)  # fmt: skip
     assert ref["completed"] == 40 and ref["failed"] == 0, ref
-    ours, _ = _bench(vllm.url, tmp_path, f"ours{run}", "--concurrency", "4", "--step-requests",
-                     "40", "--step-duration", "300s", "--warmup", "0s", cpus=client_cpus)  # fmt: skip
+    ours, _ = _bench(vllm.url, tmp_path, f"ours{run}", "--dataset", str(prompts),
+                     "--concurrency", "4", "--step-requests", "40", "--step-duration", "300s",
+                     "--warmup", "0s", cpus=client_cpus)  # fmt: skip
     step = ours["steps"][0]
     assert step["failed"] == 0 and step["completed"] >= 40, step
     return {label: (ref[key], get(step)) for label, key, get in FIGURES}
@@ -116,7 +119,8 @@ def _one_pair(vllm: rs.Server, tmp_path: Path, run: int, client_cpus) -> dict[st
 def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
     """`vllm bench serve` and `infmon bench`: same server, same load, one after the other.
 
-    Two pairs are run (reference then infmon, twice) and each pair is compared like with like:
+    Both send random prompts of exactly 32 tokens (infmon from a dataset file written with the
+    model's tokenizer). Two pairs are run (reference then infmon, twice) and each pair is compared like with like:
     the test passes when at least one pair agrees within 10% on all three figures (median TTFT,
     median TPOT, output tok/s) at once; figures are never mixed across pairs. Both pairs are
     printed. On this 2-core machine vLLM's CPU threads and the client contend for the cores and
@@ -124,8 +128,11 @@ def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
     is pinned to one CPU and both clients (the same treatment for each) run on the other; the
     server's own CPU masks are restored afterwards.
     """
+    # vllm bench serve's random prompts are exactly 32 tokens; infmon's synthetic words are ~47
+    # in this tiny tokenizer, so infmon gets random prompts of exactly 32 tokens too.
+    prompts = rs.write_prompts(tmp_path / "prompts-32.jsonl", 40, 32)
     with split_cpus(vllm) as (client_cpus, pinning):
-        pairs = [_one_pair(vllm, tmp_path, run, client_cpus) for run in (1, 2)]
+        pairs = [_one_pair(vllm, tmp_path, run, client_cpus, prompts) for run in (1, 2)]
     agrees = [all(rel_diff(*pair[label]) <= TOLERANCE for label, _, _ in FIGURES) for pair in pairs]
 
     print(f"\ninfmon bench vs vllm bench serve (concurrency 4, 40 requests, 32 in / 32 out, "
