@@ -82,6 +82,8 @@ class ServerView:
 
     has_data: bool = False
     up: bool = True
+    no_metrics: bool = False
+    """The server answers but publishes no ``/metrics``: there will be no data, not "not yet"."""
     down_since_s: float | None = None
     """Session-relative seconds when the server stopped answering."""
     stale_s: float = NAN

@@ -125,6 +125,7 @@ class Session:
         elif state == "no_metrics":
             if not self._no_metrics:
                 self.add_event(now, "server", "the server publishes no /metrics: client view only")
+                self._views = None
             self._no_metrics = True
         else:
             kind = getattr(snap, "error_kind", None) or state
@@ -333,6 +334,7 @@ class Session:
         stale = now - self._server_at_s if self._server_at_s is not None else NAN
         down = self._down_since_s - self.start_s if self._down_since_s is not None else None
         return _replace_server(view, up=self._down_since_s is None, down_since_s=down,
+                               no_metrics=self._no_metrics and self._server_raw is None,
                                stale_s=stale, error=self._server_error,
                                kv_series=tuple(self._kv_series))
 
