@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import re
 import subprocess
 import sys
 import time
@@ -23,12 +22,14 @@ from pathlib import Path
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
-LISTEN_RE = re.compile(r"listening on (http://\S+)")
+sys.path.insert(0, str(REPO))
+
+from infmon.sim.launch import start_simulator, stop_process  # noqa: E402
 
 
 def start_sim(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "infmon", "sim", "--port", "0", "--scenario", args.scenario,
-           "--max-num-seqs", str(args.max_num_seqs), *args.sim_args]
+    args_ = ["--port", "0", "--scenario", args.scenario, "--max-num-seqs",
+             str(args.max_num_seqs), *args.sim_args]
 
     def pin() -> None:
         if args.nice:
@@ -38,13 +39,7 @@ def start_sim(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
             with contextlib.suppress(OSError, AttributeError):
                 os.sched_setaffinity(0, {args.server_cpu})
 
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True, preexec_fn=pin)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        m = LISTEN_RE.search(line)
-        if m:
-            return proc, m.group(1)
-    raise RuntimeError("simulator did not start")
+    return start_simulator(args_, cwd=REPO, preexec_fn=pin)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -119,8 +114,7 @@ def main() -> int:
     try:
         r = asyncio.run(drive(url, proc.pid, args))
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_process(proc, 10)
     lag = r["stats"]["loop_lag_ms"]
     print(f"streams: {args.streams} requested, {r['stats']['running']} running in the engine, "
           f"{r['stats']['connections']} connections")

@@ -17,7 +17,6 @@ import argparse
 import fcntl
 import os
 import pty
-import re
 import struct
 import subprocess
 import sys
@@ -28,7 +27,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LISTEN_RE = re.compile(r"listening on (http://\S+)")
+sys.path.insert(0, str(REPO))
+
+from infmon.sim.launch import SimulatorStartError, start_simulator, stop_process  # noqa: E402
+
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
@@ -58,21 +60,10 @@ def server_load(scrapes: Path) -> tuple[float, float]:
 
 
 def start_sim() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(infmon("sim", "--port", "0", "--scenario", "baseline"), cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        match = LISTEN_RE.search(line)
-        if match:
-            threading.Thread(target=proc.stdout.read, daemon=True).start()
-            return proc, match.group(1).rstrip("/")
-        if not line:
-            break
-    proc.kill()
-    raise SystemExit("the simulator did not start")
+    try:
+        return start_simulator(["--port", "0", "--scenario", "baseline"], cwd=REPO)
+    except SimulatorStartError as exc:
+        raise SystemExit(f"the simulator did not start: {exc}") from None
 
 
 def start_in_pty(cmd: list[str], cols: int, rows: int) -> tuple[subprocess.Popen[bytes], int]:
@@ -94,16 +85,6 @@ def start_in_pty(cmd: list[str], cols: int, rows: int) -> tuple[subprocess.Popen
 
     threading.Thread(target=drain, daemon=True).start()
     return proc, master
-
-
-def stop(proc: subprocess.Popen, timeout_s: float = 10) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def main() -> int:
@@ -142,7 +123,7 @@ def main() -> int:
     finally:
         for proc in (app, load, sim):
             if proc is not None:
-                stop(proc)
+                stop_process(proc, 10)
     share = (c1 - c0) / (t1 - t0)
     running, waiting = server_load(Path(tmp) / "monitor" / "scrapes.jsonl")
     what = f"driving {args.drive} streams" if args.drive else "watching only (load paused)"

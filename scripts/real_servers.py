@@ -342,6 +342,83 @@ def serve_transformers(log_dir: Path, timeout_s: float = 180.0):
     return running("transformers", cmd, url, "/health", log_dir / "transformers.log", timeout_s)
 
 
+# ---------------------------------------------------------------- prompts of an exact length
+
+PROMPT_BUILDER = r'''
+import json, random, sys
+from transformers import AutoTokenizer
+
+model, out, n, n_tokens, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+tok = AutoTokenizer.from_pretrained(model)
+rng = random.Random(seed)
+special = set(tok.all_special_ids)
+ids = [i for i in range(len(tok)) if i not in special]
+prompts = []
+while len(prompts) < n:
+    text = tok.decode(rng.choices(ids, k=n_tokens))
+    if len(tok(text)["input_ids"]) == n_tokens:  # the server tokenizes it back to the same length
+        prompts.append(text)
+with open(out, "w") as f:
+    for text in prompts:
+        f.write(json.dumps({"prompt": text}) + "\n")
+'''
+
+
+def write_prompts(path: Path, n: int, n_tokens: int, seed: int = 0) -> Path:
+    """A JSONL dataset of N random prompts that are exactly N_TOKENS tokens in the tiny model's
+    tokenizer (what `vllm bench serve --dataset-name random` sends), for `infmon bench --dataset`."""
+    cmd = [str(env_python()), "-c", PROMPT_BUILDER, str(model_dir()), str(path), str(n),
+           str(n_tokens), str(seed)]  # fmt: skip
+    subprocess.run(cmd, check=True, env=server_env(), capture_output=True)
+    return path
+
+
+# ---------------------------------------------------------------- CPU pinning
+
+def pin_self(cpus: set[int] | None):
+    """A ``preexec_fn`` that pins the child to CPUS (None when CPUS is None: no pinning)."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def process_tree(pid: int) -> set[int]:
+    """PID and every process below it (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = {pid}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _threads(pids: set[int]) -> list[int]:
+    return [int(t.name) for pid in pids for t in Path(f"/proc/{pid}/task").glob("[0-9]*")]
+
+
+@contextlib.contextmanager
+def pinned_tree(pid: int, cpus: set[int]) -> Iterator[int]:
+    """Pin every thread of PID's process tree to CPUS for the block; each thread gets its own
+    mask back afterwards (vLLM binds its OpenMP worker itself). Yields the threads pinned."""
+    saved: dict[int, set[int]] = {}
+    for tid in _threads(process_tree(pid)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cpus)
+    try:
+        yield len(saved)
+    finally:
+        for tid, mask in saved.items():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.sched_setaffinity(tid, mask)
+
+
 # ---------------------------------------------------------------- the reference client
 
 
@@ -355,12 +432,14 @@ def bench_ref_cmd(url: str, result_dir: Path, concurrency: int, num_prompts: int
     return cmd
 
 
-def bench_ref(url: str, result_dir: Path, concurrency: int = 4, num_prompts: int = 40) -> dict:
-    """Run the reference client once; returns its saved result JSON."""
+def bench_ref(url: str, result_dir: Path, concurrency: int = 4, num_prompts: int = 40,
+              cpus: set[int] | None = None) -> dict:
+    """Run the reference client once (on CPUS when given); returns its saved result JSON."""
     result_dir.mkdir(parents=True, exist_ok=True)
     before = set(result_dir.glob("*.json"))
     cmd = bench_ref_cmd(url, result_dir, concurrency, num_prompts)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=server_env(), cwd=result_dir)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=server_env(), cwd=result_dir,
+                          preexec_fn=pin_self(cpus))  # fmt: skip
     if proc.returncode != 0:
         raise RuntimeError(f"vllm bench serve failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     new = sorted(set(result_dir.glob("*.json")) - before)

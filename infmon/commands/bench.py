@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
@@ -14,13 +14,16 @@ from typing import Any
 from infmon.cli import CliError
 from infmon.clock import MonotonicClock
 from infmon.commands.common import (
+    StopSignals,
     add_load_arguments,
     config_from_args,
     default_session_dir,
     make_workload,
     open_journal,
+    say,
     write_session_reports,
 )
+from infmon.commands.serverwatch import ServerWatch
 from infmon.config import Config
 from infmon.journal import JournalWriter
 from infmon.load.client import ClientError, StreamingClient
@@ -30,10 +33,7 @@ from infmon.load.runtime import tune_for_load
 from infmon.load.steps import StepCollector, StepProgress, StepSpec, plan_from_config, run_steps
 from infmon.model.knee import find_knee, slo_max_concurrency
 from infmon.model.records import RequestRecord
-from infmon.model.server import ServerSnapshot, SourceState
 from infmon.model.stats import StepStats
-from infmon.sources.poller import MetricPoller
-from infmon.sources.scraper import DirectSource
 
 SCHEMA = "infmon.bench/1"
 _COLUMNS = ("step", "load", "done", "fail", "out tok/s", "req/s", "goodput", "TTFT p50/p99 ms",
@@ -58,32 +58,54 @@ def run(args: argparse.Namespace) -> int:
     session_dir = Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
     clock = MonotonicClock()
     journal = open_journal(session_dir, clock)
-    print(f"session: {session_dir}", flush=True)
+    say(f"session: {session_dir}")
     journal.write_config(config.to_public_dict())
+    stop = StopSignals()
     try:
         metrics_interval_s = None if args.no_server_metrics else args.metrics_interval
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
-        result = asyncio.run(_bench(config, plan, workload, journal, clock, metrics_interval_s))
+        result = asyncio.run(_bench(config, plan, workload, journal, clock, stop, metrics_interval_s))
+    except asyncio.CancelledError:
+        if stop.received is None:
+            raise
+        result = None
+    except KeyboardInterrupt:
+        stop.received = signal.SIGINT
+        raise
     finally:
-        journal.close()
-        print(f"session recorded in {session_dir}", flush=True)
-        if (session_dir / "records.jsonl").stat().st_size > 0:  # some load ran: report it
-            write_session_reports(session_dir)
+        _finish(journal, session_dir, stop)
+    if result is None:
+        say(f"infmon: stopped by {stop.name}", err=True)
+        return stop.exit_code
     result["session_dir"] = str(session_dir)
     if args.json:
         _write_json(Path(args.json), result)
     return _verdict(result)
 
 
+def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
+    """However the run ended: flush the record, then rebuild the reports from it."""
+    stop.shield_finish()
+    if stop.received is not None:
+        journal.write_event("interrupted", signal=stop.name)
+    journal.close()
+    say(f"session recorded in {session_dir}")
+    if (session_dir / "records.jsonl").stat().st_size > 0:  # some load ran: report it
+        write_session_reports(session_dir)
+
+
 async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
-                 clock: MonotonicClock, metrics_interval_s: float | None) -> dict[str, Any]:  # fmt: skip
+                 clock: MonotonicClock, stop: StopSignals, metrics_interval_s: float | None) -> dict[str, Any]:  # fmt: skip
+    stop.install()
     try:
         client = StreamingClient(config, clock)
     except ClientError as exc:
         raise CliError(exc.message) from None
     driver: LoadDriver | None = None
-    scraping = _ServerMetrics(config.url, journal, clock, metrics_interval_s)
+    watch = ServerWatch(config.url or "", metrics_interval_s, journal, clock) if metrics_interval_s else None
     try:
+        if watch is not None:
+            watch.start()
         try:
             model = await client.resolve_model()
             caps = await client.detect_capabilities()
@@ -93,7 +115,6 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
         journal.write_event("target", **target, capabilities={"stream_options": caps.stream_options,
                                                               "vllm_fields": caps.vllm_fields})  # fmt: skip
         _print_intro(target, caps.vllm_fields, config)
-        scraping.start()
         errors: Counter[str] = Counter()
         collector = StepCollector(journal.write_record, lambda r: _count_error(errors, r))
         driver = LoadDriver(client, workload, collector, clock, seed=config.seed)
@@ -102,50 +123,22 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
                                 on_step=lambda i, spec, s: _on_step(journal, progress, i, spec, s),
                                 on_tick=progress.tick)  # fmt: skip
         result = _result(target, steps, errors, config)
+        if watch is not None:
+            await watch.stop(final_scrape=True)
+            result["server"] = watch.summary(journal.origin["perf_s"])
+            if text := watch.describe():
+                say(text)
+            watch = None
         journal.write_event("bench_summary", knee=result["knee"], slo_max_concurrency=result["slo_max_concurrency"])
         return result
     finally:
         if driver is not None:
             await driver.stop()
-        await scraping.stop()
+            journal.write_event("load_totals", sent=driver.sent, succeeded=driver.succeeded,
+                                failed=driver.failed, cancelled=driver.cancelled)  # fmt: skip
+        if watch is not None:
+            await watch.stop()
         await client.aclose()
-
-
-class _ServerMetrics:
-    """Scrapes the server's ``/metrics`` into the session while the steps run."""
-
-    def __init__(self, url: str, journal: JournalWriter, clock: MonotonicClock,
-                 interval_s: float | None) -> None:  # fmt: skip
-        self.interval_s = interval_s
-        self.source = DirectSource(url) if interval_s else None
-        self.poller = (MetricPoller(self.source, interval_s, self._on_snapshot, clock)
-                       if self.source is not None and interval_s else None)  # fmt: skip
-        self.journal = journal
-        self.task: asyncio.Task[None] | None = None
-        self._said_no_metrics = False
-
-    def _on_snapshot(self, snap: ServerSnapshot) -> None:
-        if snap.state == SourceState.NO_METRICS:
-            if not self._said_no_metrics:
-                print("server metrics: none (the server publishes no /metrics)", flush=True)
-                self.journal.write_event("no_server_metrics", message=snap.error_message)
-                self._said_no_metrics = True
-            return
-        self.journal.write_scrape(snap)
-
-    def start(self) -> None:
-        if self.poller is not None:
-            self.task = asyncio.get_running_loop().create_task(self.poller.run())
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-            if self.poller is not None:
-                await self.poller.poll_once()  # the final counters, so the last step has rates
-        if self.source is not None:
-            await self.source.aclose()
 
 
 def _count_error(errors: Counter[str], rec: RequestRecord) -> None:
@@ -170,8 +163,8 @@ def _print_intro(target: dict[str, Any], pinned: bool, config: Config) -> None:
     length = "pinned (ignore_eos)" if pinned else "not pinned (server lacks ignore_eos)"
     if not config.ignore_eos:
         length = "not pinned (--no-ignore-eos)"
-    print(f"target: {target['url']} · model {target['model']} · {target['endpoint']} · output length {length}")
-    print("  ".join(c.rjust(w) for c, w in zip(_COLUMNS, _WIDTHS, strict=True)), flush=True)
+    say(f"target: {target['url']} · model {target['model']} · {target['endpoint']} · output length {length}")
+    say("  ".join(c.rjust(w) for c, w in zip(_COLUMNS, _WIDTHS, strict=True)))
 
 
 def _fmt(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
@@ -192,11 +185,11 @@ def _row(index: int, spec: StepSpec, s: StepStats) -> str:
 
 def _on_step(journal: JournalWriter, progress: _Progress, index: int, spec: StepSpec, s: StepStats) -> None:
     progress.clear()
-    print(_row(index, spec, s), flush=True)
+    say(_row(index, spec, s))
     for note in s.client_notes:
-        print(f"      client self-check: {note} (the client may be the bottleneck)", flush=True)
+        say(f"      client self-check: {note} (the client may be the bottleneck)")
     if s.tokens_estimated:
-        print("      note: server sent no usage; output tokens counted from chunks", flush=True)
+        say("      note: server sent no usage; output tokens counted from chunks")
     journal.write_event("step", index=index, stats=s.to_dict())
     journal.flush()
 
@@ -213,17 +206,15 @@ class _Progress:
         text = (f"  step {p.index + 1}/{p.total} {p.spec.label} {p.phase} {p.elapsed_s:5.0f}s"
                 f" · finished {p.finished} · failed {p.failed}")  # fmt: skip
         if self.tty:
-            sys.stderr.write("\r" + text.ljust(78)[:78])
-            sys.stderr.flush()
+            say("\r" + text.ljust(78)[:78], err=True, end="")
             self._shown = True
         elif p.elapsed_s - self._last_line_s >= 10.0 or p.elapsed_s < self._last_line_s:
-            print(text, file=sys.stderr, flush=True)
+            say(text, err=True)
             self._last_line_s = p.elapsed_s
 
     def clear(self) -> None:
         if self._shown:
-            sys.stderr.write("\r" + " " * 78 + "\r")
-            sys.stderr.flush()
+            say("\r" + " " * 78 + "\r", err=True, end="")
             self._shown = False
         self._last_line_s = -10.0
 

@@ -7,6 +7,10 @@ Every option defaults to ``None`` here so that ``infmon.config.build_config`` ca
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -29,7 +33,7 @@ _LOAD_KEYS = (
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the common load options (the command adds its own positional URL)."""
     g = parser.add_argument_group("server and load")
-    g.add_argument("--api-key", help="API key (default: $INFMON_API_KEY, then $OPENAI_API_KEY)")
+    g.add_argument("--api-key", help="API key (default: $INFMON_API_KEY, then $OPENAI_API_KEY); --api-key-file or the environment keep it off the command line")
     g.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
     g.add_argument("--model", help="model name (default: the first model of /v1/models)")
     g.add_argument("--endpoint", choices=("completions", "chat"), help="API (default completions)")
@@ -71,9 +75,102 @@ def config_from_args(args: argparse.Namespace) -> Config:
         config = build_config(cli_layer(args))
     except ConfigError as exc:
         raise CliError(str(exc)) from None
+    hide_api_key_from_process_title()
     if config.insecure:
-        print("infmon: warning: TLS certificate verification is OFF (--insecure)", file=sys.stderr)
+        print("infmon: warning: TLS certificate verification is OFF (--insecure): the server is not "
+              "authenticated and the API key can be intercepted", file=sys.stderr)
     return config
+
+
+def scrub_argv(argv: list[str]) -> list[str]:
+    """``argv`` with the value of ``--api-key`` (either spelling) replaced by ``***``."""
+    out, hide_next = [], False
+    for arg in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+        elif arg == "--api-key":
+            out.append(arg)
+            hide_next = True
+        elif arg.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(arg)
+    return out
+
+
+def hide_api_key_from_process_title() -> None:
+    """Rewrite the process title (``ps``, ``/proc/PID/cmdline``) without the API key.
+
+    ``/proc/PID/cmdline`` is readable by every user of the machine; ``--api-key-file`` or
+    ``$OPENAI_API_KEY`` never put the key there at all, and are the safe ways to pass it.
+    """
+    if not any(a == "--api-key" or a.startswith("--api-key=") for a in sys.argv):
+        return
+    import setproctitle
+
+    setproctitle.setproctitle(" ".join(scrub_argv([sys.executable, "-m", "infmon", *sys.argv[1:]])))
+
+
+def say(text: str, *, err: bool = False, end: str = "\n") -> None:
+    """Print a status line; a terminal that went away (SSH dropped) must not end the run."""
+    with contextlib.suppress(OSError, ValueError):
+        stream = sys.stderr if err else sys.stdout
+        stream.write(text + end)
+        stream.flush()
+
+
+class StopSignals:
+    """SIGTERM and SIGHUP end a run as Ctrl+C does: the main task is cancelled, every
+    ``finally`` runs (in-flight streams cancelled and recorded, the record flushed, the
+    report written), and the exit status is 128 + the signal number."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.received).name if self.received is not None else "none"
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.received or 0)
+
+    def install(self) -> None:
+        """Call inside the running loop, from the task the signals should cancel."""
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+        for sig in self.SIGNALS:
+            loop.add_signal_handler(sig, self._on_signal, sig, task)
+
+    def _on_signal(self, sig: int, task: asyncio.Task[Any]) -> None:
+        if self.received is not None:
+            return
+        self.received = sig
+        if sig == signal.SIGHUP:
+            _detach_lost_terminal()
+        task.cancel()
+
+    def shield_finish(self) -> None:
+        """After the loop is gone: a further SIGTERM/SIGHUP must not cut the report short."""
+        for sig in self.SIGNALS:
+            signal.signal(sig, self._late)
+
+    def _late(self, sig: int, frame: object) -> None:
+        if self.received is None:
+            self.received = sig
+
+
+def _detach_lost_terminal() -> None:
+    """On hang-up, point stdout/stderr that were the (now gone) terminal at /dev/null."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd):
+                os.dup2(null, fd)
+    os.close(null)
 
 
 def make_workload(config: Config) -> Workload:
@@ -114,7 +211,7 @@ def write_session_reports(directory: Path) -> None:
     try:
         written = write_reports(directory)
     except Exception as exc:  # a report bug must not turn a finished run into a crash
-        print(f"infmon: warning: reports not written ({exc.__class__.__name__}: {exc})", file=sys.stderr)
+        say(f"infmon: warning: reports not written ({exc.__class__.__name__}: {exc})", err=True)
         return
     names = ", ".join(p.name for p in written if p.suffix in (".md", ".html"))
-    print(f"reports: {names} in {directory}", flush=True)
+    say(f"reports: {names} in {directory}")

@@ -10,20 +10,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import os
-import re
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 
 from infmon.cli import CliError
 from infmon.commands.common import add_load_arguments, config_from_args
 from infmon.commands.monitor import add_monitor_arguments, run_monitor
+from infmon.sim.launch import SimulatorStartError, start_simulator, stop_process
 
-LISTEN_RE = re.compile(r"listening on (http://\S+)")
-START_TIMEOUT_S = 30.0
 PR_SET_PDEATHSIG = 1
 
 
@@ -57,48 +52,16 @@ def simulator(scenario: str, extra: list[str]) -> Iterator[str]:
 def simulator_process(scenario: str,
                       extra: list[str]) -> Iterator[tuple[str, Callable[[], None]]]:
     """Like ``simulator`` and also yields a function that stops it at once (for a forced exit)."""
-    cmd = [sys.executable, "-m", "infmon", "sim", "--host", "127.0.0.1", "--port", "0",
-           "--scenario", scenario, *extra]
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-    )
+    args = ["--host", "127.0.0.1", "--port", "0", "--scenario", scenario, *extra]
     try:
-        yield _wait_for_url(proc), lambda: _stop(proc)
+        proc, url = start_simulator(
+            args, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    except SimulatorStartError as exc:
+        raise CliError(f"the simulator did not start: {exc}") from None
+    try:
+        yield url, lambda: stop_process(proc)
     finally:
-        _stop(proc)
-
-
-def _wait_for_url(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        match = LISTEN_RE.search(line)
-        if match:
-            # keep draining its output so the pipe never fills and blocks the simulator
-            import threading
-
-            threading.Thread(target=proc.stdout.read, daemon=True).start()
-            return match.group(1).rstrip("/")
-    tail = "".join(seen[-10:]).strip()
-    raise CliError(f"the simulator did not start: {tail or 'no output'}")
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        stop_process(proc)
 
 
 def run(args: argparse.Namespace) -> int:

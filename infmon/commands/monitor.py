@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 import threading
@@ -26,7 +27,6 @@ from infmon.commands.common import (
     make_workload,
 )
 from infmon.config import Config
-from infmon.model.dashboard import Slo
 from infmon.model.records import RequestRecord
 from infmon.model.session import Session, SessionConfig
 
@@ -69,6 +69,8 @@ class LiveLoad:
         self.ready = False
         self._want: tuple[str, float] = ("closed", 1)
         self._paused = True
+        self._step_started: tuple[float, float] | None = None
+        """(time, driver in-flight area) when the running step started."""
 
     @property
     def inflight(self) -> int:
@@ -107,15 +109,28 @@ class LiveLoad:
         if not self.ready:
             return
         mode, level = self._want
-        if self.driver.step > 0:
-            self.journal.write_event("step_end", index=self.driver.step)
+        self.end_step()
         index = self.driver.next_step()
+        self._step_started = (self.clock.now(), self.driver.inflight_area_s())
         self.journal.write_event("step_start", index=index, mode=mode, level=level)
         if mode == "closed":
             self.driver.set_concurrency(int(level))
         else:
             self.driver.set_concurrency(0)
             self.driver.set_rate(level, self.max_concurrency)
+
+    def end_step(self) -> None:
+        """Journal the end of the running step with the client's self-check (achieved
+        concurrency, event-loop lag), which the report cannot recompute from the records."""
+        if self.driver.step <= 0 or self._step_started is None:
+            return
+        t0, area0 = self._step_started
+        held_s = self.clock.now() - t0
+        achieved = (self.driver.inflight_area_s() - area0) / held_s if held_s > 0 else math.nan
+        lag_s = self.driver.loop_lag_p99_s(since_s=t0)
+        self.journal.write_event("step_end", index=self.driver.step, stats={
+            "achieved_concurrency": _rounded(achieved), "loop_lag_p99_ms": _rounded(lag_s * 1e3)})
+        self._step_started = None
 
     def set_concurrency(self, n: int) -> None:
         self._want = ("closed", n)
@@ -132,6 +147,10 @@ class LiveLoad:
     def resume(self) -> None:
         self._paused = False
         self._apply_pause()
+
+
+def _rounded(x: float) -> float | None:
+    return None if math.isnan(x) else round(x, 3)
 
 
 @dataclass
@@ -181,9 +200,8 @@ class ServerEvents:
 
 
 def build_session(config: Config, clock: Clock) -> Session:
-    slo = Slo(config.slo.ttft_s, config.slo.tpot_s, config.slo.e2el_s)
     warmup = config.warmup_s if config.warmup_s is not None else 0.1 * config.step_duration_s
-    cfg = SessionConfig(endpoint=config.url or "", slo=slo, step_warmup_s=warmup,
+    cfg = SessionConfig(endpoint=config.url or "", slo=config.slo, step_warmup_s=warmup,
                         min_step_s=min(5.0, config.step_duration_s))
     return Session(cfg, start_s=clock.now())
 
@@ -223,6 +241,7 @@ def build_monitor(config: Config, args: argparse.Namespace, *,
     recorder = Recorder(journal, session_dir)
 
     async def shutdown() -> None:
+        live.end_step()
         await driver.stop()
         await client.aclose()
         await source.aclose()

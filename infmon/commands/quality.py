@@ -44,9 +44,11 @@ def _print_human(doc: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from infmon.commands.common import hide_api_key_from_process_title
     from infmon.quality.probes import ProbeFileError, load_probes
     from infmon.quality.runner import QualityError, load_baseline, run_quality
 
+    hide_api_key_from_process_title()
     try:
         probes = load_probes(args.probes)
         baseline = load_baseline(args.baseline) if args.baseline else None

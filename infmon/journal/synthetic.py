@@ -70,8 +70,11 @@ def write_synthetic_session(
     step_duration_s: float = 10.0, out_tokens: int = 32, warmup_s: float = 1.0, seed: int = 1,
     server: SyntheticServer | None = None, slo: str | None = "ttft=500ms,tpot=50ms",
     finish: bool = True, max_requests: int | None = None,
+    loop_lag_ms_per_stream: float | None = None,
 ) -> int:
-    """Write a session of closed-loop steps; returns the number of request records."""
+    """Write a session of closed-loop steps; returns the number of request records.
+    ``loop_lag_ms_per_stream``: the client's event-loop lag p99 recorded per step, growing with
+    concurrency (None: not measured)."""
     srv, rng, clock = server or SyntheticServer(), random.Random(seed), FakeClock(100.0)
     j = JournalWriter(session_dir, clock=clock, autoflush=False)
     j.write_config({"url": "http://127.0.0.1:8000", "model": "synthetic/model",
@@ -98,8 +101,10 @@ def write_synthetic_session(
                 break
         end = max(free)
         clock.t = end
+        lag = ({"stats": {"loop_lag_p99_ms": c * loop_lag_ms_per_stream}}
+               if loop_lag_ms_per_stream else {})
         j.write_event("step_end", t=end, index=step, concurrency=c,
-                      duration_s=end - start - warmup_s)
+                      duration_s=end - start - warmup_s, **lag)
         if max_requests is not None and rid >= max_requests:
             break
     if finish:

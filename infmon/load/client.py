@@ -32,6 +32,9 @@ from infmon.load.sse import SSEDecoder, SSEError
 from infmon.load.wire import Opened, drain, httpx_post
 from infmon.model.records import ErrorKind, RequestRecord
 
+PROBE_ATTEMPTS = 5
+"""Tries of the capability probe when the server fails transiently."""
+
 
 class ClientError(Exception):
     """An operator-level failure talking to the server; ``str()`` is one clean line."""
@@ -129,6 +132,8 @@ class _StreamState:
             raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (not a JSON object)")
         choices = obj.get("choices")
         if choices:
+            if not isinstance(choices, list):
+                raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (choices is not a list)")
             self._choice(choices[0], t)
         elif obj.get("error"):
             raise _StreamFailure(ErrorKind.SERVER, "server error in stream: " + _error_text(obj))
@@ -280,7 +285,7 @@ class StreamingClient:
                 trials = trials[1:]
             last: RequestRecord | None = None
             for caps in trials:
-                last = await self._stream(-1, Prompt(text="Hello"), 1, caps, {}, None)
+                last = await self._probe(caps)
                 if last.ok:
                     self.capabilities = caps
                     return caps
@@ -289,6 +294,17 @@ class StreamingClient:
             assert last is not None
             raise ClientError(last.error_kind or ErrorKind.OTHER, f"probe request failed: {last.error_message}",
                               last.http_status)  # fmt: skip
+
+    async def _probe(self, caps: ServerCapabilities) -> RequestRecord:
+        """One probe; a transient failure (429, 5xx, reset) is retried, so it cannot abort a run."""
+        for attempt in range(PROBE_ATTEMPTS):
+            rec = await self._stream(-1, Prompt(text="Hello"), 1, caps, {}, None)
+            transient = rec.http_status in (429, 500, 502, 503, 504) or rec.error_kind in (
+                ErrorKind.RESET, ErrorKind.SERVER, ErrorKind.TIMEOUT)
+            if rec.ok or not transient:
+                break
+            await asyncio.sleep(0.25 * 2**attempt)
+        return rec
 
     # ----------------------------------------------------------------- streaming
 

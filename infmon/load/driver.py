@@ -25,6 +25,15 @@ STOP_GRACE_S = 2.0
 """How long ``stop()`` waits for cancelled tasks to unwind."""
 
 
+BACKOFF_BASE_S, BACKOFF_MAX_S = 0.05, 1.0
+"""A worker whose request was refused (server down, 429, 503) waits, doubling up to 1 s, so an
+outage is recorded as a few failures per second, not a hot loop of instant connect errors."""
+
+
+def _refused(rec: RequestRecord) -> bool:
+    return rec.error_kind == ErrorKind.CONNECT or rec.http_status in (429, 503)
+
+
 class StreamClient(Protocol):
     async def stream(self, request_id: int, prompt: Prompt, output_tokens: int, **kw: Any) -> RequestRecord: ...
 
@@ -61,7 +70,7 @@ class LoadDriver:
         self._next_id = 0
         self._warmup_until_s = -math.inf
         self._workers: set[asyncio.Task[None]] = set()
-        self._requests: set[asyncio.Task[None]] = set()
+        self._requests: set[asyncio.Task[RequestRecord]] = set()
         self._scheduler: asyncio.Task[None] | None = None
         self._lag_task: asyncio.Task[None] | None = None
         self._resumed = asyncio.Event()
@@ -198,7 +207,7 @@ class LoadDriver:
             self.failed += 1
         self.on_record(rec)
 
-    async def _one_request(self, counted: bool = False) -> None:
+    async def _one_request(self, counted: bool = False) -> RequestRecord:
         item = self.workload.next()
         rid = self._next_id
         self._next_id += 1
@@ -223,9 +232,11 @@ class LoadDriver:
         finally:
             self._inflight_delta(-1)
         self._emit(rec)
+        return rec
 
     async def _worker(self) -> None:
         task = asyncio.current_task()
+        refused = 0
         try:
             while not self._stopping:
                 if self.mode != "closed" or len(self._workers) > (self.target or 0):
@@ -233,7 +244,10 @@ class LoadDriver:
                 if self.paused:
                     await self._resumed.wait()
                     continue
-                await self._one_request()
+                rec = await self._one_request()
+                refused = refused + 1 if _refused(rec) else 0
+                if refused:
+                    await asyncio.sleep(min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2.0 ** (refused - 1)))
         finally:
             if task is not None:
                 self._workers.discard(task)

@@ -8,21 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
+
+from infmon.model.knee import SLO_ATTAINMENT
+from infmon.model.stats import SLO
 
 NAN = math.nan
-
-
-@dataclass(frozen=True, slots=True)
-class Slo:
-    """Service-level objective: a request is "good" when every set bound holds."""
-
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    e2el_s: float | None = None
-
-    @property
-    def is_set(self) -> bool:
-        return any(v is not None for v in (self.ttft_s, self.tpot_s, self.e2el_s))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +63,7 @@ class LatencyView:
     tpot: Percentiles = field(default_factory=Percentiles)
     itl: Percentiles = field(default_factory=Percentiles)
     e2el: Percentiles = field(default_factory=Percentiles)
-    slo: Slo = field(default_factory=Slo)
+    slo: SLO = field(default_factory=SLO)
     ttft_p90_series: tuple[float, ...] = ()
     e2el_p90_series: tuple[float, ...] = ()
     tpot_p90_series: tuple[float, ...] = ()
@@ -91,6 +82,8 @@ class ServerView:
 
     has_data: bool = False
     up: bool = True
+    no_metrics: bool = False
+    """The server answers but publishes no ``/metrics``: there will be no data, not "not yet"."""
     down_since_s: float | None = None
     """Session-relative seconds when the server stopped answering."""
     stale_s: float = NAN
@@ -122,12 +115,29 @@ class StepPoint:
     level: float
     held_s: float
     output_tokens_per_s: float
+    p50_e2el_s: float
     p90_e2el_s: float
     p90_ttft_s: float
     completed: int
-    meets_slo: bool | None
+    slo_attainment: float = NAN
+    """Share of the step's measured requests that met the SLO (nan: no SLO or no requests)."""
     settled: bool = True
     """The step has ended and the requests it overlapped have finished: its figures are final."""
+
+    @property
+    def meets_slo(self) -> bool | None:
+        """By the bench's rule (``infmon.model.knee.SLO_ATTAINMENT``); None when unknown."""
+        return None if math.isnan(self.slo_attainment) else self.slo_attainment >= SLO_ATTAINMENT
+
+    def to_dict(self) -> dict[str, Any]:
+        """The step under the bench JSON's key names: what ``infmon.model.knee`` reads."""
+        return {
+            "concurrency" if self.mode == "closed" else "rate": self.level,
+            "output_throughput_tok_s": self.output_tokens_per_s,
+            "e2el_ms": {"p50": self.p50_e2el_s * 1e3, "p90": self.p90_e2el_s * 1e3},
+            "slo_attainment": self.slo_attainment,
+            "completed": self.completed,
+        }
 
 
 @dataclass(frozen=True, slots=True)

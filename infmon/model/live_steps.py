@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-import numpy as np
-
-from infmon.model.dashboard import Percentiles, Slo, StepPoint
-from infmon.model.records import RequestRecord
+from infmon.model.dashboard import Percentiles, StepPoint
+from infmon.model.knee import find_knee, slo_max_concurrency
+from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.stats import SLO, Distribution, meets_slo
 
 NAN = math.nan
-GOOD_SHARE = 0.9
-"""A step meets the SLO when this share of its measured requests are good."""
 
 
 @dataclass(slots=True)
@@ -57,29 +56,49 @@ def credit_tokens(steps: list[LiveStep], rec: RequestRecord) -> None:
         step.tokens += (bisect_left(times, hi) - bisect_left(times, lo)) * per_chunk
 
 
-def percentiles(values: list[float]) -> Percentiles:
-    """p50/p90/p99 with numpy's linear interpolation (vLLM's definition); nan when empty."""
-    arr = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
-    if arr.size == 0:
-        return Percentiles()
-    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
-    return Percentiles(float(p50), float(p90), float(p99), int(arr.size))
+def percentiles(values: Iterable[float]) -> Percentiles:
+    """p50/p90/p99 by the bench's ``Distribution`` (numpy's linear interpolation, vLLM's
+    definition); nan when empty."""
+    d = Distribution.of(list(values))
+    return Percentiles(d.p50, d.p90, d.p99, d.count)
 
 
-def step_point(step: LiveStep, now: float, slo: Slo,
-               meets: Callable[[RequestRecord, Slo], bool]) -> StepPoint:
+def step_point(step: LiveStep, now: float, slo: SLO) -> StepPoint:
     end = step.end_s if step.end_s is not None else now
     span = end - step.measured_from_s
-    kept = [r for r in step.records if r.ok and r.sent_s >= step.measured_from_s]
-    e2el = percentiles([r.e2el_s for r in kept])
-    meets_slo = None
-    if slo.is_set and kept:
-        meets_slo = sum(1 for r in kept if meets(r, slo)) >= GOOD_SHARE * len(kept)
+    measured = [r for r in step.records if r.sent_s >= step.measured_from_s
+                and r.error_kind != ErrorKind.CANCELLED]
+    kept = [r for r in measured if r.ok]
+    e2el = percentiles(r.e2el_s for r in kept)
+    attainment = NAN
+    if not slo.empty and measured:
+        attainment = sum(1 for r in kept if meets_slo(r, slo)) / len(measured)
     longest = max((r.e2el_s for r in kept), default=NAN)
     settled = step.end_s is not None and not math.isnan(longest) and now - step.end_s >= longest
     return StepPoint(
         index=step.index, mode=step.mode, level=step.level, held_s=end - step.start_s,
         output_tokens_per_s=step.tokens / span if span > 0 and step.tokens > 0 else NAN,
-        p90_e2el_s=e2el.p90_s, p90_ttft_s=percentiles([r.ttft_s for r in kept]).p90_s,
-        completed=len(kept), meets_slo=meets_slo, settled=settled,
+        p50_e2el_s=e2el.p50_s, p90_e2el_s=e2el.p90_s,
+        p90_ttft_s=percentiles(r.ttft_s for r in kept).p90_s,
+        completed=len(kept), slo_attainment=attainment, settled=settled,
     )
+
+
+def _latest_per_level(points: Iterable[StepPoint]) -> list[dict[str, Any]]:
+    """Closed-loop steps as bench steps, the latest one at each level (a level held twice counts
+    once, as a sweep would have measured it)."""
+    latest = {p.level: p for p in points if p.mode == "closed"}
+    return [p.to_dict() for p in latest.values()]
+
+
+def knee_of(points: Sequence[StepPoint]) -> dict[str, Any] | None:
+    """The knee by the bench's rule (``infmon.model.knee.find_knee``), on settled steps only:
+    the screen, the sweep and the report call the same knee."""
+    return find_knee(_latest_per_level(p for p in points if p.settled))
+
+
+def slo_limit_of(points: Sequence[StepPoint]) -> int | None:
+    """The bench's SLO limit (``slo_max_concurrency``) over the steps judged so far (a step
+    with no measured request yet, or no SLO, is skipped)."""
+    return slo_max_concurrency(_latest_per_level(p for p in points
+                                                 if not math.isnan(p.slo_attainment)))

@@ -19,15 +19,21 @@ from infmon.model.dashboard import (
     KneeView,
     LatencyView,
     ServerView,
-    Slo,
     StepPoint,
     ThroughputView,
 )
 from infmon.model.diagnose import DiagnosisInputs, diagnose
-from infmon.model.live_steps import LiveStep, credit_tokens, percentiles, step_point
+from infmon.model.live_steps import (
+    LiveStep,
+    credit_tokens,
+    knee_of,
+    percentiles,
+    slo_limit_of,
+    step_point,
+)
 from infmon.model.records import RequestRecord
 from infmon.model.server_view import server_view_from
-from infmon.model.sweep import knee_level, slo_limit_level
+from infmon.model.stats import SLO, meets_slo
 
 NAN = math.nan
 HELD_FIELDS = ("queue_s", "prefill_s", "decode_s", "prefix_hit_rate")
@@ -35,20 +41,10 @@ SAMPLE_PERIOD_S = 1.0
 """The over-time series get one sample per second."""
 
 
-def meets_slo(rec: RequestRecord, slo: Slo) -> bool:
-    """DistServe goodput: TTFT, TPOT and E2EL all within their bounds (unset bounds pass)."""
-    if not rec.ok:
-        return False
-    for bound, value in ((slo.ttft_s, rec.ttft_s), (slo.tpot_s, rec.tpot_s), (slo.e2el_s, rec.e2el_s)):
-        if bound is not None and not math.isnan(value) and value > bound:
-            return False
-    return True
-
-
 @dataclass(slots=True)
 class SessionConfig:
     endpoint: str = ""
-    slo: Slo = field(default_factory=Slo)
+    slo: SLO = field(default_factory=SLO)
     window_s: float = 30.0
     """Latency percentiles cover requests finished in the last ``window_s``."""
     throughput_window_s: float = 10.0
@@ -129,6 +125,7 @@ class Session:
         elif state == "no_metrics":
             if not self._no_metrics:
                 self.add_event(now, "server", "the server publishes no /metrics: client view only")
+                self._views = None
             self._no_metrics = True
         else:
             kind = getattr(snap, "error_kind", None) or state
@@ -298,7 +295,7 @@ class Session:
         span = min(self.config.throughput_window_s, max(now - self.start_s, 1e-9))
         recs = self._window(now, span)
         ok = [r for r in recs if r.ok]
-        good = sum(1 for r in ok if meets_slo(r, self.config.slo)) if self.config.slo.is_set else None
+        good = sum(1 for r in ok if meets_slo(r, self.config.slo)) if not self.config.slo.empty else None
         base = self._baseline_point(now)
         return ThroughputView(
             client_output_tokens_per_s=sum(r.output_token_count for r in ok) / span if self._recent else NAN,
@@ -337,6 +334,7 @@ class Session:
         stale = now - self._server_at_s if self._server_at_s is not None else NAN
         down = self._down_since_s - self.start_s if self._down_since_s is not None else None
         return _replace_server(view, up=self._down_since_s is None, down_since_s=down,
+                               no_metrics=self._no_metrics and self._server_raw is None,
                                stale_s=stale, error=self._server_error,
                                kv_series=tuple(self._kv_series))
 
@@ -382,7 +380,7 @@ class Session:
 
     def _step_point(self, step: LiveStep, now: float | None) -> StepPoint:
         at = now if now is not None else (step.end_s or step.start_s)
-        return step_point(step, at, self.config.slo, meets_slo)
+        return step_point(step, at, self.config.slo)
 
     def _baseline_point(self, now: float) -> StepPoint | None:
         if self._baseline is None:
@@ -391,10 +389,11 @@ class Session:
 
     def _knee_view(self, now: float) -> KneeView:
         points = tuple(p for p in self.step_points(now) if p.mode == "closed")
+        knee = knee_of(points)
         return KneeView(
             steps=points,
-            knee_level=knee_level([p for p in points if p.settled]),
-            slo_limit_level=slo_limit_level(points),
+            knee_level=knee["concurrency"] if knee else None,
+            slo_limit_level=slo_limit_of(points),
             baseline_index=self._baseline,
         )
 

@@ -142,9 +142,11 @@ def _json_num(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else round(float(x), 6)
 
 
-def _meets(rec: RequestRecord, slo: SLO) -> bool:
+def meets_slo(rec: RequestRecord, slo: SLO) -> bool:
+    """A good request (goodput): it succeeded and every set bound holds. A request with one
+    output token has no TPOT and passes the TPOT bound (vLLM); a missing TTFT/E2EL fails."""
     tpot = rec.tpot_s
-    return (
+    return rec.ok and (
         (slo.ttft_s is None or rec.ttft_s <= slo.ttft_s)
         and (slo.tpot_s is None or math.isnan(tpot) or tpot <= slo.tpot_s)
         and (slo.e2el_s is None or rec.e2el_s <= slo.e2el_s)
@@ -173,7 +175,7 @@ def summarize(
     out_tokens = sum(r.output_token_count for r in ok)
     prompt_known = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     prompt_tokens = sum(prompt_known) if ok and len(prompt_known) == len(ok) else None
-    good = sum(1 for r in ok if _meets(r, slo)) if slo is not None and not slo.empty else None
+    good = sum(1 for r in ok if meets_slo(r, slo)) if slo is not None and not slo.empty else None
     attempted = len(ok) + len(failed_recs)
     if achieved_concurrency is None:
         busy = sum(r.end_s - r.sent_s for r in recs if not math.isnan(r.end_s))

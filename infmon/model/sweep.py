@@ -1,45 +1,17 @@
-"""The automatic concurrency sweep (1, 2, 4, … each held a while) and the knee rules it stops on.
+"""The automatic concurrency sweep (1, 2, 4, … each held a while), stopping past the knee or at
+an SLO breach. The knee and the SLO limit are the bench's own rules (``infmon.model.knee``, via
+``live_steps.knee_of`` / ``slo_limit_of``), so the sweep stops where the report puts the knee.
 
 Pure: ``Sweep.next_level(now, points)`` says what to do; the UI applies it to the load driver.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infmon.model.dashboard import StepPoint
-
-KNEE_GAIN_FRACTION = 0.10
-"""Past the knee a doubling of concurrency gains less than this share of throughput."""
-
-
-def knee_level(points: Sequence[StepPoint]) -> float | None:
-    """The last level whose doubling still paid: the first step after which throughput
-    grows by less than ``KNEE_GAIN_FRACTION`` per doubling of load."""
-    pts = sorted((p for p in points if not math.isnan(p.output_tokens_per_s)), key=lambda p: p.level)
-    for prev, nxt in itertools.pairwise(pts):
-        if prev.output_tokens_per_s <= 0 or nxt.level <= prev.level:
-            continue
-        doublings = math.log2(nxt.level / prev.level)
-        gain = (nxt.output_tokens_per_s / prev.output_tokens_per_s) ** (1 / doublings) - 1
-        if gain < KNEE_GAIN_FRACTION:
-            return prev.level
-    return None
-
-
-def slo_limit_level(points: Sequence[StepPoint]) -> float | None:
-    """The highest level whose step met the SLO, below the first level that broke it."""
-    best = None
-    for p in sorted(points, key=lambda p: p.level):
-        if p.meets_slo is None:
-            continue
-        if not p.meets_slo:
-            break
-        best = p.level
-    return best
+from infmon.model.live_steps import knee_of, slo_limit_of
 
 
 @dataclass(slots=True)
@@ -72,14 +44,13 @@ class Sweep:
         mine = [p for p in points if p.mode == "closed" and p.held_s > 0]
         current = [p for p in mine if p.level == self.level]
         if current and current[-1].meets_slo is False:
-            limit = slo_limit_level(mine)
             self.stop_reason = f"SLO breached at c={self.level}"
-            self.hold_level = int(limit) if limit is not None else None
+            self.hold_level = slo_limit_of(mine)
             return None
-        knee = knee_level([p for p in mine if p.settled])
-        if knee is not None and self.level > knee:
-            self.stop_reason = f"past the knee (c={knee:g})"
-            self.hold_level = int(knee)
+        knee = knee_of(mine)
+        if knee is not None and self.level > knee["concurrency"]:
+            self.stop_reason = f"past the knee (c={knee['concurrency']})"
+            self.hold_level = knee["concurrency"]
             return None
         if self.level * 2 > self.max_level:
             self.stop_reason = f"reached c={self.level}"

@@ -29,10 +29,9 @@ def lines(doc: dict[str, Any]) -> list[str]:
         out.append(f"Highest concurrency meeting the SLO: {doc['slo_max_concurrency']}.")
     for step in doc.get("steps") or []:
         srv = step.get("server") or {}
-        target, achieved = _num(step.get("concurrency")), _num(step.get("achieved_concurrency"))
-        if target and achieved is not None and achieved < 0.9 * target:
-            out.append(f"{_x(step)}: achieved concurrency {achieved:.1f} of {target:.0f} "
-                       "(client or server could not keep that many streams).")
+        for note in step.get("client_notes") or ():
+            out.append(f"{_x(step)}: client self-check: {note} (the client may be the "
+                       "bottleneck).")
         if (_num(srv.get("waiting_max")) or 0) > 0:
             out.append(f"{_x(step)}: requests queued on the server (waiting up to "
                        f"{srv['waiting_max']:.0f}).")

@@ -35,7 +35,7 @@ def x_of(step: dict[str, Any]) -> str:
 
 STEP_HEADER = ("c / rate", "s", "ok", "fail", "out tok/s", "req/s", "goodput",
                "TTFT p50/p90/p99 ms", "TPOT p50/p90 ms", "ITL p50/p99 ms", "E2EL p50/p90 s",
-               "achieved c", "KV max", "waiting max", "accept")
+               "achieved c", "loop lag p99 ms", "KV max", "waiting max", "accept")
 
 
 def step_row(s: dict[str, Any]) -> list[str]:
@@ -51,7 +51,8 @@ def step_row(s: dict[str, Any]) -> list[str]:
         f"{lat(s, 'tpot_ms', 'p50')} / {lat(s, 'tpot_ms', 'p90')}",
         f"{lat(s, 'itl_ms', 'p50')} / {lat(s, 'itl_ms', 'p99')}",
         f"{num(sec[0], 2)} / {num(sec[1], 2)}",
-        num(s.get("achieved_concurrency")), pct(srv.get("kv_usage_max")),
+        num(s.get("achieved_concurrency")), num(s.get("loop_lag_p99_ms")),
+        pct(srv.get("kv_usage_max")),
         num(srv.get("waiting_max"), 0), num(srv.get("acceptance_rate_mean"), 2),
     ]
 

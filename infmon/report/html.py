@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from infmon.report import svg
+from infmon.report.faults import fault_lines
 from infmon.report.fmt import STEP_HEADER, num, pct, server_rows, step_row
 from infmon.report.markdown import _knee_text
 
@@ -112,6 +113,13 @@ def _quality(q: dict[str, Any] | None) -> str:
     return head + table
 
 
+def _faults(doc: dict[str, Any]) -> list[str]:
+    lines = fault_lines(doc)
+    if not lines:
+        return []
+    return ["<h2>Faults</h2><ul>", *(f"<li>{escape(x)}</li>" for x in lines), "</ul>"]
+
+
 def render_html(doc: dict[str, Any], screenshot_svg: str | None = None) -> str:
     s, target = doc.get("session") or {}, doc.get("target") or {}
     title = escape(f"infmon report: {s.get('label') or s.get('dir') or 'session'}")
@@ -127,7 +135,7 @@ def render_html(doc: dict[str, Any], screenshot_svg: str | None = None) -> str:
         f"{escape(str(doc.get('slo_max_concurrency') or 'none'))}</p>",
         "<h2>Charts</h2>", *charts(doc),
         "<h2>Diagnosis</h2><ul>", *(f"<li>{escape(x)}</li>" for x in doc.get("diagnosis") or []),
-        "</ul><h2>Output quality</h2>", _quality(doc.get("quality")),
+        "</ul>", *_faults(doc), "<h2>Output quality</h2>", _quality(doc.get("quality")),
         "<h2>Caveats</h2><ul>", *(f"<li>{escape(x)}</li>" for x in doc.get("caveats") or []),
         "</ul>",
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infmon.report.faults import fault_lines
 from infmon.report.fmt import DASH, STEP_HEADER, num, pct, server_rows, step_row
 
 
@@ -45,6 +46,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         out += ["", "## Marks", ""]
         out += [f"- {num(e.get('t_s'))} s · {md_escape(e.get('kind'))} "
                 f"{md_escape(e.get('label') or '')}".rstrip() for e in marks]
+    faults = fault_lines(doc)
+    if faults:
+        out += ["", "## Faults", ""] + [f"- {md_escape(x)}" for x in faults]
     out += ["", "## Caveats", ""] + [f"- {md_escape(x)}" for x in doc.get("caveats") or []]
     return "\n".join(out) + "\n"
 

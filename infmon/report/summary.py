@@ -73,6 +73,10 @@ class _Steps:
 
     def __init__(self, step_events: list[dict[str, Any]], slo: Any, origin_s: float) -> None:
         self.step_events, self.slo, self.origin_s = step_events, slo, origin_s
+        self.ends_by_index = {e["index"]: e for e in step_events
+                              if e.get("kind") == "step_end" and isinstance(e.get("index"), int)}
+        """``step_end`` events carry the records' own step index (the monitor may leave a step
+        with no records, so counting would pair a step with its neighbour's end)."""
         self.order: list[int] = []
         self.open: dict[int, list[RequestRecord]] = {}
         self.done: dict[int, dict[str, Any]] = {}
@@ -94,8 +98,7 @@ class _Steps:
 
     def _close(self, idx: int) -> None:
         records = self.open.pop(idx)
-        ordinal = self.order.index(idx)
-        ev = self.step_events[ordinal] if ordinal < len(self.step_events) else {}
+        ev = self._event_of(idx)
         recorded = dict(ev.get("stats") or {})
         for key in ("concurrency", "rate"):
             if recorded.get(key) is None and ev.get(key) is not None:
@@ -109,6 +112,13 @@ class _Steps:
                              default=entry["start_s"] + self.origin_s) - self.origin_s
         entry["complete"] = bool(ev)
         self.done[idx] = entry
+
+    def _event_of(self, idx: int) -> dict[str, Any]:
+        """The step's end event: by its index, else (bench ``step`` events count from 0) by order."""
+        if self.ends_by_index:
+            return self.ends_by_index.get(idx, {})
+        ordinal = self.order.index(idx)
+        return self.step_events[ordinal] if ordinal < len(self.step_events) else {}
 
 
 def _marks(events: list[dict[str, Any]], origin_s: float) -> list[dict[str, Any]]:

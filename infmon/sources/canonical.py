@@ -7,6 +7,7 @@ give rates and window statistics; one gives the page's own values, histograms si
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -75,7 +76,7 @@ def _histogram(page: Page, base: str) -> Histogram | None:
         return None
     by_le: dict[float, float] = {}
     for s in buckets:
-        le = float(s.labels.get("le", "nan"))
+        le = _float_or_nan(s.labels.get("le"))
         by_le[le] = by_le.get(le, 0.0) + s.value
     bounds = tuple(sorted(b for b in by_le if b == b))
     return Histogram(
@@ -84,6 +85,14 @@ def _histogram(page: Page, base: str) -> Histogram | None:
         sum=sum(s.value for s in sums) if sums else None,
         count=sum(s.value for s in counts) if counts else None,
     )
+
+
+def _float_or_nan(text: str | None) -> float:
+    """A bucket bound; one that is not a number (a broken page) drops its bucket."""
+    try:
+        return float(text) if text is not None else math.nan
+    except ValueError:
+        return math.nan
 
 
 def _int(text: str | None) -> int | None:

@@ -60,6 +60,34 @@ def si(x: float | None) -> str:
     return f"{x:.0f}"
 
 
+def sig(x: float | None) -> str:
+    """Three significant digits, thousands as k/M/G: 2.59, 941, 53.9, 5.38k (axis labels)."""
+    if missing(x):
+        return MISSING
+    assert x is not None
+    if x == 0:
+        return "0"
+    if abs(x) >= 999.5:
+        return si(x)
+    return f"{x:.3g}"
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> tuple[float, ...]:
+    """Round values (steps of 1, 2, 2.5 or 5 × 10ⁿ), about ``count`` intervals, spanning
+    ``lo``..``hi``: axis ticks a reader can take in at a glance."""
+    if missing(lo) or missing(hi) or not (math.isfinite(lo) and math.isfinite(hi)):
+        return ()
+    if hi <= lo:
+        pad = abs(lo) * 0.1 or 1.0
+        lo, hi = lo - pad, hi + pad
+    raw = (hi - lo) / max(1, count)
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * (1 - 1e-9))
+    first = math.floor(lo / step + 1e-9)
+    last = math.ceil(hi / step - 1e-9)
+    return tuple(round(k * step, 12) for k in range(first, last + 1))
+
+
 def clock(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -25,6 +25,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from infmon.sim.launch import stop_process
+
 JOB = "infmon-e2e"
 
 
@@ -91,12 +93,7 @@ def prometheus_for(target_url: str, job: str = JOB, timeout_s: float = 30.0) -> 
             _wait_for_series(url, job, timeout_s, proc)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 10)
 
 
 @contextmanager

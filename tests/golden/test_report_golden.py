@@ -19,7 +19,8 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 def reports(tmp_path_factory) -> Path:
     session = tmp_path_factory.mktemp("golden") / "session"
     write_synthetic_session(session, concurrencies=(1, 4, 16, 64), step_duration_s=4.0,
-                            server=SyntheticServer(spec_acceptance=0.5), seed=7)
+                            server=SyntheticServer(spec_acceptance=0.5), seed=7,
+                            loop_lag_ms_per_stream=1.0)
     write_reports(session)
     return session
 

@@ -10,13 +10,14 @@ The cached environment and the tiny model are built by ``scripts/real_servers.py
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.real.harness import complete, rs
+from tests.real.harness import REPO, Tmux, complete, rs
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +63,28 @@ def transformers_server(real_setup, server_logs: Path) -> Iterator[rs.Server]:
     """
     with rs.serve_transformers(server_logs) as server:
         yield server
+
+
+@pytest.fixture
+def tui(tmp_path: Path) -> Iterator:
+    """Start ``infmon monitor URL …`` in a private tmux session: ``tui(url, *extra)`` returns
+    ``(tmux, session_dir)``. Teardown kills the tmux session, then checks that the monitor and
+    every process under it are gone; any that are not are SIGKILLed and the test fails."""
+    started: list[Tmux] = []
+
+    def start(url: str, *extra: str) -> tuple[Tmux, Path]:
+        tmux = Tmux(f"infmon-real-{len(started)}", tmp_path)
+        started.append(tmux)
+        session = tmp_path / "session"
+        tmux.start(["env", f"PYTHONPATH={REPO}", *monitor_cmd(url, session, *extra)], cwd=tmp_path)
+        return tmux, session
+
+    yield start
+    leftovers = {pid for tmux in started for pid in tmux.close()}
+    if leftovers:
+        pytest.fail(f"processes outlived their tmux session and were SIGKILLed: {sorted(leftovers)}")
+
+
+def monitor_cmd(url: str, session: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "infmon", "monitor", url, "--session-dir", str(session),
+            "--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "32", *extra]  # fmt: skip

@@ -6,10 +6,14 @@ cached environment, the tiny model, and starting/stopping servers.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
+import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -65,11 +69,13 @@ SPEC_FAMILIES = (
 )
 
 
-def infmon(*args: str, cwd: Path, timeout_s: float = 600.0) -> subprocess.CompletedProcess[str]:
-    """Run this checkout's infmon from the fast venv; never raises on a non-zero exit."""
+def infmon(*args: str, cwd: Path, timeout_s: float = 600.0,
+           cpus: set[int] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run this checkout's infmon (on CPUS when given); never raises on a non-zero exit."""
     cmd = [sys.executable, "-m", "infmon", *args]
-    env = {**rs.os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
+                          preexec_fn=rs.pin_self(cpus))  # fmt: skip
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
@@ -150,13 +156,19 @@ def rel_diff(a: float, b: float) -> float:
 
 
 class Tmux:
-    """One detached tmux session on a private socket, killed on close."""
+    """One detached tmux session on a private socket; ``close`` proves its processes are gone.
+
+    The pane's process and its descendants are noted while it runs; ``close`` kills the tmux
+    server (the pane gets SIGHUP), waits for every noted pid to go, SIGKILLs what is left and
+    returns those pids, so a test can fail when the monitor did not exit on its own.
+    """
 
     def __init__(self, name: str, socket_dir: Path) -> None:
         if shutil.which("tmux") is None:
             raise RuntimeError("tmux is not installed (apt-get install tmux; .ci/run does it)")
         self.name = name
         self.base = ["tmux", "-S", str(socket_dir / "tmux.sock")]
+        self.pids: set[int] = set()
 
     def tmux(self, *args: str) -> str:
         return subprocess.run(
@@ -164,24 +176,46 @@ class Tmux:
         ).stdout
 
     def start(self, command: list[str], cwd: Path, width: int = 160, height: int = 48) -> None:
-        shell_cmd = " ".join(_quote(c) for c in command)
+        shell_cmd = " ".join(shlex.quote(c) for c in command)
         self.tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
                   "-c", str(cwd), shell_cmd, ";", "set-option", "-t", self.name,
                   "remain-on-exit", "on")  # fmt: skip  (in one go: a fast exit stays visible)
         self.tmux("set-option", "-t", self.name, "window-size", "manual")
         self.tmux("resize-window", "-t", self.name, "-x", str(width), "-y", str(height))
+        self.note_pids()
+
+    def note_pids(self) -> None:
+        """Remember the pane's process and its descendants (called at start and on every poll)."""
+        with contextlib.suppress(subprocess.CalledProcessError, ValueError):
+            pane = int(self.tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip())
+            if _alive(pane):
+                self.pids |= rs.process_tree(pane)
 
     def screen(self) -> str:
+        self.note_pids()
         return self.tmux("capture-pane", "-p", "-t", self.name)
 
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", self.name, *keys)
 
     def pane_dead(self) -> tuple[bool, str]:
-        """(dead?, "exit N" or "signal S" once dead)."""
-        fmt = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"
-        dead, status, sig = self.tmux("display-message", "-p", "-t", self.name, fmt).strip().split("|")
-        return dead == "1", (f"signal {sig}" if sig else f"exit {status}") if dead == "1" else ""
+        """(dead?, "exit N" or "signal S" once the pane's process has exited).
+
+        tmux marks a pane dead when its terminal closes and fills in the status when it reaps the
+        process; tmux 3.3a was seen leaving that process a zombie, unreaped, for minutes. Until
+        tmux knows the status it is read from the zombie's /proc entry (the kernel keeps it).
+        """
+        fmt = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}|#{pane_pid}"
+        out = self.tmux("display-message", "-p", "-t", self.name, fmt).strip()
+        dead, status, sig, pid = out.split("|")
+        if dead != "1":
+            return False, ""
+        if status or sig:
+            return True, f"signal {sig}" if sig else f"exit {status}"
+        code = _zombie_exit_code(int(pid)) if pid.isdigit() else None
+        if code is None:
+            return False, ""
+        return True, f"signal {code & 0x7F}" if code & 0x7F else f"exit {code >> 8}"
 
     def wait_for(self, predicate, timeout_s: float, what: str) -> str:
         deadline = time.monotonic() + timeout_s
@@ -193,11 +227,38 @@ class Tmux:
             time.sleep(0.5)
         raise AssertionError(f"timed out waiting for {what}; screen:\n{text}")
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 15.0) -> list[int]:
+        """Kill the tmux server, then make sure every process it ran is gone.
+
+        Returns the pids that were still alive after ``grace_s`` and had to be SIGKILLed.
+        """
+        self.note_pids()
         subprocess.run([*self.base, "kill-server"], capture_output=True)
+        deadline = time.monotonic() + grace_s
+        while any(_alive(p) for p in self.pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        leftovers = sorted(p for p in self.pids if _alive(p))
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return leftovers
 
 
-def _quote(arg: str) -> str:
-    import shlex
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat from field 3 (state) on; [] when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
 
-    return shlex.quote(arg)
+
+def _zombie_exit_code(pid: int) -> int | None:
+    """The wait status a zombie will report (stat field 52), None unless PID is a zombie."""
+    fields = _stat_fields(pid)
+    return int(fields[-1]) if len(fields) >= 50 and fields[0] == "Z" else None
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie is not: it has exited and only waits to be reaped)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] != "Z"

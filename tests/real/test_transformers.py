@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.real.harness import explain, infmon, rs
-from tests.real.test_tui import _run_tui
+from tests.real.test_tui import quit_cleanly
 
 pytestmark = pytest.mark.real_server
 
@@ -39,20 +39,14 @@ def test_bench_against_transformers_serve(
     assert len(errors) <= 1, f"an error storm about /metrics: {errors[:5]}"
 
 
-def test_tui_shows_no_server_metrics(transformers_server: rs.Server, tmp_path: Path) -> None:
-    tmux, _ = _run_tui(transformers_server.url, tmp_path, "--model", str(rs.model_dir()))
-    try:
-        screen = tmux.wait_for(lambda s: "no server metrics" in s.lower(), timeout_s=60,
-                               what='"no server metrics"')  # fmt: skip
-        time.sleep(5)  # a few scrape intervals: the message must stay one line, not a storm
-        screen = tmux.screen()
-        assert "Traceback" not in screen, screen
-        noisy = [line for line in screen.splitlines() if "404" in line or "error" in line.lower()]
-        assert len(noisy) <= 1, "\n".join(noisy)
-        tmux.keys("q")
-        deadline = time.monotonic() + 30
-        while not tmux.pane_dead()[0] and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert tmux.pane_dead() == (True, "exit 0"), tmux.screen()
-    finally:
-        tmux.close()
+def test_tui_shows_no_server_metrics(transformers_server: rs.Server, tui) -> None:
+    tmux, _ = tui(transformers_server.url, "--model", str(rs.model_dir()))
+    tmux.wait_for(lambda s: "no server metrics" in s.lower(), timeout_s=60,
+                  what='"no server metrics"')  # fmt: skip
+    time.sleep(5)  # a few scrape intervals: the message must stay put, not become a storm
+    screen = tmux.screen()
+    assert "Traceback" not in screen and "waiting for the first scrape" not in screen, screen
+    noisy = [line for line in screen.splitlines() if "404" in line or "error" in line.lower()]
+    assert len(noisy) <= 1, "\n".join(noisy)
+    print(f"\nTUI against transformers serve:\n{screen}")
+    quit_cleanly(tmux)

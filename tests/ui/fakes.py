@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from infmon.clock import FakeClock
-from infmon.model.dashboard import Slo
 from infmon.model.records import RequestRecord
 from infmon.model.session import Session, SessionConfig
+from infmon.model.stats import SLO
 
 
 class FakeDriver:
@@ -68,7 +68,7 @@ def record(i: int, sent: float, level: int, tokens: int = 64) -> RequestRecord:
 def populated_session(clock: FakeClock, *, spec: bool = False, steps=(1, 2, 4, 8, 16),
                       step_s: float = 20.0) -> Session:
     """A session that ran a sweep: deterministic records, one server snapshot per second."""
-    session = Session(SessionConfig(endpoint="http://127.0.0.1:8000", slo=Slo(ttft_s=0.5),
+    session = Session(SessionConfig(endpoint="http://127.0.0.1:8000", slo=SLO(ttft_s=0.5),
                                     step_warmup_s=2.0), start_s=clock.now())
     session.set_server_info(model="Qwen/Qwen2.5-7B-Instruct", backend="vLLM", version="0.32 V1")
     session.set_paused(False, clock.now())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infmon.model.server import SourceState, unavailable
 from infmon.model.session import Session, SessionConfig
 from infmon.ui.panes import (
     EventsPane,
@@ -77,6 +78,24 @@ async def test_server_down_shows_when_it_went_down(clock):
         app.render_tick()
         assert "DOWN" not in text_of(app, ServerPane)
         assert "running 3" in text_of(app, ServerPane)
+
+
+async def test_a_server_without_metrics_says_so_instead_of_waiting(clock):
+    """`transformers serve` has no /metrics: the poller reports `no_metrics`, which is an answer."""
+    session = Session(SessionConfig(endpoint="http://x"), start_s=0.0)
+    app = make_app(session, clock=clock)
+    async with app.run_test(size=(160, 48)):
+        assert "waiting for the first scrape" in text_of(app, ServerPane)
+        snap = unavailable(1.0, SourceState.NO_METRICS, "no_metrics", "http://x/metrics: 404")
+        session.ingest_server_snapshot(snap, clock.advance(1.0))
+        app.render_tick()
+        server = text_of(app, ServerPane)
+        assert "no server metrics" in server and "waiting" not in server
+        assert "DOWN" not in server and "server down" not in text_of(app, HeaderBar)
+        assert "no server metrics" in text_of(app, KvPane)
+        session.ingest_server_snapshot(snap, clock.advance(1.0))  # every poll: one event, no storm
+        app.render_tick()
+        assert text_of(app, EventsPane).count("no /metrics") == 1
 
 
 async def test_spec_decoding_pane_only_when_the_server_does_it(clock):

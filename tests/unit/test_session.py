@@ -2,9 +2,9 @@ import math
 
 import numpy as np
 
-from infmon.model.dashboard import Slo
 from infmon.model.records import RequestRecord
 from infmon.model.session import Session, SessionConfig, percentiles
+from infmon.model.stats import SLO
 
 
 def rec(i, sent, ttft=0.1, n=10, gap=0.02, error=None):
@@ -95,7 +95,7 @@ def test_step_throughput_counts_tokens_generated_inside_the_step():
 
 
 def test_slo_goodput_and_limit():
-    s = Session(SessionConfig(slo=Slo(ttft_s=0.5), step_warmup_s=0.0))
+    s = Session(SessionConfig(slo=SLO(ttft_s=0.5), step_warmup_s=0.0))
     s.set_load("closed", 1, 0.0)
     for k in range(5):
         s.add_record(rec(k, k, ttft=0.1))

@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from infmon.model.dashboard import KneeView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
-from infmon.ui.widgets.chart import Chart, Line
+from infmon.ui.widgets.chart import Chart, Line, VLine
 
 
 class KneePane(Pane):
@@ -35,13 +35,23 @@ class KneePane(Pane):
         self.query_one(Body).show(text)
         chart = self.query_one(Chart)
         if chart.display:
-            xs = tuple(p.level for p in k.steps)
-            vlines = [(k.knee_level, "knee")] if k.knee_level is not None else []
-            if k.slo_limit_level is not None:
-                vlines.append((k.slo_limit_level, "slo"))
-            chart.show([Line("", tuple(p.output_tokens_per_s for p in k.steps), "client", xs=xs,
-                             scatter=True),
-                        Line("", tuple(p.p90_e2el_s for p in k.steps), "latency-p90",
-                             xs=xs, scatter=True, right=True)],
-                       vlines=vlines, xlabel="concurrency (log): tok/s left, p90 E2E s right",
-                       log_x=True)
+            self._chart(chart, k)
+
+    @staticmethod
+    def _chart(chart: Chart, k: KneeView) -> None:
+        """A line through the steps, a marker on each (the latest step at each level), the knee
+        and the SLO limit as labelled verticals."""
+        latest = sorted({p.level: p for p in k.steps}.values(), key=lambda p: p.level)
+        xs = tuple(p.level for p in latest)
+        vlines: list[VLine] = []
+        if k.knee_level is not None:
+            same = k.knee_level == k.slo_limit_level
+            vlines.append((k.knee_level, "knee", "knee=SLO" if same else "knee"))
+        if k.slo_limit_level is not None and k.slo_limit_level != k.knee_level:
+            vlines.append((k.slo_limit_level, "slo", "SLO"))
+        chart.show([Line("", tuple(p.output_tokens_per_s for p in latest), "client", xs=xs,
+                         points="●"),
+                    Line("", tuple(p.p90_e2el_s for p in latest), "latency-p90", xs=xs,
+                         points="◆", right=True)],
+                   vlines=vlines, xlabel="● tok/s  ◆ p90 E2E s  vs c",
+                   log_x=True)

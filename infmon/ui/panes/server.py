@@ -27,6 +27,9 @@ class ServerPane(Pane):
             text.append(f"DOWN since {since}", self.style("error", True))
             text.append(f": {s.error or 'no response'}\n", self.style("error"))
         elif not s.has_data:
+            if s.no_metrics:
+                return Text("no server metrics (the server has no /metrics): client view only",
+                            style=muted)
             return Text("waiting for the first scrape…", style=muted)
         values = Text.assemble(
             ("running ", muted), (f.num(s.running), "bold"),
@@ -52,7 +55,8 @@ class KvPane(Pane):
     def watch_snapshot(self, s: ServerView) -> None:
         muted = self.style("muted")
         if not s.has_data:
-            self.query_one(Body).show(Text("no KV data yet", style=muted))
+            empty = "no server metrics" if s.no_metrics else "no KV data yet"
+            self.query_one(Body).show(Text(empty, style=muted))
             return
         width = max(10, (self.content_size.width or 30) - 6)
         filled, empty = f.bar(s.kv_usage_fraction, width)

@@ -1,0 +1,32 @@
+"""The knee chart: a line with a marker per step, round 3-significant-digit ticks, the knee and
+the SLO limit drawn as labelled verticals (the same knee the report states)."""
+
+from __future__ import annotations
+
+import re
+
+from infmon.ui.panes import KneePane
+from infmon.ui.widgets.chart import Chart
+from tests.ui.conftest import make_app
+from tests.ui.fakes import populated_session
+
+
+def chart_text(app) -> str:
+    chart = app.query_one(KneePane).query_one(Chart)
+    return chart.render().plain
+
+
+async def test_knee_chart_marks_steps_knee_and_slo(clock):
+    app = make_app(populated_session(clock), clock=clock, concurrency=16)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.session.set_load("closed", 32, clock.now())
+        clock.advance(10.0)
+        app.render_tick()
+        await pilot.pause()
+        text = chart_text(app)
+        assert text.count("●") >= 4 and text.count("◆") >= 4  # one marker per step level
+        assert "knee" in text and "SLO" in text
+        axis = text.splitlines()[-3:]
+        assert re.search(r"\b1\s+2\s+4\s+8\s+16\b", " ".join(axis))
+        assert not re.search(r"\d\.\d{3,}", text), "axis labels keep 3 significant digits"
+        assert chart_text(app) == text  # drawing again (a refresh) gives the same chart
