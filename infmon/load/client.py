@@ -335,9 +335,14 @@ class StreamingClient:
         elif isinstance(prompt, list):
             prompt = Prompt(messages=tuple((m.get("role", "user"), m["content"]) for m in prompt))
         caps = self.capabilities or await self.detect_capabilities()
+
+        def label(rec: RequestRecord) -> RequestRecord:
+            return replace(rec, step=step, concurrency=concurrency, rate=rate, warmup=warmup)
+
+        report_cancel = None if on_cancel is None else (lambda partial: on_cancel(label(partial)))
         rec = await self._stream(request_id, prompt, output_tokens, caps, extra_body or {},
-                                 on_cancel, keep_text=keep_text)  # fmt: skip
-        return replace(rec, step=step, concurrency=concurrency, rate=rate, warmup=warmup)
+                                 report_cancel, keep_text=keep_text)  # fmt: skip
+        return label(rec)
 
     def _body(self, prompt: Prompt, max_tokens: int, caps: ServerCapabilities,
               extra: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip

@@ -238,13 +238,15 @@ async def test_cancelled_stream_yields_a_cancelled_record() -> None:
 
     client = make_client(clock, httpx.MockTransport(handler))
     got: list[RequestRecord] = []
-    task = asyncio.ensure_future(client.stream(5, Prompt(text="x"), 4, on_cancel=got.append))
+    task = asyncio.ensure_future(client.stream(5, Prompt(text="x"), 4, step=3, concurrency=16,
+                                               on_cancel=got.append))
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     await client.aclose()
     assert got and got[0].error_kind == ErrorKind.CANCELLED and len(got[0].chunk_times_s) == 1
+    assert (got[0].step, got[0].concurrency) == (3, 16), "a cancelled record keeps its step's labels"
 
 
 def test_client_limits_and_timeouts_are_explicit() -> None:
