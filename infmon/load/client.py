@@ -451,17 +451,13 @@ class StreamingClient:
 async def _consume(resp: Opened, st: _StreamState, clock: Clock) -> None:
     """Decode the body as it arrives; each event is stamped with the time its bytes were read
     from the socket (``Opened.read_time``), so decoding and scheduling never count as latency."""
-    decoder = SSEDecoder()
     chunks, read_time = resp.chunks, resp.read_time
     async for chunk in chunks:
-        t = read_time()
-        for ev in decoder.feed(chunk):
-            st.event(ev.data, t)
+        st.feed(chunk, read_time())
         if st.done:
             await drain(chunks)
             return
-    for ev in decoder.finish():
-        st.event(ev.data, clock.now())
+    st.finish(clock.now())
 
 
 def _check_complete(st: _StreamState) -> None:
