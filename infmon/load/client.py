@@ -28,7 +28,13 @@ from infmon.clock import Clock, MonotonicClock
 from infmon.config import Config
 from infmon.load.h1 import H1Pool, H1Settings, WireError
 from infmon.load.prompts import Prompt
-from infmon.load.sse import SSEDecoder, SSEError
+from infmon.load.sse import SSEError
+from infmon.load.stream_state import (
+    StreamFailure,
+    StreamState,
+    check_complete,
+    error_text,
+)
 from infmon.load.wire import Opened, drain, httpx_post
 from infmon.model.records import ErrorKind, RequestRecord
 
@@ -85,97 +91,6 @@ class ServerCapabilities:
     stream_options: bool
     vllm_fields: bool
     """``ignore_eos`` and ``min_tokens`` (vLLM only; strict servers answer 422)."""
-
-
-class _StreamFailure(Exception):
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class _StreamState:
-    """Accumulates one stream's chunks; plain lists, no per-chunk objects."""
-
-    __slots__ = ("decoder", "done", "finish_reason", "output_tokens", "prompt_tokens", "status", "texts", "times", "tokens")
-
-    def __init__(self, keep_text: bool) -> None:
-        self.decoder = SSEDecoder()
-        self.status: int | None = None
-        """The response status, set by the wire as soon as the head is read."""
-        self.times: list[float] = []
-        self.tokens: list[int] = []
-        self.texts: list[str] | None = [] if keep_text else None
-        self.done = False
-        self.finish_reason: str | None = None
-        self.prompt_tokens: int | None = None
-        self.output_tokens: int | None = None
-
-    def feed(self, data: bytes, read_s: float) -> None:
-        """Bytes of the body as read (``h1.Sink``): every event they complete is stamped ``read_s``."""
-        for ev in self.decoder.feed(data):
-            self.event(ev.data, read_s)
-
-    def finish(self, t: float) -> None:
-        """End of body: what the decoder still holds (a last event without its blank line)."""
-        for ev in self.decoder.finish():
-            self.event(ev.data, t)
-
-    def event(self, data: str, t: float) -> None:
-        if data == "[DONE]":
-            self.done = True
-            return
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (not JSON)") from None
-        if not isinstance(obj, dict):
-            raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (not a JSON object)")
-        choices = obj.get("choices")
-        if choices:
-            if not isinstance(choices, list):
-                raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (choices is not a list)")
-            self._choice(choices[0], t)
-        elif obj.get("error"):
-            raise _StreamFailure(ErrorKind.SERVER, "server error in stream: " + _error_text(obj))
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            self.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-            self.output_tokens = _int_or_none(usage.get("completion_tokens"))
-
-    def _choice(self, c0: Any, t: float) -> None:
-        if not isinstance(c0, dict):
-            raise _StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (choice is not an object)")
-        self.times.append(t)
-        ids = c0.get("token_ids")
-        self.tokens.append(len(ids) if isinstance(ids, list) else -1)
-        if c0.get("finish_reason"):
-            self.finish_reason = str(c0["finish_reason"])
-        if self.texts is not None:
-            delta = c0.get("delta")
-            text = delta.get("content") if isinstance(delta, dict) else c0.get("text")
-            if isinstance(text, str):
-                self.texts.append(text)
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _error_text(obj: Any) -> str:
-    """The human part of an OpenAI/vLLM/FastAPI error body, on one line."""
-    msg: Any = obj
-    if isinstance(obj, dict):
-        err = obj.get("error")
-        if isinstance(err, dict):
-            msg = err.get("message") or err
-        elif isinstance(err, str):
-            msg = err
-        elif "message" in obj:
-            msg = obj["message"]
-        elif "detail" in obj:
-            msg = obj["detail"]
-    text = msg if isinstance(msg, str) else json.dumps(msg)[:300]
-    return " ".join(text.split())[:300]
 
 
 class StreamingClient:
@@ -363,7 +278,7 @@ class StreamingClient:
                       extra: Mapping[str, Any], on_cancel: Callable[[RequestRecord], None] | None,
                       keep_text: bool = False) -> RequestRecord:  # fmt: skip
         content = json.dumps(self._body(prompt, max_tokens, caps, extra)).encode()
-        st = _StreamState(keep_text)
+        st = StreamState(keep_text)
         clock = self._clock
         status: int | None = None
         sent = clock.now()
@@ -372,21 +287,21 @@ class StreamingClient:
             if self._wire is not None:
                 status, error_body = await self._wire.post(self._path, content, headers, st)
                 if status >= 300:
-                    raise _StreamFailure(ErrorKind.HTTP, self._error_message(status, error_body, self._path))
+                    raise StreamFailure(ErrorKind.HTTP, self._error_message(status, error_body, self._path))
                 st.finish(clock.now())
             else:
                 async with httpx_post(self._http, clock.now, self._path, content, headers) as resp:
                     status = resp.status
                     if status >= 400:
-                        raise _StreamFailure(ErrorKind.HTTP, self._error_message(status, await resp.read_body(), self._path))
+                        raise StreamFailure(ErrorKind.HTTP, self._error_message(status, await resp.read_body(), self._path))
                     await _consume(resp, st, clock)
-            _check_complete(st)
+            check_complete(st)
         except asyncio.CancelledError:
             rec = self._record(request_id, sent, st, status, ErrorKind.CANCELLED, "cancelled at shutdown")
             if on_cancel is not None:
                 on_cancel(rec)
             raise
-        except _StreamFailure as exc:
+        except StreamFailure as exc:
             return self._record(request_id, sent, st, status, exc.kind, str(exc))
         except SSEError as exc:
             return self._record(request_id, sent, st, status, ErrorKind.PROTOCOL, str(exc))
@@ -397,7 +312,7 @@ class StreamingClient:
             return self._record(request_id, sent, st, status or st.status, exc.kind, self.scrub(str(exc)))
         return self._record(request_id, sent, st, status, None, None)
 
-    def _record(self, request_id: int, sent: float, st: _StreamState, status: int | None,
+    def _record(self, request_id: int, sent: float, st: StreamState, status: int | None,
                 kind: str | None, message: str | None) -> RequestRecord:  # fmt: skip
         tokens = tuple(st.tokens) if st.tokens and min(st.tokens) >= 0 else ()
         return RequestRecord(
@@ -422,7 +337,7 @@ class StreamingClient:
 
     def _error_message(self, status: int, body: bytes, path: str) -> str:
         try:
-            detail = _error_text(json.loads(body))
+            detail = error_text(json.loads(body))
         except ValueError:
             detail = " ".join(body.decode("utf-8", "replace").split())[:200]
         hint = {401: " (check --api-key)", 403: " (check --api-key)",
@@ -448,7 +363,7 @@ class StreamingClient:
         return ErrorKind.OTHER, self.scrub(f"{exc.__class__.__name__}: {reason}")
 
 
-async def _consume(resp: Opened, st: _StreamState, clock: Clock) -> None:
+async def _consume(resp: Opened, st: StreamState, clock: Clock) -> None:
     """Decode the body as it arrives; each event is stamped with the time its bytes were read
     from the socket (``Opened.read_time``), so decoding and scheduling never count as latency."""
     chunks, read_time = resp.chunks, resp.read_time
@@ -458,14 +373,6 @@ async def _consume(resp: Opened, st: _StreamState, clock: Clock) -> None:
             await drain(chunks)
             return
     st.finish(clock.now())
-
-
-def _check_complete(st: _StreamState) -> None:
-    """A stream is complete on ``[DONE]`` or a finish reason (servers that never send [DONE])."""
-    if not st.done and st.finish_reason is None:
-        raise _StreamFailure(ErrorKind.RESET, "stream ended before the response was complete")
-    if not st.times:
-        raise _StreamFailure(ErrorKind.PROTOCOL, "stream carried no content chunk")
 
 
 def _verify(params: ClientParams) -> ssl.SSLContext | bool:

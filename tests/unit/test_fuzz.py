@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infmon.config import ConfigError, build_config
-from infmon.load.client import _StreamFailure, _StreamState
+from infmon.load.client import StreamFailure, StreamState
 from infmon.load.prompts import DatasetError, Prompt, load_dataset
 from infmon.load.sse import SSEDecoder, SSEError
 from infmon.sources.canonical import read_page, snapshot_from, snapshot_of_page
@@ -87,10 +87,10 @@ def test_sse_line_limit_raises_only_sse_error(data: bytes, cuts: list[int], limi
 @given(st.one_of(stream_objects.map(json.dumps), json_values.map(json.dumps), st.text(max_size=40)))
 def test_stream_events_fail_only_as_stream_failures(data: str) -> None:
     """Whatever JSON (or not) a server puts in ``data:``, the request fails as data or succeeds."""
-    state = _StreamState(keep_text=True)
+    state = StreamState(keep_text=True)
     try:
         state.event(data, 1.0)
-    except _StreamFailure as exc:
+    except StreamFailure as exc:
         assert exc.kind in ("protocol", "server") and str(exc)
         return
     assert state.texts is not None and all(isinstance(t, str) for t in state.texts)

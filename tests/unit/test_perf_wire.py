@@ -180,7 +180,7 @@ async def test_every_request_carries_a_unique_request_id() -> None:
 async def test_chunks_are_stamped_when_read_before_any_decoding(monkeypatch) -> None:
     """Each event carries the time its bytes were read from the socket, taken before they are
     parsed: decoding (slowed here to 30 ms a read) never counts as latency."""
-    import infmon.load.client as client_mod
+    import infmon.load.sse as sse_mod
 
     slow_s, gap_s, n = 0.03, 0.1, 3
     written_s: list[float] = []
@@ -194,13 +194,13 @@ async def test_chunks_are_stamped_when_read_before_any_decoding(monkeypatch) -> 
         w.write(chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await w.drain()
 
-    original = client_mod.SSEDecoder.feed
+    original = sse_mod.SSEDecoder.feed
 
-    def slow_feed(self: client_mod.SSEDecoder, chunk: bytes) -> list[client_mod.SSEEvent]:
+    def slow_feed(self: sse_mod.SSEDecoder, chunk: bytes) -> list[sse_mod.SSEEvent]:
         time.sleep(slow_s)
         return original(self, chunk)
 
-    monkeypatch.setattr(client_mod.SSEDecoder, "feed", slow_feed)
+    monkeypatch.setattr(sse_mod.SSEDecoder, "feed", slow_feed)
     async with server(paced) as (url, _):
         c = client(url)
         rec = await c.stream(1, Prompt(text="hi"), n)
