@@ -428,7 +428,8 @@ def bench_ref_cmd(url: str, result_dir: Path, concurrency: int, num_prompts: int
     cmd += ["--base-url", url, "--model", MODEL_NAME, "--tokenizer", str(model_dir())]
     cmd += ["--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "32"]
     cmd += ["--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency)]
-    cmd += ["--ignore-eos", "--save-result", "--result-dir", str(result_dir), "--seed", "0"]
+    cmd += ["--ignore-eos", "--save-result", "--save-detailed", "--result-dir", str(result_dir)]
+    cmd += ["--seed", "0"]
     return cmd
 
 

@@ -49,7 +49,8 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-concurrency", metavar="N", help="cap on in-flight requests in rate mode (default 256)")
     g.add_argument("--arrival", choices=("poisson", "gamma"), help="open-loop arrivals (default poisson)")
     g.add_argument("--step-duration", metavar="DUR", help="measured time per step, e.g. 20s (default 20s)")
-    g.add_argument("--step-requests", metavar="N", help="also end a step after N measured requests")
+    g.add_argument("--step-requests", metavar="N",
+                   help="send at most N measured requests per step (as vllm bench serve --num-prompts)")
     g.add_argument("--warmup", metavar="DUR", help="warm-up per step, excluded (default 10%% of the step)")
     g.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=None,
                    help="pin output length with ignore_eos/min_tokens where the server accepts them (default on)")  # fmt: skip

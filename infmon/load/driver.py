@@ -84,6 +84,8 @@ class LoadDriver:
         self._area_t = self.clock.now()
         self._area_samples: deque[tuple[float, float]] = deque(maxlen=4096)
         self._stopping = False
+        self._send_budget: int | None = None
+        self._on_budget_spent: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ control
 
@@ -122,8 +124,38 @@ class LoadDriver:
         self._resumed.clear()
 
     def resume(self) -> None:
+        """Send again (lifts a spent ``limit_sends`` budget)."""
+        self._send_budget = self._on_budget_spent = None
         self.paused = False
         self._resumed.set()
+
+    def limit_sends(self, n: int | None, spent: Callable[[], None] | None = None) -> None:
+        """Send at most ``n`` more measured (non-warm-up) requests, then pause and call ``spent``.
+
+        Like ``vllm bench serve --num-prompts``: the step holds exactly ``n`` requests, and
+        the ones in flight when the last is sent finish normally. ``None`` lifts the limit.
+        """
+        self._send_budget, self._on_budget_spent = n, spent
+        if n is not None and n <= 0:
+            self._spend_budget(0)
+
+    def _may_send(self) -> bool:
+        """Take one send from the budget (decided where the request is decided, so an open loop
+        cannot overshoot); False when it is spent."""
+        if self._send_budget is None or self.clock.now() < self._warmup_until_s:
+            return True
+        if self._send_budget <= 0:
+            return False
+        self._spend_budget(self._send_budget - 1)
+        return True
+
+    def _spend_budget(self, left: int) -> None:
+        self._send_budget = left
+        if left <= 0:
+            self.pause()
+            spent, self._on_budget_spent = self._on_budget_spent, None
+            if spent is not None:
+                spent()
 
     def next_step(self, warmup_s: float = 0.0) -> int:
         """Start a new step; requests sent in its first ``warmup_s`` are flagged warm-up."""
@@ -241,7 +273,7 @@ class LoadDriver:
             while not self._stopping:
                 if self.mode != "closed" or len(self._workers) > (self.target or 0):
                     return
-                if self.paused:
+                if self.paused or not self._may_send():
                     await self._resumed.wait()
                     continue
                 rec = await self._one_request()
@@ -267,7 +299,7 @@ class LoadDriver:
             delay = next_t - self.clock.now()
             if delay > 0:
                 await asyncio.sleep(delay)
-            while self.paused or self.inflight >= self.max_concurrency:
+            while self.paused or self.inflight >= self.max_concurrency or not self._may_send():
                 if self.paused:
                     await self._resumed.wait()
                     next_t = self.clock.now()

@@ -1,9 +1,9 @@
 """The step runner: hold each load level for its warm-up plus measured window, then summarize.
 
 A step: set the level, run ``warmup_s`` (requests sent then are flagged and excluded), measure
-for ``duration_s`` (or until ``max_requests`` measured requests finished), then pause and let the
-step's in-flight requests finish, so each step's records are complete and no request straddles
-two levels. The step's duration runs from the end of warm-up to the later of the window's end
+for ``duration_s`` (or until ``max_requests`` measured requests were sent, as ``vllm bench serve
+--num-prompts`` sends exactly that many), then pause and let the step's in-flight requests
+finish, so each step's records are complete and no request straddles two levels. The step's duration runs from the end of warm-up to the later of the window's end
 and its last request's end (vLLM's benchmark duration). Used by ``infmon bench`` and the sweep.
 """
 
@@ -70,20 +70,9 @@ class StepCollector:
     def __init__(self, *sinks: Callable[[RequestRecord], None]) -> None:
         self.by_step: dict[int, list[RequestRecord]] = defaultdict(list)
         self.sinks = sinks
-        self._limit: tuple[int, int, Callable[[], None]] | None = None
-        self._measured = 0
-
-    def arm(self, step: int, n: int, reached: Callable[[], None]) -> None:
-        """Call ``reached()`` as soon as ``n`` measured records of ``step`` have arrived."""
-        self._limit, self._measured = (step, n, reached), 0
 
     def __call__(self, rec: RequestRecord) -> None:
         self.by_step[rec.step].append(rec)
-        if self._limit is not None and rec.step == self._limit[0] and not rec.warmup:
-            self._measured += 1
-            if self._measured >= self._limit[1]:
-                reached, self._limit = self._limit[2], None
-                reached()
         for sink in self.sinks:
             sink(rec)
 
@@ -138,12 +127,7 @@ async def _run_one(driver: LoadDriver, collector: StepCollector, spec: StepSpec,
     w0, area0 = clock.now(), driver.inflight_area_s()
     limit_reached = asyncio.Event()
     if spec.max_requests is not None:
-
-        def reached() -> None:
-            driver.pause()  # at once, so the step overshoots by at most the in-flight requests
-            limit_reached.set()
-
-        collector.arm(step, spec.max_requests, reached)
+        driver.limit_sends(spec.max_requests, limit_reached.set)  # exactly N, then it pauses
     await _hold(clock, w0 + spec.duration_s, tick_s, lambda: tick("measure"), limit_reached)
     t_end = clock.now()
     achieved = (driver.inflight_area_s() - area0) / (t_end - w0) if t_end > w0 else math.nan

@@ -44,7 +44,21 @@ async def test_step_ends_early_at_request_limit() -> None:
     stats = await run_steps(driver, collector, plan, clock=clock)
     await driver.stop()
     assert clock.now() - t0 < 2.0
-    assert 10 <= stats[0].completed <= 11  # at most the in-flight request overshoots
+    assert stats[0].completed == 10  # exactly N sent (vllm bench serve's --num-prompts), all finished
+
+
+async def test_request_limit_is_exact_in_open_loop_and_per_step() -> None:
+    """A burst of arrivals cannot overshoot the limit, warm-up requests do not count, and the
+    next step gets its own N."""
+    clock = MonotonicClock()
+    collector = StepCollector()
+    driver = LoadDriver(FakeStreamClient(latency_s=0.05), Workload(), collector, clock)
+    plan = [StepSpec(rate=400.0, max_concurrency=64, duration_s=30.0, warmup_s=0.05, max_requests=7),
+            StepSpec(concurrency=3, duration_s=30.0, warmup_s=0.0, max_requests=5)]  # fmt: skip
+    stats = await run_steps(driver, collector, plan, clock=clock)
+    await driver.stop()
+    assert [s.completed for s in stats] == [7, 5]
+    assert stats[0].warmup_excluded > 0
 
 
 def test_plan_from_config() -> None:
