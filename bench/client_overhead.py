@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from infmon.sim.trace import settled  # noqa: E402
+
 LISTEN_RE = re.compile(r"listening on (http://\S+)")
 LAG_INTERVAL_S = 0.02
 CLIENTS = ("infmon", "reference")
@@ -101,11 +103,12 @@ async def _infmon_worker(args: argparse.Namespace) -> dict[str, Any]:
     await client.detect_capabilities()
     records: list[Any] = []
     with tempfile.TemporaryDirectory() as tmp:
-        journal = JournalWriter(Path(tmp))
+        journal = None if args.no_journal else JournalWriter(Path(tmp))
 
         def on_record(rec: Any) -> None:
             records.append(rec)
-            journal.write_record(rec)
+            if journal is not None:
+                journal.write_record(rec)
 
         workload = Workload(prompt_tokens=args.prompt_tokens,
                             output_tokens=(args.output_tokens, args.output_tokens), seed=0)
@@ -118,7 +121,8 @@ async def _infmon_worker(args: argparse.Namespace) -> dict[str, Any]:
         await driver.wait_idle(120)
         await driver.stop()
         probe.cancel()
-        journal.close()
+        if journal is not None:
+            journal.close()
     await client.aclose()
     prefix = client.request_id_prefix
     reqs = [(f"{prefix}{r.request_id}", r.sent_s, list(r.chunk_times_s), r.output_tokens)
@@ -295,6 +299,7 @@ def run_worker(args: argparse.Namespace, url: str, model: str, client: str, c: i
                "--concurrency", str(c), "--warmup", str(args.warmup), "--duration", str(args.duration),
                "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", str(args.output_tokens),
                "--cpu", str(args.client_cpu), "--out", out.name] + (["--asyncio"] if args.asyncio else [])
+        cmd += ["--no-journal"] if args.no_journal else []
         subprocess.run(cmd, check=True, cwd=REPO)
         return json.loads(Path(out.name).read_text())
 
@@ -423,8 +428,7 @@ def main(args: argparse.Namespace) -> None:
                     sim_lag_p99_ms(url)  # resets the simulator's lag window
                     got[name] = run_worker(args, url, model, name, c)
                     sim_lag[name] = sim_lag_p99_ms(url)
-                time.sleep(0.3)  # the trace line is written when a request finishes
-                trace = read_trace(trace_path)
+                trace = read_trace(settled(trace_path))  # rows are written shortly after a request ends
                 s = {name: {**summary(got[name], trace), "sim_lag_p99_ms": sim_lag[name]} for name in CLIENTS}
                 for name in CLIENTS:
                     print(row(c, name, s[name]), flush=True)
@@ -463,6 +467,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--client-cpu", type=int, default=1, help="core for each client (-1: no pinning)")
     p.add_argument("--asyncio", action="store_true",
                    help="run both clients on asyncio's own loop (default: uvloop, as `infmon bench` does)")
+    p.add_argument("--no-journal", action="store_true",
+                   help="infmon without its session journal (to measure what recording costs)")
     p.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     p.add_argument("--worker", choices=CLIENTS, help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)

@@ -12,9 +12,13 @@ import itertools
 import math
 from typing import Any
 
+import numpy as np
+
 from infmon.model.records import RequestRecord
 
 US = 1_000_000
+_NUMPY_FROM = 16
+"""Chunk lists longer than this are encoded with numpy (its fixed cost pays off from here)."""
 
 
 def _us(offset_s: float) -> int:
@@ -24,13 +28,16 @@ def _us(offset_s: float) -> int:
 def encode_record(r: RequestRecord) -> dict[str, Any]:
     """The record as a small JSON-ready dict (short keys, defaults omitted)."""
     d: dict[str, Any] = {"i": r.request_id, "t": round(r.sent_s, 6)}
-    if r.chunk_times_s:
-        offsets = [_us(t - r.sent_s) for t in r.chunk_times_s]
+    times = r.chunk_times_s
+    if len(times) > _NUMPY_FROM:  # the same integers (IEEE arithmetic, round-half-even), 2x faster
+        d["c"] = np.diff(np.rint((np.array(times) - r.sent_s) * US).astype(np.int64), prepend=0).tolist()
+    elif times:
+        offsets = [_us(t - r.sent_s) for t in times]
         d["c"] = [offsets[0], *(b - a for a, b in itertools.pairwise(offsets))]
     if not math.isnan(r.end_s):
         d["e"] = _us(r.end_s - r.sent_s)
     if r.chunk_tokens:
-        ones = all(k == 1 for k in r.chunk_tokens) and len(r.chunk_tokens) == len(r.chunk_times_s)
+        ones = r.chunk_tokens.count(1) == len(r.chunk_tokens) == len(times)
         d["k"] = 1 if ones else list(r.chunk_tokens)
     optional = (
         ("p", r.prompt_tokens), ("o", r.output_tokens), ("f", r.finish_reason),

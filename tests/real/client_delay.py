@@ -28,6 +28,7 @@ from pathlib import Path
 
 from infmon.journal.reader import iter_jsonl
 from infmon.sim.launch import start_simulator, stop_process
+from infmon.sim.trace import settled
 from tests.real.harness import REPO, get_text, rs
 
 # A fast simulated server (0.5B model on an H100): chunks every ~0.5 ms per stream, close to the
@@ -88,7 +89,7 @@ class ClientDelay:
 
 def _server_ttfts(trace: Path) -> dict[str, float]:
     out: dict[str, float] = {}
-    for row in iter_jsonl(trace):
+    for row in iter_jsonl(settled(trace)):
         if row.get("client_request_id") and row.get("chunks_s"):
             out[row["client_request_id"]] = row["chunks_s"][0] - row["received_s"]
     return out

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infmon.clock import FakeClock
 from infmon.journal import JournalWriter, SessionReader
@@ -49,6 +52,18 @@ def test_codec_round_trip_to_the_microsecond(rec):
         assert getattr(back, name) == getattr(rec, name), name
     assert back.ttft_s == pytest.approx(rec.ttft_s, abs=1e-6, nan_ok=True)
     assert back.tpot_s == pytest.approx(rec.tpot_s, abs=1e-6, nan_ok=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sent=st.floats(0.0, 1e7), gaps=st.lists(st.floats(0.0, 5.0), min_size=1, max_size=300))
+def test_long_chunk_lists_encode_as_the_plain_path_does(sent, gaps):
+    """Above ``_NUMPY_FROM`` chunks the gaps come from numpy: the very integers the plain
+    per-chunk arithmetic gives, so journals do not depend on a record's length."""
+    times = tuple(itertools.accumulate(gaps, initial=sent))[1:]
+    rec = _rec(7, sent_s=sent, chunk_times_s=times, chunk_tokens=(1,) * len(times), end_s=times[-1])
+    offsets = [round((t - sent) * 1_000_000) for t in times]
+    assert encode_record(rec)["c"] == [offsets[0], *(b - a for a, b in itertools.pairwise(offsets))]
+    assert encode_record(rec)["k"] == 1
 
 
 def test_redaction_masks_secrets_keeps_token_counts():
