@@ -31,6 +31,7 @@ from infmon.model.live_steps import (
     slo_limit_of,
     step_point,
 )
+from infmon.model.rates import TrailingRate
 from infmon.model.records import RequestRecord
 from infmon.model.server_view import server_view_from
 from infmon.model.stats import SLO, meets_slo
@@ -77,6 +78,7 @@ class Session:
         self._events: deque[Event] = deque(maxlen=self.config.max_events)
         self._steps: list[LiveStep] = []
         self._server_raw: Any = None
+        self._server_gen = TrailingRate()
         self._server_at_s: float | None = None
         self._down_since_s: float | None = None
         self._server_error: str | None = None
@@ -105,6 +107,8 @@ class Session:
         if self._down_since_s is not None:
             self.add_event(now, "server", "server back up")
         self._server_raw = snapshot
+        self._server_gen.add(now, getattr(snapshot, "generation_tokens_per_s", None),
+                             getattr(snapshot, "window_s", None))  # fmt: skip
         self._server_at_s = now
         self._down_since_s = None
         self._server_error = None
@@ -299,7 +303,7 @@ class Session:
         base = self._baseline_point(now)
         return ThroughputView(
             client_output_tokens_per_s=sum(r.output_token_count for r in ok) / span if self._recent else NAN,
-            server_generation_tokens_per_s=self._server_view(now).generation_tokens_per_s,
+            server_generation_tokens_per_s=self._server_generation(now, span),
             requests_per_s=len(ok) / span if self._recent else NAN,
             goodput_requests_per_s=(good / span) if good is not None else NAN,
             error_fraction=(len(recs) - len(ok)) / len(recs) if recs else NAN,
@@ -325,6 +329,12 @@ class Session:
             e2el_p90_series=tuple(self._e2el_series),
             tpot_p90_series=tuple(self._tpot_series),
         )
+
+    def _server_generation(self, now: float, span_s: float) -> float:
+        """The server's generation tokens/s over the client's throughput span (its last scrape's
+        own window when no scrape falls inside the span)."""
+        rate = self._server_gen.over(now, span_s)
+        return rate if rate is not None else self._server_view(now).generation_tokens_per_s
 
     def _server_view(self, now: float) -> ServerView:
         if self._server_raw is None:

@@ -175,3 +175,23 @@ def test_ingests_the_canonical_server_snapshot():
     down = s.snapshot(3.0).server
     assert not down.up and down.down_since_s == 3.0 and down.error == "connect: refused"
     assert down.running == 4.0  # last values kept, shown stale
+
+
+def test_server_generation_rate_spans_the_clients_window():
+    """1 s scrapes that swing (long engine steps) read as their mean over the client's span."""
+    from infmon.model.server import ServerSnapshot
+
+    s = Session(SessionConfig(throughput_window_s=10.0))
+    for i in range(1, 21):  # 3k and 9k tokens/s alternating, one scrape per second
+        snap = ServerSnapshot(timestamp_s=float(i), generation_tokens_per_s=3000.0 if i % 2 else 9000.0,
+                              window_s=1.0)  # fmt: skip
+        s.ingest_server_snapshot(snap, float(i))
+        s.add_record(RequestRecord(i, i - 0.5, (i - 0.4, i - 0.1), i - 0.1, output_tokens=2))
+    assert s.snapshot(20.0).throughput.server_generation_tokens_per_s == 6000.0
+    tail = s.snapshot(20.0).throughput.server_series[-5:]
+    assert all(abs(v - 6000.0) <= 600.0 for v in tail), tail  # no longer 3k, 9k, 3k …
+    # A window of unequal scrape intervals weighs each rate by the time it covers.
+    lone = Session(SessionConfig(throughput_window_s=10.0))
+    lone.ingest_server_snapshot(ServerSnapshot(timestamp_s=1.0, generation_tokens_per_s=100.0, window_s=3.0), 1.0)
+    lone.ingest_server_snapshot(ServerSnapshot(timestamp_s=2.0, generation_tokens_per_s=500.0, window_s=1.0), 2.0)
+    assert lone.snapshot(2.0).throughput.server_generation_tokens_per_s == 200.0
