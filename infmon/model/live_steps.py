@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from infmon.model.dashboard import Percentiles, StepPoint
 from infmon.model.knee import find_knee, slo_max_concurrency
 from infmon.model.records import ErrorKind, RequestRecord
@@ -59,7 +61,7 @@ def credit_tokens(steps: list[LiveStep], rec: RequestRecord) -> None:
 def percentiles(values: Iterable[float]) -> Percentiles:
     """p50/p90/p99 by the bench's ``Distribution`` (numpy's linear interpolation, vLLM's
     definition); nan when empty."""
-    d = Distribution.of(list(values))
+    d = Distribution.of(values if isinstance(values, np.ndarray) else list(values))
     return Percentiles(d.p50, d.p90, d.p99, d.count)
 
 

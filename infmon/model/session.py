@@ -34,7 +34,7 @@ from infmon.model.live_steps import (
 from infmon.model.rates import TrailingRate
 from infmon.model.records import RequestRecord
 from infmon.model.server_view import server_view_from
-from infmon.model.stats import SLO, meets_slo
+from infmon.model.stats import SLO, meets_slo, pooled_itl_s
 
 NAN = math.nan
 HELD_FIELDS = ("queue_s", "prefill_s", "decode_s", "prefix_hit_rate")
@@ -322,7 +322,7 @@ class Session:
         return LatencyView(
             ttft=percentiles([r.ttft_s for r in ok]),
             tpot=percentiles([r.tpot_s for r in ok]),
-            itl=percentiles([x for r in ok for x in r.itl_s]),
+            itl=percentiles(pooled_itl_s(ok)),
             e2el=percentiles([r.e2el_s for r in ok]),
             slo=self.config.slo,
             ttft_p90_series=tuple(self._ttft_series),

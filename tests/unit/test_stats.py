@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infmon.model.records import ErrorKind, RequestRecord
 from infmon.model.stats import SLO, Distribution, summarize
@@ -101,3 +103,13 @@ def test_to_dict_has_the_bench_schema_fields() -> None:
 def test_distribution_ignores_nan() -> None:
     d = Distribution.of([1.0, math.nan, 3.0])
     assert d.count == 2 and d.mean == 2.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(0.0, 10.0), max_size=6), max_size=8))
+def test_pooled_itl_is_every_records_gaps_in_order(chunk_lists):
+    """The vectorized pooling equals the plain per-record list, empty and one-chunk records too."""
+    from infmon.model.stats import pooled_itl_s
+
+    recs = [RequestRecord(i, 0.0, tuple(sorted(times)), 11.0) for i, times in enumerate(chunk_lists)]
+    assert pooled_itl_s(recs).tolist() == [g for r in recs for g in r.itl_s]
