@@ -8,16 +8,18 @@ Files in the session directory (all JSON Lines except ``config.json``):
 - ``events.jsonl``  ``{"t": perf_s, "kind": ..., ...payload}`` per operator action or event
 - ``quality.json``  the last quality run, when there was one
 
-Writers encode a line on the caller's thread (a finished request: ~20 µs) and append it to an
-in-memory buffer; a daemon thread writes the buffer out every ``flush_interval_s`` (0.5 s by
-default), so a killed process loses at most about that much. Nothing is held after it is
-written: memory stays constant.
+Writers append to an in-memory buffer (cheap, safe to call from the asyncio loop); a daemon
+thread encodes and writes the buffer out every ``flush_interval_s`` (0.5 s by default), so a
+killed process loses at most about that much. Nothing is held after it is written: memory stays
+constant.
 
-The thread only writes: it once encoded the records too, and then it competed with the load
-client's loop for the GIL and for the one core the client is pinned to. ``bench/client_overhead.py
---quick --stress`` at 256 streams (~600 requests/s): the loop thread waited 97–105 ms per 5 s
-window for its core (13–31 ms without a journal) and the client-added TTFT p99 was 10.6–18.4 ms;
-with the encoding on the loop, 13–16 ms and 9.1–9.8 ms.
+Where the encoding runs was measured (``bench/client_overhead.py``, infmon's load client pinned
+to one core). On the thread it competes with the client's loop for that core: with ``--stress``
+at 256 streams (~600 requests/s) the loop waited 97–105 ms per 5 s window for the core against
+13–31 ms with ``--no-journal``. On the loop instead, a batch of streams that ends in one engine
+step is encoded in one go while the next requests' first chunks wait: client-added TTFT median
+2.25 ms at 256 streams in the default scenario, against 0.02–0.20 ms with the thread. The thread
+stays, and a line costs half what it did (numpy chunk gaps, no NaN walk unless needed).
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ class JournalWriter:
         self.origin = {"perf_s": self.clock.now(), "wall_s": wall_time()}
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
-        self._buffers: dict[str, list[str]] = {RECORDS: [], SCRAPES: [], EVENTS: []}
+        self._buffers: dict[str, list[Any]] = {RECORDS: [], SCRAPES: [], EVENTS: []}
         self._files = {name: open(self.session_dir / name, "a", encoding="utf-8")  # noqa: SIM115
                        for name in self._buffers}
         self._closed = False
@@ -121,7 +123,7 @@ class JournalWriter:
         )
 
     def write_record(self, record: RequestRecord) -> None:
-        self._append(RECORDS, _record_line(record))
+        self._append(RECORDS, record)
 
     def write_scrape(self, snapshot: Any) -> None:
         """A ``ServerSnapshot`` (anything with ``to_dict()``) or a plain dict."""
@@ -144,7 +146,7 @@ class JournalWriter:
         self.write_event("quality", accuracy=result.get("accuracy"),
                          agreement=result.get("agreement"), probes=result.get("probes"))
 
-    def _append(self, name: str, item: str) -> None:
+    def _append(self, name: str, item: Any) -> None:
         with self._lock:
             if self._closed:
                 raise ValueError("journal is closed")
@@ -161,8 +163,9 @@ class JournalWriter:
                 pending = {name: buf for name, buf in self._buffers.items() if buf}
                 self._buffers = {name: [] for name in self._buffers}
             for name, items in pending.items():
+                lines = [it if isinstance(it, str) else _record_line(it) for it in items]
                 f = self._files[name]
-                f.write("\n".join(items) + "\n")
+                f.write("\n".join(lines) + "\n")
                 f.flush()
 
     def _flush_loop(self, interval_s: float) -> None:
