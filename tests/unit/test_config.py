@@ -73,7 +73,8 @@ def test_values_parse() -> None:
     [({"slo": "ttft=fast"}, "duration"), ({"slo": "foo=1s"}, "bad --slo"),
      ({"output_tokens": "9-3"}, "token range"), ({"concurrency": "1,x"}, "integers"),
      ({"url": "ftp://x"}, "http"), ({"endpoint": "embeddings"}, "not one of"),
-     ({"api_key_file": "/nonexistent/key"}, "cannot read API key file")],
+     ({"api_key_file": "/nonexistent/key"}, "cannot read API key file"),
+     ({"api_key_file": "\x00"}, "cannot read API key file")],  # hypothesis found a NUL once
 )  # fmt: skip
 def test_bad_values_are_one_line_errors(cli: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
