@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from infmon.sim.trace import settled  # noqa: E402
+from infmon.sim.trace import read_trace, settled  # noqa: E402
 
 LISTEN_RE = re.compile(r"listening on (http://\S+)")
 LAG_INTERVAL_S = 0.02
@@ -302,16 +302,6 @@ def run_worker(args: argparse.Namespace, url: str, model: str, client: str, c: i
         cmd += ["--no-journal"] if args.no_journal else []
         subprocess.run(cmd, check=True, cwd=REPO)
         return json.loads(Path(out.name).read_text())
-
-
-def read_trace(path: Path) -> dict[str, tuple[float, list[float]]]:
-    rows = {}
-    with path.open() as f:
-        for line in f:
-            row = json.loads(line)
-            if row.get("client_request_id"):
-                rows[row["client_request_id"]] = (row["received_s"], row["chunks_s"])
-    return rows
 
 
 def delays(result: dict[str, Any], trace: dict[str, tuple[float, list[float]]]) -> dict[str, float]:

@@ -3,8 +3,9 @@
 A step: set the level, run ``warmup_s`` (requests sent then are flagged and excluded), measure
 for ``duration_s`` (or until ``max_requests`` measured requests were sent, as ``vllm bench serve
 --num-prompts`` sends exactly that many), then pause and let the step's in-flight requests
-finish, so each step's records are complete and no request straddles two levels. The step's duration runs from the end of warm-up to the later of the window's end
-and its last request's end (vLLM's benchmark duration). Used by ``infmon bench`` and the sweep.
+finish, so each step's records are complete and no request straddles two levels. The step's
+duration runs from the end of warm-up to the later of the window's end and its last request's
+end (vLLM's benchmark duration). Used by ``infmon bench`` and the sweep.
 """
 
 from __future__ import annotations

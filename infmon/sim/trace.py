@@ -75,6 +75,18 @@ class TimingTrace:
             self._file.close()
 
 
+def read_trace(path: Path) -> dict[str, tuple[float, list[float]]]:
+    """A trace's rows by the client's ``X-Request-Id``: (when the request was parsed, when each
+    chunk was written). Rows without a client id are skipped; call on a ``settled`` file."""
+    rows: dict[str, tuple[float, list[float]]] = {}
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            if row.get("client_request_id"):
+                rows[row["client_request_id"]] = (row["received_s"], row["chunks_s"])
+    return rows
+
+
 def settled(path: Path, quiet_s: float = 0.2, timeout_s: float = 5.0) -> Path:
     """Wait until a live trace file has stopped growing for ``quiet_s`` (its queued rows are out)."""
     deadline = time.monotonic() + timeout_s

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from infmon.journal.reader import iter_jsonl
 from infmon.sim.launch import start_simulator, stop_process
-from infmon.sim.trace import settled
+from infmon.sim.trace import read_trace, settled
 from tests.real.harness import REPO, get_text, rs
 
 # A simulated server paced like the tiny model on CPU (0.5B on an L40S: TTFT ~7 ms, TPOT ~2.5 ms
@@ -89,11 +89,9 @@ class ClientDelay:
 
 
 def _server_ttfts(trace: Path) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for row in iter_jsonl(settled(trace)):
-        if row.get("client_request_id") and row.get("chunks_s"):
-            out[row["client_request_id"]] = row["chunks_s"][0] - row["received_s"]
-    return out
+    """The server's own TTFT (parsed → first chunk written) by the client's request id."""
+    return {rid: chunks[0] - received for rid, (received, chunks) in read_trace(settled(trace)).items()
+            if chunks}  # fmt: skip
 
 
 def _vllm_side(url: str, model: str, prompts: Path, tmp: Path, trace: Path,
