@@ -16,7 +16,49 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-_WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "are", "as", "with", "his", "they", "at", "be", "this", "from", "have", "or", "by", "one", "had", "not", "but", "what", "all", "were", "when", "we", "there", "can", "an", "your", "which", "their", "said", "if", "do", "will", "each"]
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "are",
+    "as",
+    "with",
+    "his",
+    "they",
+    "at",
+    "be",
+    "this",
+    "from",
+    "have",
+    "or",
+    "by",
+    "one",
+    "had",
+    "not",
+    "but",
+    "what",
+    "all",
+    "were",
+    "when",
+    "we",
+    "there",
+    "can",
+    "an",
+    "your",
+    "which",
+    "their",
+    "said",
+    "if",
+    "do",
+    "will",
+    "each",
+]
 
 
 @dataclass
@@ -52,9 +94,16 @@ async def _one(session: aiohttp.ClientSession, url: str, body: dict, rid: str) -
     return rec
 
 
-async def run_reference(base_url: str, model: str, concurrency: int, stop: asyncio.Event,
-                        prompt_tokens: int, output_tokens: int, id_prefix: str,
-                        records: list[RefRecord]) -> None:
+async def run_reference(
+    base_url: str,
+    model: str,
+    concurrency: int,
+    stop: asyncio.Event,
+    prompt_tokens: int,
+    output_tokens: int,
+    id_prefix: str,
+    records: list[RefRecord],
+) -> None:
     """Hold ``concurrency`` streams until ``stop`` is set, then let them finish; keep every record."""
     url = base_url.rstrip("/") + "/v1/completions"
     rng = random.Random(0)
@@ -64,9 +113,15 @@ async def run_reference(base_url: str, model: str, concurrency: int, stop: async
 
     async def worker(session: aiohttp.ClientSession) -> None:
         while not stop.is_set():
-            body = {"model": model, "prompt": " ".join(rng.choices(_WORDS, k=prompt_tokens)),
-                    "max_tokens": output_tokens, "min_tokens": output_tokens, "ignore_eos": True,
-                    "stream": True, "stream_options": {"include_usage": True}}
+            body = {
+                "model": model,
+                "prompt": " ".join(rng.choices(_WORDS, k=prompt_tokens)),
+                "max_tokens": output_tokens,
+                "min_tokens": output_tokens,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             try:
                 records.append(await _one(session, url, body, f"{id_prefix}{next(counter)}"))
             except aiohttp.ClientError:

@@ -40,9 +40,15 @@ def make_session(path: Path, requests: int) -> None:
     from infmon.journal.synthetic import SyntheticServer, write_synthetic_session
 
     cycle = list(itertools.islice(itertools.cycle((8, 16, 32, 64)), 200))
-    write_synthetic_session(path, concurrencies=cycle, step_duration_s=1500.0,
-                            out_tokens=32, warmup_s=5.0, max_requests=requests,
-                            server=SyntheticServer(spec_acceptance=0.6))
+    write_synthetic_session(
+        path,
+        concurrencies=cycle,
+        step_duration_s=1500.0,
+        out_tokens=32,
+        warmup_s=5.0,
+        max_requests=requests,
+        server=SyntheticServer(spec_acceptance=0.6),
+    )
 
 
 def main() -> int:
@@ -57,16 +63,25 @@ def main() -> int:
         if not (session / "records.jsonl").exists():
             t0 = time.perf_counter()
             make_session(session, args.requests)
-            print(f"generated {args.requests:,} requests in {time.perf_counter() - t0:.0f} s "
-                  f"({(session / 'records.jsonl').stat().st_size / 1e6:.0f} MB of records)")
-        out = subprocess.run([sys.executable, "-c", CHILD, str(session)], cwd=REPO,
-                             capture_output=True, text=True, check=True)
+            print(
+                f"generated {args.requests:,} requests in {time.perf_counter() - t0:.0f} s "
+                f"({(session / 'records.jsonl').stat().st_size / 1e6:.0f} MB of records)"
+            )
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(session)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         seconds, peak_mb = (float(x) for x in out.stdout.split())
         doc = json.loads((session / "report.json").read_text())
-        print(f"report of {doc['session']['requests']:,} requests, {len(doc['steps'])} steps: "
-              f"{seconds:.1f} s (target < {TARGET_S:.0f} s, ratio {seconds / TARGET_S:.2f}), "
-              f"peak RSS {peak_mb:.0f} MB (target < {TARGET_MB:.0f} MB, "
-              f"ratio {peak_mb / TARGET_MB:.2f})")
+        print(
+            f"report of {doc['session']['requests']:,} requests, {len(doc['steps'])} steps: "
+            f"{seconds:.1f} s (target < {TARGET_S:.0f} s, ratio {seconds / TARGET_S:.2f}), "
+            f"peak RSS {peak_mb:.0f} MB (target < {TARGET_MB:.0f} MB, "
+            f"ratio {peak_mb / TARGET_MB:.2f})"
+        )
         return 0 if seconds < TARGET_S and peak_mb < TARGET_MB else 1
     finally:
         if not args.keep and args.dir is None:

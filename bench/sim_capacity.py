@@ -28,8 +28,15 @@ from infmon.sim.launch import start_simulator, stop_process  # noqa: E402
 
 
 def start_sim(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    args_ = ["--port", "0", "--scenario", args.scenario, "--max-num-seqs",
-             str(args.max_num_seqs), *args.sim_args]
+    args_ = [
+        "--port",
+        "0",
+        "--scenario",
+        args.scenario,
+        "--max-num-seqs",
+        str(args.max_num_seqs),
+        *args.sim_args,
+    ]
 
     def pin() -> None:
         if args.nice:
@@ -47,11 +54,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def one_stream(session: aiohttp.ClientSession, url: str, args, counts: dict,
-                     stop: asyncio.Event) -> None:
-    payload = {"model": "Qwen/Qwen2.5-7B-Instruct", "prompt": "x " * args.prompt_tokens,
-               "max_tokens": args.output_tokens, "ignore_eos": True, "stream": True,
-               "stream_options": {"include_usage": True}}
+async def one_stream(
+    session: aiohttp.ClientSession, url: str, args, counts: dict, stop: asyncio.Event
+) -> None:
+    payload = {
+        "model": "Qwen/Qwen2.5-7B-Instruct",
+        "prompt": "x " * args.prompt_tokens,
+        "max_tokens": args.output_tokens,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     while not stop.is_set():
         async with session.post(f"{url}/v1/completions", json=payload) as resp:
             async for line in resp.content:
@@ -68,8 +81,10 @@ async def drive(url: str, pid: int, args) -> dict:
     timeout = aiohttp.ClientTimeout(total=None, sock_read=600)
     conn = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=conn, timeout=timeout) as session:
-        tasks = [asyncio.create_task(one_stream(session, url, args, counts, stop))
-                 for _ in range(args.streams)]
+        tasks = [
+            asyncio.create_task(one_stream(session, url, args, counts, stop))
+            for _ in range(args.streams)
+        ]
         await asyncio.sleep(args.ramp)
         async with session.get(f"{url}/sim/stats") as r:
             await r.json()  # clears the lag window: measure only the loaded part
@@ -78,8 +93,12 @@ async def drive(url: str, pid: int, args) -> dict:
         async with session.get(f"{url}/sim/stats") as r:
             stats = await r.json()
         elapsed = time.perf_counter() - t0
-        result = {"stats": stats, "chunks_per_s": (counts["chunks"] - chunks0) / elapsed,
-                  "server_cpu": (cpu_seconds(pid) - cpu0) / elapsed, "finished": counts["done"]}
+        result = {
+            "stats": stats,
+            "chunks_per_s": (counts["chunks"] - chunks0) / elapsed,
+            "server_cpu": (cpu_seconds(pid) - cpu0) / elapsed,
+            "finished": counts["done"],
+        }
         stop.set()
         for t in tasks:
             t.cancel()
@@ -98,9 +117,13 @@ def main() -> int:
     p.add_argument("--output-tokens", type=int, default=300)
     p.add_argument("--server-cpu", type=int, default=0, help="CPU for the simulator (-1: any)")
     p.add_argument("--client-cpu", type=int, default=1, help="CPU for the load client (-1: any)")
-    p.add_argument("--nice", type=int, default=0,
-                   help="niceness for the simulator (negative needs root): approximates a "
-                   "dedicated core on a machine shared with other work")
+    p.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="niceness for the simulator (negative needs root): approximates a "
+        "dedicated core on a machine shared with other work",
+    )
     p.add_argument("sim_args", nargs="*", help="extra arguments for infmon sim (after --)")
     args = p.parse_args()
     if args.client_cpu >= 0:
@@ -116,15 +139,23 @@ def main() -> int:
     finally:
         stop_process(proc, 10)
     lag = r["stats"]["loop_lag_ms"]
-    print(f"streams: {args.streams} requested, {r['stats']['running']} running in the engine, "
-          f"{r['stats']['connections']} connections")
-    print(f"chunks received: {r['chunks_per_s']:.0f}/s; simulator CPU: {100 * r['server_cpu']:.0f}%"
-          f" of one core")
-    print(f"simulator loop lag (ms): p50 {lag['p50']:.2f}  p99 {lag['p99']:.2f}  "
-          f"max {lag['max']:.2f}  ({lag['samples']} samples)")
+    print(
+        f"streams: {args.streams} requested, {r['stats']['running']} running in the engine, "
+        f"{r['stats']['connections']} connections"
+    )
+    print(
+        f"chunks received: {r['chunks_per_s']:.0f}/s; simulator CPU: {100 * r['server_cpu']:.0f}%"
+        f" of one core"
+    )
+    print(
+        f"simulator loop lag (ms): p50 {lag['p50']:.2f}  p99 {lag['p99']:.2f}  "
+        f"max {lag['max']:.2f}  ({lag['samples']} samples)"
+    )
     d = r["stats"]["step_delivery_ms"]
-    print(f"per-step delivery work (ms): p50 {d['p50']:.2f}  p99 {d['p99']:.2f}  "
-          f"max {d['max']:.2f}  ({d['samples']} steps)")
+    print(
+        f"per-step delivery work (ms): p50 {d['p50']:.2f}  p99 {d['p99']:.2f}  "
+        f"max {d['max']:.2f}  ({d['samples']} steps)"
+    )
     d = r["stats"]["step_delivery_cpu_ms"]
     print(f"  of which on CPU (ms): p50 {d['p50']:.2f}  p99 {d['p99']:.2f}  max {d['max']:.2f}")
     print(f"machine load average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")

@@ -22,7 +22,9 @@ from pathlib import Path
 import aiohttp
 
 REPO = Path(__file__).resolve().parent.parent
-CHUNK = b'data: {"id":"cmpl-x","object":"text_completion","choices":[{"index":0,"text":" word"}]}\n\n'
+CHUNK = (
+    b'data: {"id":"cmpl-x","object":"text_completion","choices":[{"index":0,"text":" word"}]}\n\n'
+)
 
 
 async def serve_protocol(port: int, interval: float) -> None:
@@ -62,20 +64,31 @@ def serve_uvicorn(port: int, interval: float) -> None:
             await receive()
             return
         await receive()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         q: asyncio.Queue = asyncio.Queue()
         queues.add(q)
         try:
             while True:
-                await send({"type": "http.response.body", "body": await q.get(),
-                            "more_body": True})
+                await send({"type": "http.response.body", "body": await q.get(), "more_body": True})
         finally:
             queues.discard(q)
 
     print("ready", flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, loop="uvloop", http="httptools",
-                log_level="error", access_log=False)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        log_level="error",
+        access_log=False,
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -121,10 +134,22 @@ def main() -> int:
         return 0
     for i, stack in enumerate(("protocol", "uvicorn")):
         port = 18700 + os.getpid() % 500 + i
-        proc = subprocess.Popen([sys.executable, __file__, "--serve", stack, "--port", str(port),
-                                 "--interval", str(args.interval)], cwd=REPO,
-                                stdout=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--serve",
+                stack,
+                "--port",
+                str(port),
+                "--interval",
+                str(args.interval),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
         try:
             assert proc.stdout is not None
             proc.stdout.readline()
@@ -137,8 +162,11 @@ def main() -> int:
             except subprocess.TimeoutExpired:  # uvicorn waits for open streams
                 proc.kill()
                 proc.wait()
-        print(f"{stack:9} {chunks / args.duration:9.0f} chunks/s  "
-              f"{1000 * cpu / max(1, chunks):.3f} server CPU s per 1,000 chunks", flush=True)
+        print(
+            f"{stack:9} {chunks / args.duration:9.0f} chunks/s  "
+            f"{1000 * cpu / max(1, chunks):.3f} server CPU s per 1,000 chunks",
+            flush=True,
+        )
     return 0
 
 

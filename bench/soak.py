@@ -42,9 +42,25 @@ def soak(minutes: float, streams: int, sample_s: float, session: Path) -> list[t
     levels = ",".join([str(streams)] * steps)
     samples: list[tuple[float, float]] = []
     with running_sim("--scenario", "baseline", "--seed", "3") as url:
-        cmd = infmon_cmd("bench", url, "--concurrency", levels, "--step-duration", f"{step_s:g}", "--warmup", "2",
-                         "--output-tokens", "64-256", "--prompt-tokens", "64", "--session-dir", str(session))  # fmt: skip
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cmd = infmon_cmd(
+            "bench",
+            url,
+            "--concurrency",
+            levels,
+            "--step-duration",
+            f"{step_s:g}",
+            "--warmup",
+            "2",
+            "--output-tokens",
+            "64-256",
+            "--prompt-tokens",
+            "64",
+            "--session-dir",
+            str(session),
+        )
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         t0 = time.monotonic()
         try:
             while proc.poll() is None:
@@ -63,7 +79,9 @@ def soak(minutes: float, streams: int, sample_s: float, session: Path) -> list[t
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--minutes", type=float, default=20.0)
     p.add_argument("--streams", type=int, default=200)
     p.add_argument("--limit-mb", type=float, default=50.0)
@@ -74,7 +92,9 @@ def main() -> int:
         samples = soak(a.minutes, a.streams, a.sample_s, Path(tmp) / "session")
         with open(Path(tmp) / "session" / "records.jsonl", encoding="utf-8") as f:
             records = sum(1 for _ in f)
-    load_s = a.minutes * 60 + 2.0 * max(1, round(a.minutes))  # steps and their warm-ups, not the final report
+    load_s = a.minutes * 60 + 2.0 * max(
+        1, round(a.minutes)
+    )  # steps and their warm-ups, not the final report
     for minute in range(int(load_s // 60) + 1):
         at = [mb for t, mb in samples if minute * 60 <= t < (minute + 1) * 60]
         if at:
@@ -86,8 +106,10 @@ def main() -> int:
     base, peak, last = after[0], max(after), after[-1]
     growth = peak - base
     print(f"soak: {a.minutes:g} min at {a.streams} streams, {records} requests recorded")
-    print(f"soak: RSS after warm-up {base:.1f} MB, peak {peak:.1f} MB, end {last:.1f} MB: "
-          f"growth {growth:.1f} MB (limit {a.limit_mb:g} MB)")  # fmt: skip
+    print(
+        f"soak: RSS after warm-up {base:.1f} MB, peak {peak:.1f} MB, end {last:.1f} MB: "
+        f"growth {growth:.1f} MB (limit {a.limit_mb:g} MB)"
+    )
     return 0 if growth < a.limit_mb else 1
 
 

@@ -71,8 +71,9 @@ def start_in_pty(cmd: list[str], cols: int, rows: int) -> tuple[subprocess.Popen
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(cmd, cwd=REPO, stdin=slave, stdout=slave, stderr=slave, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+    )
     os.close(slave)
 
     def drain() -> None:
@@ -91,8 +92,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="measured window (default 30)")
     parser.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring")
-    parser.add_argument("--concurrency", type=int, default=384,
-                        help="saturating load (default 384: above max_num_seqs, so requests queue)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=384,
+        help="saturating load (default 384: above max_num_seqs, so requests queue)",
+    )
     parser.add_argument("--drive", type=int, default=0, help="streams the monitor drives itself")
     parser.add_argument("--url", help="watch this running server instead of starting a simulator")
     args = parser.parse_args()
@@ -102,9 +107,20 @@ def main() -> int:
     load = app = None
     try:
         load = subprocess.Popen(
-            infmon("bench", url, "--concurrency", str(args.concurrency), "--step-duration",
-                   f"{args.warmup + args.seconds + 30:g}s", "--session-dir", f"{tmp}/load"),
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            infmon(
+                "bench",
+                url,
+                "--concurrency",
+                str(args.concurrency),
+                "--step-duration",
+                f"{args.warmup + args.seconds + 30:g}s",
+                "--session-dir",
+                f"{tmp}/load",
+            ),
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         cmd = infmon("monitor", url, "--scrape-interval", "1", "--session-dir", f"{tmp}/monitor")
         if args.drive:
             cmd += ["--concurrency", str(args.drive)]
@@ -128,9 +144,11 @@ def main() -> int:
     running, waiting = server_load(Path(tmp) / "monitor" / "scrapes.jsonl")
     what = f"driving {args.drive} streams" if args.drive else "watching only (load paused)"
     server = f"simulator at {(s1 - s0) / (t1 - t0):.0%} of a core" if sim else "server"
-    print(f"monitor CPU: {share:.1%} of one core over {t1 - t0:.0f} s, {what}, 160x48, "
-          f"scrape 1 Hz, render <= 4 Hz; {server} under {args.concurrency} streams "
-          f"(server median running {running:g}, waiting {waiting:g}) (target: monitor < 10%)")
+    print(
+        f"monitor CPU: {share:.1%} of one core over {t1 - t0:.0f} s, {what}, 160x48, "
+        f"scrape 1 Hz, render <= 4 Hz; {server} under {args.concurrency} streams "
+        f"(server median running {running:g}, waiting {waiting:g}) (target: monitor < 10%)"
+    )
     return 0 if args.drive or share < 0.10 else 1
 
 

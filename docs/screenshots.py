@@ -44,9 +44,20 @@ async def sweep_and_shoot(app, max_s: float) -> tuple[str, str]:
 
 def shoot(url: str, step_s: float, max_s: float) -> None:
     session_dir = tempfile.mkdtemp(prefix="infmon-screens-")
-    args = build_parser().parse_args([
-        "monitor", url, "--step-duration", f"{step_s:g}s", "--session-dir", session_dir,
-        "--slo", "ttft=1s,tpot=50ms", "--label", "readme"])
+    args = build_parser().parse_args(
+        [
+            "monitor",
+            url,
+            "--step-duration",
+            f"{step_s:g}s",
+            "--session-dir",
+            session_dir,
+            "--slo",
+            "ttft=1s,tpot=50ms",
+            "--label",
+            "readme",
+        ]
+    )
     app, recorder = build_monitor(config_from_args(args), args)
     large, small = asyncio.run(sweep_and_shoot(app, max_s))
     finish(app, recorder)

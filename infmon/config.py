@@ -112,7 +112,9 @@ def parse_slo(text: str) -> SLO:
         key, sep, value = part.partition("=")
         key = key.strip().lower()
         if not sep or key not in ("ttft", "tpot", "e2el"):
-            raise ConfigError(f"bad --slo part {part.strip()!r} (use ttft=500ms,tpot=50ms,e2el=10s)")
+            raise ConfigError(
+                f"bad --slo part {part.strip()!r} (use ttft=500ms,tpot=50ms,e2el=10s)"
+            )
         bounds[f"{key}_s"] = parse_duration_s(value)
     return SLO(**bounds)
 

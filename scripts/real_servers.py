@@ -129,7 +129,9 @@ def _install(venv: Path) -> None:
 
 def _dist_version(py: str, name: str) -> str:
     code = f"import importlib.metadata as m; print(m.version({name!r}))"
-    return subprocess.run([py, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [py, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def check_env(venv: Path) -> dict[str, str]:
@@ -142,7 +144,10 @@ def check_env(venv: Path) -> dict[str, str]:
     )
     out = subprocess.run(
         [str(venv / "bin" / "python"), "-c", code],
-        check=True, capture_output=True, text=True, env=server_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+        env=server_env(),
     ).stdout
     versions = json.loads(out.strip().splitlines()[-1])
     if not versions["torch"].endswith("+cpu"):
@@ -179,7 +184,7 @@ def ensure_env() -> Path:
 
 # ---------------------------------------------------------------- setup: the tiny model
 
-MODEL_BUILDER = r'''
+MODEL_BUILDER = r"""
 import sys, pathlib, sysconfig
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -215,7 +220,7 @@ config = GPT2Config(
 )
 GPT2LMHeadModel(config).save_pretrained(out)
 print(len(fast))
-'''
+"""
 
 
 def ensure_model(python: Path) -> Path:
@@ -311,8 +316,12 @@ def running(
     started = time.monotonic()
     with open(log_path, "wb") as logf:
         proc = subprocess.Popen(
-            cmd, stdout=logf, stderr=subprocess.STDOUT, env=server_env(),
-            start_new_session=True, cwd=log_path.parent,
+            cmd,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            env=server_env(),
+            start_new_session=True,
+            cwd=log_path.parent,
         )
     try:
         while not _healthy(url, health_path):
@@ -344,7 +353,7 @@ def serve_transformers(log_dir: Path, timeout_s: float = 180.0):
 
 # ---------------------------------------------------------------- prompts of an exact length
 
-PROMPT_BUILDER = r'''
+PROMPT_BUILDER = r"""
 import json, random, sys
 from transformers import AutoTokenizer
 
@@ -361,19 +370,28 @@ while len(prompts) < n:
 with open(out, "w") as f:
     for text in prompts:
         f.write(json.dumps({"prompt": text}) + "\n")
-'''
+"""
 
 
 def write_prompts(path: Path, n: int, n_tokens: int, seed: int = 0) -> Path:
     """A JSONL dataset of N random prompts that are exactly N_TOKENS tokens in the tiny model's
     tokenizer (what `vllm bench serve --dataset-name random` sends), for `infmon bench --dataset`."""
-    cmd = [str(env_python()), "-c", PROMPT_BUILDER, str(model_dir()), str(path), str(n),
-           str(n_tokens), str(seed)]  # fmt: skip
+    cmd = [
+        str(env_python()),
+        "-c",
+        PROMPT_BUILDER,
+        str(model_dir()),
+        str(path),
+        str(n),
+        str(n_tokens),
+        str(seed),
+    ]
     subprocess.run(cmd, check=True, env=server_env(), capture_output=True)
     return path
 
 
 # ---------------------------------------------------------------- CPU pinning
+
 
 def pin_self(cpus: set[int] | None):
     """A ``preexec_fn`` that pins the child to CPUS (None when CPUS is None: no pinning)."""
@@ -433,16 +451,29 @@ def bench_ref_cmd(url: str, result_dir: Path, concurrency: int, num_prompts: int
     return cmd
 
 
-def bench_ref(url: str, result_dir: Path, concurrency: int = 4, num_prompts: int = 40,
-              cpus: set[int] | None = None) -> dict:
+def bench_ref(
+    url: str,
+    result_dir: Path,
+    concurrency: int = 4,
+    num_prompts: int = 40,
+    cpus: set[int] | None = None,
+) -> dict:
     """Run the reference client once (on CPUS when given); returns its saved result JSON."""
     result_dir.mkdir(parents=True, exist_ok=True)
     before = set(result_dir.glob("*.json"))
     cmd = bench_ref_cmd(url, result_dir, concurrency, num_prompts)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=server_env(), cwd=result_dir,
-                          preexec_fn=pin_self(cpus))  # fmt: skip
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        cwd=result_dir,
+        preexec_fn=pin_self(cpus),
+    )
     if proc.returncode != 0:
-        raise RuntimeError(f"vllm bench serve failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise RuntimeError(
+            f"vllm bench serve failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     new = sorted(set(result_dir.glob("*.json")) - before)
     if len(new) != 1:
         raise RuntimeError(f"expected one new result in {result_dir}, found {new}")
@@ -489,8 +520,12 @@ def main(argv: list[str] | None = None) -> int:
         return _serve_forever(serve_vllm(logs, spec=args.spec))
     if args.cmd == "serve-transformers":
         return _serve_forever(serve_transformers(logs))
-    result = bench_ref(args.url.rstrip("/"), Path(tempfile.mkdtemp(prefix="infmon-bench-ref-")),
-                       args.concurrency, args.num_prompts)
+    result = bench_ref(
+        args.url.rstrip("/"),
+        Path(tempfile.mkdtemp(prefix="infmon-bench-ref-")),
+        args.concurrency,
+        args.num_prompts,
+    )
     keys = ("median_ttft_ms", "median_tpot_ms", "output_throughput", "completed")
     print(json.dumps({k: result.get(k) for k in keys}, indent=2))
     return 0

@@ -12,12 +12,8 @@ import pytest
 from infmon.sim.launch import running_simulator
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = next(
-    (p / "shared" for p in REPO.parents if (p / "shared" / "fixtures").is_dir()),
-    REPO.parent / "shared",
-)
-"""The team's shared folder: beside the checkout (CI, main) or above a worktree."""
-FIXTURES = SHARED / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
+"""Real captures the tests read (each with its ``.source.txt``); a fresh clone has them all."""
 
 
 def infmon_cmd(*args: str) -> list[str]:

@@ -36,18 +36,38 @@ from infmon.model.records import RequestRecord
 from infmon.model.stats import StepStats
 
 SCHEMA = "infmon.bench/1"
-_COLUMNS = ("step", "load", "done", "fail", "out tok/s", "req/s", "goodput", "TTFT p50/p99 ms",
-            "TPOT p50 ms", "ITL p50 ms", "E2EL p50 s", "achieved")  # fmt: skip
+_COLUMNS = (
+    "step",
+    "load",
+    "done",
+    "fail",
+    "out tok/s",
+    "req/s",
+    "goodput",
+    "TTFT p50/p99 ms",
+    "TPOT p50 ms",
+    "ITL p50 ms",
+    "E2EL p50 s",
+    "achieved",
+)
 _WIDTHS = (4, 10, 6, 5, 10, 7, 7, 16, 11, 10, 10, 8)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--json", metavar="FILE", help=f"write results as JSON (schema {SCHEMA})")
-    parser.add_argument("--metrics-interval", type=float, default=1.0, metavar="SECONDS",
-                        help="scrape the server's /metrics this often into the session (default 1)")
-    parser.add_argument("--no-server-metrics", action="store_true",
-                        help="do not scrape the server's /metrics during the run")
+    parser.add_argument(
+        "--metrics-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="scrape the server's /metrics this often into the session (default 1)",
+    )
+    parser.add_argument(
+        "--no-server-metrics",
+        action="store_true",
+        help="do not scrape the server's /metrics during the run",
+    )
     add_load_arguments(parser)
 
 
@@ -55,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     plan = plan_from_config(config)
     workload = make_workload(config)
-    session_dir = Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
+    session_dir = (
+        Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
+    )
     clock = MonotonicClock()
     journal = open_journal(session_dir, clock)
     say(f"session: {session_dir}")
@@ -64,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         metrics_interval_s = None if args.no_server_metrics else args.metrics_interval
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
-        result = asyncio.run(_bench(config, plan, workload, journal, clock, stop, metrics_interval_s))
+        result = asyncio.run(
+            _bench(config, plan, workload, journal, clock, stop, metrics_interval_s)
+        )
     except asyncio.CancelledError:
         if stop.received is None:
             raise
@@ -94,15 +118,26 @@ def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> Non
         write_session_reports(session_dir)
 
 
-async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journal: JournalWriter,
-                 clock: MonotonicClock, stop: StopSignals, metrics_interval_s: float | None) -> dict[str, Any]:  # fmt: skip
+async def _bench(
+    config: Config,
+    plan: list[StepSpec],
+    workload: Workload,
+    journal: JournalWriter,
+    clock: MonotonicClock,
+    stop: StopSignals,
+    metrics_interval_s: float | None,
+) -> dict[str, Any]:
     stop.install()
     try:
         client = StreamingClient(config, clock)
     except ClientError as exc:
         raise CliError(exc.message) from None
     driver: LoadDriver | None = None
-    watch = ServerWatch(config.url or "", metrics_interval_s, journal, clock) if metrics_interval_s else None
+    watch = (
+        ServerWatch(config.url or "", metrics_interval_s, journal, clock)
+        if metrics_interval_s
+        else None
+    )
     try:
         if watch is not None:
             watch.start()
@@ -112,16 +147,25 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
         except ClientError as exc:
             raise CliError(exc.message) from None
         target = {"url": config.url, "model": model, "endpoint": config.endpoint}
-        journal.write_event("target", **target, capabilities={"stream_options": caps.stream_options,
-                                                              "vllm_fields": caps.vllm_fields})  # fmt: skip
+        journal.write_event(
+            "target",
+            **target,
+            capabilities={"stream_options": caps.stream_options, "vllm_fields": caps.vllm_fields},
+        )
         _print_intro(target, caps.vllm_fields, config)
         errors: Counter[str] = Counter()
         collector = StepCollector(journal.write_record, lambda r: _count_error(errors, r))
         driver = LoadDriver(client, workload, collector, clock, seed=config.seed)
         progress = _Progress()
-        steps = await run_steps(driver, collector, plan, clock=clock, slo=config.slo,
-                                on_step=lambda i, spec, s: _on_step(journal, progress, i, spec, s),
-                                on_tick=progress.tick)  # fmt: skip
+        steps = await run_steps(
+            driver,
+            collector,
+            plan,
+            clock=clock,
+            slo=config.slo,
+            on_step=lambda i, spec, s: _on_step(journal, progress, i, spec, s),
+            on_tick=progress.tick,
+        )
         result = _result(target, steps, errors, config)
         if watch is not None:
             await watch.stop(final_scrape=True)
@@ -129,13 +173,20 @@ async def _bench(config: Config, plan: list[StepSpec], workload: Workload, journ
             if text := watch.describe():
                 say(text)
             watch = None
-        journal.write_event("bench_summary", knee=result["knee"], slo_max_concurrency=result["slo_max_concurrency"])
+        journal.write_event(
+            "bench_summary", knee=result["knee"], slo_max_concurrency=result["slo_max_concurrency"]
+        )
         return result
     finally:
         if driver is not None:
             await driver.stop()
-            journal.write_event("load_totals", sent=driver.sent, succeeded=driver.succeeded,
-                                failed=driver.failed, cancelled=driver.cancelled)  # fmt: skip
+            journal.write_event(
+                "load_totals",
+                sent=driver.sent,
+                succeeded=driver.succeeded,
+                failed=driver.failed,
+                cancelled=driver.cancelled,
+            )
         if watch is not None:
             await watch.stop()
         await client.aclose()
@@ -146,7 +197,9 @@ def _count_error(errors: Counter[str], rec: RequestRecord) -> None:
         errors[f"{rec.error_kind}: {rec.error_message}"] += 1
 
 
-def _result(target: dict[str, Any], steps: list[StepStats], errors: Counter[str], config: Config) -> dict[str, Any]:
+def _result(
+    target: dict[str, Any], steps: list[StepStats], errors: Counter[str], config: Config
+) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "target": target,
@@ -163,7 +216,9 @@ def _print_intro(target: dict[str, Any], pinned: bool, config: Config) -> None:
     length = "pinned (ignore_eos)" if pinned else "not pinned (server lacks ignore_eos)"
     if not config.ignore_eos:
         length = "not pinned (--no-ignore-eos)"
-    say(f"target: {target['url']} · model {target['model']} · {target['endpoint']} · output length {length}")
+    say(
+        f"target: {target['url']} · model {target['model']} · {target['endpoint']} · output length {length}"
+    )
     say("  ".join(c.rjust(w) for c, w in zip(_COLUMNS, _WIDTHS, strict=True)))
 
 
@@ -173,17 +228,25 @@ def _fmt(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
 
 def _row(index: int, spec: StepSpec, s: StepStats) -> str:
     cells = (
-        str(index + 1), spec.label, str(s.completed), str(s.failed),
-        _fmt(s.output_throughput_tok_s), _fmt(s.request_throughput_req_s, digits=2),
+        str(index + 1),
+        spec.label,
+        str(s.completed),
+        str(s.failed),
+        _fmt(s.output_throughput_tok_s),
+        _fmt(s.request_throughput_req_s, digits=2),
         _fmt(s.goodput_req_s, digits=2),
         f"{_fmt(s.ttft.p50, 1e3, 0)}/{_fmt(s.ttft.p99, 1e3, 0)}",
-        _fmt(s.tpot.p50, 1e3), _fmt(s.itl.p50, 1e3), _fmt(s.e2el.p50, digits=2),
+        _fmt(s.tpot.p50, 1e3),
+        _fmt(s.itl.p50, 1e3),
+        _fmt(s.e2el.p50, digits=2),
         _fmt(s.achieved_concurrency),
-    )  # fmt: skip
+    )
     return "  ".join(c.rjust(w) for c, w in zip(cells, _WIDTHS, strict=True))
 
 
-def _on_step(journal: JournalWriter, progress: _Progress, index: int, spec: StepSpec, s: StepStats) -> None:
+def _on_step(
+    journal: JournalWriter, progress: _Progress, index: int, spec: StepSpec, s: StepStats
+) -> None:
     progress.clear()
     say(_row(index, spec, s))
     for note in s.client_notes:
@@ -203,8 +266,10 @@ class _Progress:
         self._shown = False
 
     def tick(self, p: StepProgress) -> None:
-        text = (f"  step {p.index + 1}/{p.total} {p.spec.label} {p.phase} {p.elapsed_s:5.0f}s"
-                f" · finished {p.finished} · failed {p.failed}")  # fmt: skip
+        text = (
+            f"  step {p.index + 1}/{p.total} {p.spec.label} {p.phase} {p.elapsed_s:5.0f}s"
+            f" · finished {p.finished} · failed {p.failed}"
+        )
         if self.tty:
             say("\r" + text.ljust(78)[:78], err=True, end="")
             self._shown = True
@@ -241,6 +306,9 @@ def _verdict(result: dict[str, Any]) -> int:
     if completed == 0:
         raise CliError(f"no request succeeded ({failed} failed; most common: {top})")
     if failed:
-        print(f"infmon: {failed} of {completed + failed} requests failed (most common: {top})", file=sys.stderr)
+        print(
+            f"infmon: {failed} of {completed + failed} requests failed (most common: {top})",
+            file=sys.stderr,
+        )
         return 1
     return 0

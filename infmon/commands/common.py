@@ -23,42 +23,107 @@ from infmon.journal import JournalWriter
 from infmon.load.prompts import DatasetError, Workload, load_dataset
 
 _LOAD_KEYS = (
-    "url", "api_key", "api_key_file", "model", "endpoint", "prompt_tokens", "output_tokens",
-    "dataset", "seed", "slo", "session_dir", "label", "concurrency", "rate", "max_concurrency",
-    "arrival", "step_duration", "step_requests", "warmup", "ignore_eos", "connect_timeout",
-    "read_timeout", "ca_bundle", "insecure",
-)  # fmt: skip
+    "url",
+    "api_key",
+    "api_key_file",
+    "model",
+    "endpoint",
+    "prompt_tokens",
+    "output_tokens",
+    "dataset",
+    "seed",
+    "slo",
+    "session_dir",
+    "label",
+    "concurrency",
+    "rate",
+    "max_concurrency",
+    "arrival",
+    "step_duration",
+    "step_requests",
+    "warmup",
+    "ignore_eos",
+    "connect_timeout",
+    "read_timeout",
+    "ca_bundle",
+    "insecure",
+)
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the common load options (the command adds its own positional URL)."""
     g = parser.add_argument_group("server and load")
-    g.add_argument("--api-key", help="API key (default: $INFMON_API_KEY, then $OPENAI_API_KEY); --api-key-file or the environment keep it off the command line")
+    g.add_argument(
+        "--api-key",
+        help="API key (default: $INFMON_API_KEY, then $OPENAI_API_KEY); --api-key-file or the environment keep it off the command line",
+    )
     g.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
     g.add_argument("--model", help="model name (default: the first model of /v1/models)")
     g.add_argument("--endpoint", choices=("completions", "chat"), help="API (default completions)")
     g.add_argument("--prompt-tokens", metavar="N", help="synthetic prompt length (default 128)")
-    g.add_argument("--output-tokens", metavar="N|A-B", help="output length, fixed or a range (default 128)")
-    g.add_argument("--dataset", metavar="FILE", help="prompts: JSONL with prompt or messages, or ShareGPT JSON")
+    g.add_argument(
+        "--output-tokens", metavar="N|A-B", help="output length, fixed or a range (default 128)"
+    )
+    g.add_argument(
+        "--dataset", metavar="FILE", help="prompts: JSONL with prompt or messages, or ShareGPT JSON"
+    )
     g.add_argument("--seed", help="seed for prompts, lengths and arrivals (default 0)")
-    g.add_argument("--slo", metavar="SPEC", help="e.g. ttft=500ms,tpot=50ms,e2el=10s (goodput, SLO limit)")
-    g.add_argument("--session-dir", metavar="DIR", help="session record (default ./infmon-sessions/<UTC time>-<label>/)")
+    g.add_argument(
+        "--slo", metavar="SPEC", help="e.g. ttft=500ms,tpot=50ms,e2el=10s (goodput, SLO limit)"
+    )
+    g.add_argument(
+        "--session-dir",
+        metavar="DIR",
+        help="session record (default ./infmon-sessions/<UTC time>-<label>/)",
+    )
     g.add_argument("--label", help="name of this run (default run)")
-    g.add_argument("--concurrency", metavar="N[,N…]", help="closed loop: concurrent streams per step")
+    g.add_argument(
+        "--concurrency", metavar="N[,N…]", help="closed loop: concurrent streams per step"
+    )
     g.add_argument("--rate", metavar="R[,R…]", help="open loop: requests/s per step")
-    g.add_argument("--max-concurrency", metavar="N", help="cap on in-flight requests in rate mode (default 256)")
-    g.add_argument("--arrival", choices=("poisson", "gamma"), help="open-loop arrivals (default poisson)")
-    g.add_argument("--step-duration", metavar="DUR", help="measured time per step, e.g. 20s (default 20s)")
-    g.add_argument("--step-requests", metavar="N",
-                   help="send at most N measured requests per step (as vllm bench serve --num-prompts)")
-    g.add_argument("--warmup", metavar="DUR", help="warm-up per step, excluded (default 10%% of the step)")
-    g.add_argument("--ignore-eos", action=argparse.BooleanOptionalAction, default=None,
-                   help="pin output length with ignore_eos/min_tokens where the server accepts them (default on)")  # fmt: skip
+    g.add_argument(
+        "--max-concurrency",
+        metavar="N",
+        help="cap on in-flight requests in rate mode (default 256)",
+    )
+    g.add_argument(
+        "--arrival", choices=("poisson", "gamma"), help="open-loop arrivals (default poisson)"
+    )
+    g.add_argument(
+        "--step-duration", metavar="DUR", help="measured time per step, e.g. 20s (default 20s)"
+    )
+    g.add_argument(
+        "--step-requests",
+        metavar="N",
+        help="send at most N measured requests per step (as vllm bench serve --num-prompts)",
+    )
+    g.add_argument(
+        "--warmup", metavar="DUR", help="warm-up per step, excluded (default 10%% of the step)"
+    )
+    g.add_argument(
+        "--ignore-eos",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="pin output length with ignore_eos/min_tokens where the server accepts them (default on)",
+    )
     g.add_argument("--connect-timeout", metavar="DUR", help="TCP/TLS connect timeout (default 10s)")
-    g.add_argument("--read-timeout", metavar="DUR", help="longest stall between two reads of a stream (default 600s; no total timeout)")  # fmt: skip
+    g.add_argument(
+        "--read-timeout",
+        metavar="DUR",
+        help="longest stall between two reads of a stream (default 600s; no total timeout)",
+    )
     g.add_argument("--ca-bundle", metavar="FILE", help="CA bundle for TLS verification")
-    g.add_argument("--insecure", action="store_true", default=None, help="do not verify TLS certificates (warns)")
-    g.add_argument("--config", metavar="FILE", help="TOML config file (default $XDG_CONFIG_HOME/infmon/config.toml)")
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        default=None,
+        help="do not verify TLS certificates (warns)",
+    )
+    g.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (default $XDG_CONFIG_HOME/infmon/config.toml)",
+    )
 
 
 def cli_layer(args: argparse.Namespace) -> dict[str, Any]:
@@ -78,8 +143,11 @@ def config_from_args(args: argparse.Namespace) -> Config:
         raise CliError(str(exc)) from None
     hide_api_key_from_process_title()
     if config.insecure:
-        print("infmon: warning: TLS certificate verification is OFF (--insecure): the server is not "
-              "authenticated and the API key can be intercepted", file=sys.stderr)
+        print(
+            "infmon: warning: TLS certificate verification is OFF (--insecure): the server is not "
+            "authenticated and the API key can be intercepted",
+            file=sys.stderr,
+        )
     return config
 
 
@@ -178,9 +246,12 @@ def make_workload(config: Config) -> Workload:
     """The config's prompts: a dataset file when given, else synthetic prompts."""
     try:
         prompts = load_dataset(config.dataset) if config.dataset else None
-        return Workload(prompt_tokens=config.prompt_tokens,
-                        output_tokens=(config.output_tokens_min, config.output_tokens_max),
-                        prompts=prompts, seed=config.seed)  # fmt: skip
+        return Workload(
+            prompt_tokens=config.prompt_tokens,
+            output_tokens=(config.output_tokens_min, config.output_tokens_max),
+            prompts=prompts,
+            seed=config.seed,
+        )
     except DatasetError as exc:
         raise CliError(str(exc)) from None
 

@@ -10,9 +10,14 @@ from infmon.cli import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
-                        help="session directories, report.json files, or `vllm bench serve "
-                             "--save-result` files; the first is the baseline")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="session directories, report.json files, or `vllm bench serve "
+        "--save-result` files; the first is the baseline",
+    )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML page")
 
@@ -36,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     doc = compare_runs(runs)
     if args.html:
         args.html.write_text(render_html(doc), encoding="utf-8")
-    print(json.dumps(doc, indent=2) if args.json else render_text(doc), end="" if not args.json
-          else "\n")
+    print(
+        json.dumps(doc, indent=2) if args.json else render_text(doc),
+        end="" if not args.json else "\n",
+    )
     return 0

@@ -23,14 +23,30 @@ PR_SET_PDEATHSIG = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", default="baseline",
-                        help="simulator scenario (see `infmon sim --list`; default baseline)")
-    parser.add_argument("--headless", action="store_true",
-                        help="no UI: run a short concurrency sweep and print the table")
-    parser.add_argument("--duration", type=float, default=30.0, metavar="S",
-                        help="headless: total seconds for the sweep (default 30)")
-    parser.add_argument("--sim-arg", action="append", default=[], metavar="ARG",
-                        help="extra argument for `infmon sim` (repeatable), e.g. --sim-arg=--seed=2")
+    parser.add_argument(
+        "--scenario",
+        default="baseline",
+        help="simulator scenario (see `infmon sim --list`; default baseline)",
+    )
+    parser.add_argument(
+        "--headless",
+        action="store_true",
+        help="no UI: run a short concurrency sweep and print the table",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="headless: total seconds for the sweep (default 30)",
+    )
+    parser.add_argument(
+        "--sim-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for `infmon sim` (repeatable), e.g. --sim-arg=--seed=2",
+    )
     add_load_arguments(parser)
     add_monitor_arguments(parser)
 
@@ -49,13 +65,13 @@ def simulator(scenario: str, extra: list[str]) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def simulator_process(scenario: str,
-                      extra: list[str]) -> Iterator[tuple[str, Callable[[], None]]]:
+def simulator_process(scenario: str, extra: list[str]) -> Iterator[tuple[str, Callable[[], None]]]:
     """Like ``simulator`` and also yields a function that stops it at once (for a forced exit)."""
     args = ["--host", "127.0.0.1", "--port", "0", "--scenario", scenario, *extra]
     try:
         proc, url = start_simulator(
-            args, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+            args, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None
+        )
     except SimulatorStartError as exc:
         raise CliError(f"the simulator did not start: {exc}") from None
     try:
@@ -80,8 +96,16 @@ def _headless(url: str, args: argparse.Namespace) -> int:
 
     levels = args.concurrency or "1,4,16,64"
     step_s = max(2.0, args.duration / len(levels.split(",")))
-    argv = ["bench", url, "--concurrency", levels, "--step-duration", f"{step_s:g}s",
-            "--label", args.label or f"demo-{args.scenario}"]
+    argv = [
+        "bench",
+        url,
+        "--concurrency",
+        levels,
+        "--step-duration",
+        f"{step_s:g}s",
+        "--label",
+        args.label or f"demo-{args.scenario}",
+    ]
     if args.session_dir:
         argv += ["--session-dir", args.session_dir]
     return main(argv)

@@ -37,18 +37,33 @@ RETRY_S = 2.0
 def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
     """The monitor's own options (demo shares them)."""
     g = parser.add_argument_group("monitor")
-    g.add_argument("--theme", default="infmon-dark",
-                   help="palette: infmon-dark (default), infmon-light, infmon-contrast, or a "
-                        "user theme from ~/.config/infmon/themes/")
-    g.add_argument("--scrape-interval", type=float, default=1.0, metavar="S",
-                   help="seconds between metric scrapes (default 1)")
+    g.add_argument(
+        "--theme",
+        default="infmon-dark",
+        help="palette: infmon-dark (default), infmon-light, infmon-contrast, or a "
+        "user theme from ~/.config/infmon/themes/",
+    )
+    g.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds between metric scrapes (default 1)",
+    )
     g.add_argument("--metrics-url", metavar="URL", help="metrics page if not URL/metrics")
-    g.add_argument("--ui-hz", type=float, default=4.0, metavar="HZ",
-                   help="most repaints per second (default 4)")
+    g.add_argument(
+        "--ui-hz",
+        type=float,
+        default=4.0,
+        metavar="HZ",
+        help="most repaints per second (default 4)",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="base URL of the OpenAI-compatible server, e.g. http://vllm:8000")
+    parser.add_argument(
+        "url", help="base URL of the OpenAI-compatible server, e.g. http://vllm:8000"
+    )
     add_load_arguments(parser)
     add_monitor_arguments(parser)
 
@@ -61,8 +76,15 @@ class LiveLoad:
     """The app's load dial over ``LoadDriver``: it finds the model first (retrying while the
     server is unreachable) and then applies whatever level the operator has set meanwhile."""
 
-    def __init__(self, driver: Any, client: Any, session: Session, clock: Clock,
-                 max_concurrency: int, journal: Any) -> None:
+    def __init__(
+        self,
+        driver: Any,
+        client: Any,
+        session: Session,
+        clock: Clock,
+        max_concurrency: int,
+        journal: Any,
+    ) -> None:
         self.driver, self.client, self.session, self.clock = driver, client, session, clock
         self.max_concurrency = max_concurrency
         self.journal = journal
@@ -93,9 +115,15 @@ class LiveLoad:
             self.session.set_server_info(model=model)
             caps = self.client.capabilities
             self.journal.write_event(
-                "target", url=self.client.params.base_url, model=model,
+                "target",
+                url=self.client.params.base_url,
+                model=model,
                 endpoint=self.client.params.endpoint,
-                capabilities={"stream_options": caps.stream_options, "vllm_fields": caps.vllm_fields})
+                capabilities={
+                    "stream_options": caps.stream_options,
+                    "vllm_fields": caps.vllm_fields,
+                },
+            )
             self.ready = True
         self.driver.start()
         self._apply_pause()
@@ -128,8 +156,14 @@ class LiveLoad:
         held_s = self.clock.now() - t0
         achieved = (self.driver.inflight_area_s() - area0) / held_s if held_s > 0 else math.nan
         lag_s = self.driver.loop_lag_p99_s(since_s=t0)
-        self.journal.write_event("step_end", index=self.driver.step, stats={
-            "achieved_concurrency": _rounded(achieved), "loop_lag_p99_ms": _rounded(lag_s * 1e3)})
+        self.journal.write_event(
+            "step_end",
+            index=self.driver.step,
+            stats={
+                "achieved_concurrency": _rounded(achieved),
+                "loop_lag_p99_ms": _rounded(lag_s * 1e3),
+            },
+        )
         self._step_started = None
 
     def set_concurrency(self, n: int) -> None:
@@ -190,8 +224,9 @@ class ServerEvents:
         state = getattr(snap, "state", "ok")
         if state in ("down", "stale") and not self.down:
             self.down = True
-            self.journal.write_event("server_down", error=getattr(snap, "error_message", None),
-                                     t=snap.timestamp_s)
+            self.journal.write_event(
+                "server_down", error=getattr(snap, "error_message", None), t=snap.timestamp_s
+            )
         elif state == "ok" and self.down:
             self.down = False
             self.journal.write_event("server_up", t=snap.timestamp_s)
@@ -201,13 +236,18 @@ class ServerEvents:
 
 def build_session(config: Config, clock: Clock) -> Session:
     warmup = config.warmup_s if config.warmup_s is not None else 0.1 * config.step_duration_s
-    cfg = SessionConfig(endpoint=config.url or "", slo=config.slo, step_warmup_s=warmup,
-                        min_step_s=min(5.0, config.step_duration_s))
+    cfg = SessionConfig(
+        endpoint=config.url or "",
+        slo=config.slo,
+        step_warmup_s=warmup,
+        min_step_s=min(5.0, config.step_duration_s),
+    )
     return Session(cfg, start_s=clock.now())
 
 
-def build_monitor(config: Config, args: argparse.Namespace, *,
-                  clock: Clock | None = None) -> tuple[Any, Recorder]:
+def build_monitor(
+    config: Config, args: argparse.Namespace, *, clock: Clock | None = None
+) -> tuple[Any, Recorder]:
     """The app wired to the real driver, poller, journal and reports (not yet running)."""
     from infmon.journal.writer import JournalWriter
     from infmon.load.client import StreamingClient
@@ -247,12 +287,19 @@ def build_monitor(config: Config, args: argparse.Namespace, *,
         await source.aclose()
 
     app = InfmonApp(
-        session, driver=live, source=poller, clock=clock, recorder=recorder,
-        theme_name=args.theme, ui_hz=args.ui_hz, step_duration_s=config.step_duration_s,
+        session,
+        driver=live,
+        source=poller,
+        clock=clock,
+        recorder=recorder,
+        theme_name=args.theme,
+        ui_hz=args.ui_hz,
+        step_duration_s=config.step_duration_s,
         load_mode="rate" if config.rate else "closed",
         concurrency=config.concurrency[0] if config.concurrency else 1,
         rate_per_s=config.rate[0] if config.rate else 1.0,
-        start_paused=not (config.concurrency or config.rate), on_shutdown=shutdown,
+        start_paused=not (config.concurrency or config.rate),
+        on_shutdown=shutdown,
     )
     return app, recorder
 
@@ -265,8 +312,13 @@ def finish(app: Any, recorder: Recorder) -> str:
     return recorder.write_report(app.final_screenshot_svg, final=True)
 
 
-def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None = None,
-                on_exit: Callable[[], None] | None = None) -> int:
+def run_monitor(
+    config: Config,
+    args: argparse.Namespace,
+    *,
+    clock: Clock | None = None,
+    on_exit: Callable[[], None] | None = None,
+) -> int:
     """Run the app until it quits; then write the final report (whatever ended it).
     ``on_exit`` runs last, also on the forced exit after a lost terminal (demo: stop the sim)."""
     app, recorder = build_monitor(config, args, clock=clock)
@@ -277,8 +329,10 @@ def run_monitor(config: Config, args: argparse.Namespace, *, clock: Clock | None
             return
         try:
             out = finish(app, recorder)
-            print(f"infmon: session recorded in {recorder.session_dir}; report: {out}",
-                  file=sys.stderr)
+            print(
+                f"infmon: session recorded in {recorder.session_dir}; report: {out}",
+                file=sys.stderr,
+            )
         finally:
             if on_exit is not None:
                 on_exit()

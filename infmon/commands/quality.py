@@ -13,24 +13,40 @@ from infmon.cli import CliError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--baseline", type=Path, metavar="SESSION_DIR|QUALITY_JSON",
-                        help="compare outputs with an earlier run: agreement, divergence, length")
-    parser.add_argument("--probes", type=Path, metavar="FILE",
-                        help="JSONL probes with prompt, expect, optional match "
-                             "(exact|normalised|regex); default: the built-in set")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="SESSION_DIR|QUALITY_JSON",
+        help="compare outputs with an earlier run: agreement, divergence, length",
+    )
+    parser.add_argument(
+        "--probes",
+        type=Path,
+        metavar="FILE",
+        help="JSONL probes with prompt, expect, optional match "
+        "(exact|normalised|regex); default: the built-in set",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--model", help="model name (default: the first of /v1/models)")
     parser.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
-    parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
-                        help="bearer token (default: $OPENAI_API_KEY)")
-    parser.add_argument("--session-dir", type=Path,
-                        help="also store the result in this session (quality.json + event)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("OPENAI_API_KEY"),
+        help="bearer token (default: $OPENAI_API_KEY)",
+    )
+    parser.add_argument(
+        "--session-dir",
+        type=Path,
+        help="also store the result in this session (quality.json + event)",
+    )
     parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
 
 
 def _print_human(doc: dict) -> None:
-    print(f"quality: {doc['correct']}/{doc['probes']} probes correct "
-          f"(accuracy {doc['accuracy']:.1%}), greedy, {doc['model']} at {doc['url']}")
+    print(
+        f"quality: {doc['correct']}/{doc['probes']} probes correct "
+        f"(accuracy {doc['accuracy']:.1%}), greedy, {doc['model']} at {doc['url']}"
+    )
     if doc.get("errors"):
         print(f"  {doc['errors']} probes failed to get an answer")
     for r in doc["results"]:
@@ -38,9 +54,11 @@ def _print_human(doc: dict) -> None:
             got = r.get("error") or repr((r.get("output") or "")[:60])
             print(f"  ✗ {r['id']}: expected {r['expect']!r}, got {got}")
     if "agreement" in doc and doc["agreement"] is not None:
-        print(f"against baseline {doc['baseline']}: agreement {doc['agreement']:.1%} on "
-              f"{doc['compared']} probes, length ratio {doc['length_ratio']:.2f}, "
-              f"{len(doc['first_divergence'])} diverge")
+        print(
+            f"against baseline {doc['baseline']}: agreement {doc['agreement']:.1%} on "
+            f"{doc['compared']} probes, length ratio {doc['length_ratio']:.2f}, "
+            f"{len(doc['first_divergence'])} diverge"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,8 +70,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         probes = load_probes(args.probes)
         baseline = load_baseline(args.baseline) if args.baseline else None
-        doc = asyncio.run(run_quality(args.url, probes, model=args.model, endpoint=args.endpoint,
-                                      api_key=args.api_key, baseline=baseline))
+        doc = asyncio.run(
+            run_quality(
+                args.url,
+                probes,
+                model=args.model,
+                endpoint=args.endpoint,
+                api_key=args.api_key,
+                baseline=baseline,
+            )
+        )
     except (ProbeFileError, QualityError) as exc:
         raise CliError(str(exc)) from None
     if doc["errors"] == doc["probes"]:

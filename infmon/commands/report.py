@@ -10,8 +10,12 @@ from infmon.cli import CliError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session_dir", type=Path, help="a session directory (records.jsonl …)")
-    parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="write the reports here instead of into the session directory")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write the reports here instead of into the session directory",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,8 +26,9 @@ class ServerWatch:
     def __init__(self, url: str, interval_s: float, journal: JournalWriter, clock: Clock) -> None:
         self.journal = journal
         self.source = DirectSource(url, timeout_s=max(5.0, 2 * interval_s))
-        self.poller = MetricPoller(self.source, interval_s, self._on_snapshot, clock,
-                                   max_backoff_s=max(4.0, interval_s))  # fmt: skip
+        self.poller = MetricPoller(
+            self.source, interval_s, self._on_snapshot, clock, max_backoff_s=max(4.0, interval_s)
+        )
         self.scrapes = 0
         self.failed: Counter[str] = Counter()
         self.restarts = 0
@@ -66,8 +67,13 @@ class ServerWatch:
             self.failed[snap.error_kind or "other"] += 1
             if self._down is None:
                 self._down = {"start_s": t, "kind": snap.error_kind, "message": snap.error_message}
-                self.journal.write_event("server_down", t=t, state=snap.state, error_kind=snap.error_kind,
-                                         error=snap.error_message)  # fmt: skip
+                self.journal.write_event(
+                    "server_down",
+                    t=t,
+                    state=snap.state,
+                    error_kind=snap.error_kind,
+                    error=snap.error_message,
+                )
             return
         if self._down is not None:
             outage = {**self._down, "end_s": t, "duration_s": t - self._down["start_s"]}
@@ -90,8 +96,12 @@ class ServerWatch:
             "restarts": self.restarts,
             "no_metrics": self.no_metrics,
             "outages": [
-                {"start_s": rel(o["start_s"]), "end_s": rel(o["end_s"]), "duration_s": o["duration_s"],
-                 "kind": o["kind"]}
+                {
+                    "start_s": rel(o["start_s"]),
+                    "end_s": rel(o["end_s"]),
+                    "duration_s": o["duration_s"],
+                    "kind": o["kind"],
+                }
                 for o in self.outages
             ],
         }

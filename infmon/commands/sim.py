@@ -33,14 +33,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--no-prefix-caching", action="store_true", help="disable prefix caching")
     a("--draft-model", help="drafter model profile for speculative decoding")
     a("--speculative-k", type=int, help="draft tokens per step (0 disables)")
-    a("--acceptance", type=float, nargs="+", metavar="P",
-      help="per-position acceptance probabilities (each given the previous was accepted)")
+    a(
+        "--acceptance",
+        type=float,
+        nargs="+",
+        metavar="P",
+        help="per-position acceptance probabilities (each given the previous was accepted)",
+    )
     a("--contention", type=float, help="noisy neighbour: every step takes (1 + F) times longer")
     a("--quality-error-rate", type=float, help="share of quality probes answered wrongly")
     a("--metrics-schema", choices=("v1", "v0"), default="v1", help="vLLM metric names (v0: older)")
     a("--seed", type=int, default=0)
-    a("--fault", action="append", default=[], metavar="KIND[:VALUE][:RATE]",
-      help="inject a fault (repeatable; see the list below)")
+    a(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND[:VALUE][:RATE]",
+        help="inject a fault (repeatable; see the list below)",
+    )
     a("--trace-timing", metavar="FILE", help="append per-request chunk write times (JSONL)")
     a("--probes", metavar="FILE", help="quality probes JSONL to answer (default: infmon's own)")
 
@@ -53,25 +63,38 @@ def _config(args: argparse.Namespace):
     sc = SCENARIOS[args.scenario]
     try:
         cfg = build_config(
-            sc, gpu=args.gpu, model=args.model, drafter=args.draft_model,
+            sc,
+            gpu=args.gpu,
+            model=args.model,
+            drafter=args.draft_model,
             speculative_k=args.speculative_k,
             acceptance=tuple(args.acceptance) if args.acceptance else None,
-            gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
-            max_num_seqs=args.max_num_seqs, contention=args.contention,
-            max_num_batched_tokens=args.max_num_batched_tokens, block_size=args.block_size,
-            served_model_name=args.served_model_name, seed=args.seed,
-            enable_prefix_caching=False if args.no_prefix_caching else None)
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs,
+            contention=args.contention,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            block_size=args.block_size,
+            served_model_name=args.served_model_name,
+            seed=args.seed,
+            enable_prefix_caching=False if args.no_prefix_caching else None,
+        )
     except KeyError as exc:
         raise CliError(str(exc.args[0])) from None
-    error_rate = sc.quality_error_rate if args.quality_error_rate is None else args.quality_error_rate
+    error_rate = (
+        sc.quality_error_rate if args.quality_error_rate is None else args.quality_error_rate
+    )
     return cfg, error_rate
 
 
 def _describe(cfg, mem) -> list[str]:
     from infmon.sim.roofline import predicted_decode_tok_s
 
-    spec = (f"{cfg.drafter.name} k={cfg.speculative_k} acceptance={list(cfg.acceptance)}"
-            if cfg.spec_enabled else "off")
+    spec = (
+        f"{cfg.drafter.name} k={cfg.speculative_k} acceptance={list(cfg.acceptance)}"
+        if cfg.spec_enabled
+        else "off"
+    )
     return [
         f"gpu: {cfg.gpu.name} ({cfg.gpu.memory_gb:g} GB, {cfg.gpu.bandwidth_gb_s:g} GB/s)",
         f"model: {cfg.model.name} ({cfg.model.dtype}), served as {cfg.served_model_name}",
@@ -97,12 +120,16 @@ def run(args: argparse.Namespace) -> int:
     cfg, error_rate = _config(args)
     mem = memory_budget(cfg)
     if mem.num_gpu_blocks == 0:
-        raise CliError(f"{cfg.model.name} ({mem.weights_gb + mem.drafter_weights_gb:.1f} GB of "
-                       f"weights) leaves no room for KV on {cfg.gpu.name} at "
-                       f"gpu_memory_utilization {cfg.gpu_memory_utilization:g}")
+        raise CliError(
+            f"{cfg.model.name} ({mem.weights_gb + mem.drafter_weights_gb:.1f} GB of "
+            f"weights) leaves no room for KV on {cfg.gpu.name} at "
+            f"gpu_memory_utilization {cfg.gpu_memory_utilization:g}"
+        )
     if mem.kv_tokens < cfg.max_model_len:
-        raise CliError(f"KV cache holds {mem.kv_tokens} tokens, less than max_model_len "
-                       f"{cfg.max_model_len}: raise --gpu-memory-utilization or lower --max-model-len")
+        raise CliError(
+            f"KV cache holds {mem.kv_tokens} tokens, less than max_model_len "
+            f"{cfg.max_model_len}: raise --gpu-memory-utilization or lower --max-model-len"
+        )
     try:
         faults = tuple(parse_fault(f) for f in args.fault)
     except ValueError as exc:
@@ -123,10 +150,14 @@ async def _serve(cfg, args, error_rate: float, faults: tuple) -> None:
     from infmon.sim.server import ServerOptions, SimServer
     from infmon.sim.text import PROBES_PATH, load_probes
 
-    opts = ServerOptions(metrics_schema=args.metrics_schema, seed=args.seed,
-                         quality_error_rate=error_rate, faults=faults,
-                         trace_path=args.trace_timing,
-                         probes=load_probes(Path(args.probes) if args.probes else PROBES_PATH))
+    opts = ServerOptions(
+        metrics_schema=args.metrics_schema,
+        seed=args.seed,
+        quality_error_rate=error_rate,
+        faults=faults,
+        trace_path=args.trace_timing,
+        probes=load_probes(Path(args.probes) if args.probes else PROBES_PATH),
+    )
     server = SimServer(cfg, opts)
     try:
         port = await server.start(args.host, args.port)

@@ -30,7 +30,9 @@ def encode_record(r: RequestRecord) -> dict[str, Any]:
     d: dict[str, Any] = {"i": r.request_id, "t": round(r.sent_s, 6)}
     times = r.chunk_times_s
     if len(times) > _NUMPY_FROM:  # the same integers (IEEE arithmetic, round-half-even), 2x faster
-        d["c"] = np.diff(np.rint((np.array(times) - r.sent_s) * US).astype(np.int64), prepend=0).tolist()
+        d["c"] = np.diff(
+            np.rint((np.array(times) - r.sent_s) * US).astype(np.int64), prepend=0
+        ).tolist()
     elif times:
         offsets = [_us(t - r.sent_s) for t in times]
         d["c"] = [offsets[0], *(b - a for a, b in itertools.pairwise(offsets))]
@@ -40,9 +42,15 @@ def encode_record(r: RequestRecord) -> dict[str, Any]:
         ones = r.chunk_tokens.count(1) == len(r.chunk_tokens) == len(times)
         d["k"] = 1 if ones else list(r.chunk_tokens)
     optional = (
-        ("p", r.prompt_tokens), ("o", r.output_tokens), ("f", r.finish_reason),
-        ("h", r.http_status), ("x", r.error_kind), ("xm", r.error_message),
-        ("n", r.concurrency), ("r", r.rate), ("txt", r.output_text),
+        ("p", r.prompt_tokens),
+        ("o", r.output_tokens),
+        ("f", r.finish_reason),
+        ("h", r.http_status),
+        ("x", r.error_kind),
+        ("xm", r.error_message),
+        ("n", r.concurrency),
+        ("r", r.rate),
+        ("txt", r.output_text),
     )
     for key, value in optional:
         if value is not None:
@@ -78,8 +86,20 @@ def decode_record(d: dict[str, Any]) -> RequestRecord:
     k = get("k")
     end = get("e")
     return RequestRecord(
-        int(d["i"]), sent_s, times, math.nan if end is None else sent_s + end / US,
+        int(d["i"]),
+        sent_s,
+        times,
+        math.nan if end is None else sent_s + end / US,
         (1,) * len(times) if k == 1 else tuple(k or ()),
-        get("p"), get("o"), get("f"), get("h"), get("x"), get("xm"), int(get("s", 0)),
-        get("n"), get("r"), bool(get("w", 0)), get("txt"),
+        get("p"),
+        get("o"),
+        get("f"),
+        get("h"),
+        get("x"),
+        get("xm"),
+        int(get("s", 0)),
+        get("n"),
+        get("r"),
+        bool(get("w", 0)),
+        get("txt"),
     )

@@ -14,9 +14,24 @@ REDACTED = "***"
 
 _SECRET_KEYS = frozenset(
     {
-        "api_key", "apikey", "x_api_key", "authorization", "proxy_authorization", "token",
-        "access_token", "refresh_token", "auth_token", "bearer", "password", "passwd", "secret",
-        "client_secret", "cookie", "set_cookie", "credentials", "private_key",
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "authorization",
+        "proxy_authorization",
+        "token",
+        "access_token",
+        "refresh_token",
+        "auth_token",
+        "bearer",
+        "password",
+        "passwd",
+        "secret",
+        "client_secret",
+        "cookie",
+        "set_cookie",
+        "credentials",
+        "private_key",
     }
 )
 _SECRET_SUFFIXES = ("_api_key", "_password", "_secret", "_token", "_passwd", "_credentials")

@@ -29,8 +29,16 @@ class SyntheticServer:
     jitter: float = 0.1
 
 
-def _request(rng: random.Random, srv: SyntheticServer, c: int, rid: int, sent: float,
-             out_tokens: int, step: int, warmup: bool) -> RequestRecord:
+def _request(
+    rng: random.Random,
+    srv: SyntheticServer,
+    c: int,
+    rid: int,
+    sent: float,
+    out_tokens: int,
+    step: int,
+    warmup: bool,
+) -> RequestRecord:
     slow = max(1.0, c / srv.knee_c)
     queue = max(0.0, (c - srv.max_num_seqs) / srv.max_num_seqs) * out_tokens * srv.tpot_s
     t = sent + queue + srv.ttft_s * (1 + c / (4 * srv.knee_c)) * (1 + srv.jitter * rng.random())
@@ -39,9 +47,18 @@ def _request(rng: random.Random, srv: SyntheticServer, c: int, rid: int, sent: f
         t += srv.tpot_s * slow * (1 + srv.jitter * (rng.random() - 0.5))
         times.append(t)
     return RequestRecord(
-        request_id=rid, sent_s=sent, chunk_times_s=tuple(times), end_s=t + 0.0005,
-        chunk_tokens=(1,) * out_tokens, prompt_tokens=128, output_tokens=out_tokens,
-        finish_reason="length", http_status=200, step=step, concurrency=c, warmup=warmup,
+        request_id=rid,
+        sent_s=sent,
+        chunk_times_s=tuple(times),
+        end_s=t + 0.0005,
+        chunk_tokens=(1,) * out_tokens,
+        prompt_tokens=128,
+        output_tokens=out_tokens,
+        finish_reason="length",
+        http_status=200,
+        step=step,
+        concurrency=c,
+        warmup=warmup,
     )
 
 
@@ -50,26 +67,43 @@ def _scrape(j: JournalWriter, srv: SyntheticServer, t: float, c: int, gen_tok_s:
     spec = None
     if srv.spec_acceptance is not None:
         a = srv.spec_acceptance
-        spec = {"acceptance_rate": a, "mean_acceptance_length": 1 + 3 * a,
-                "acceptance_per_position": [a, a * a, a**3]}
-    j.write_scrape({
-        "timestamp_s": t, "backend": "vllm-v1", "models": ["synthetic/model"], "state": "ok",
-        "running": running, "waiting": max(0, c - srv.max_num_seqs),
-        "kv_cache_usage": min(1.0, running * 192 / srv.kv_capacity_tokens),
-        "generation_tokens_per_s": gen_tok_s, "preemptions_per_s": 0.0,
-        "max_model_len": 4096, "kv_capacity_tokens": srv.kv_capacity_tokens,
-        "kv_block_size_tokens": srv.block_size,
-        "kv_num_gpu_blocks": srv.kv_capacity_tokens // srv.block_size,
-        "cache_config": {"cache_dtype": "auto", "block_size": str(srv.block_size)},
-        "spec_decode": spec,
-    })
+        spec = {
+            "acceptance_rate": a,
+            "mean_acceptance_length": 1 + 3 * a,
+            "acceptance_per_position": [a, a * a, a**3],
+        }
+    j.write_scrape(
+        {
+            "timestamp_s": t,
+            "backend": "vllm-v1",
+            "models": ["synthetic/model"],
+            "state": "ok",
+            "running": running,
+            "waiting": max(0, c - srv.max_num_seqs),
+            "kv_cache_usage": min(1.0, running * 192 / srv.kv_capacity_tokens),
+            "generation_tokens_per_s": gen_tok_s,
+            "preemptions_per_s": 0.0,
+            "max_model_len": 4096,
+            "kv_capacity_tokens": srv.kv_capacity_tokens,
+            "kv_block_size_tokens": srv.block_size,
+            "kv_num_gpu_blocks": srv.kv_capacity_tokens // srv.block_size,
+            "cache_config": {"cache_dtype": "auto", "block_size": str(srv.block_size)},
+            "spec_decode": spec,
+        }
+    )
 
 
 def write_synthetic_session(
-    session_dir: Path, concurrencies: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
-    step_duration_s: float = 10.0, out_tokens: int = 32, warmup_s: float = 1.0, seed: int = 1,
-    server: SyntheticServer | None = None, slo: str | None = "ttft=500ms,tpot=50ms",
-    finish: bool = True, max_requests: int | None = None,
+    session_dir: Path,
+    concurrencies: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
+    step_duration_s: float = 10.0,
+    out_tokens: int = 32,
+    warmup_s: float = 1.0,
+    seed: int = 1,
+    server: SyntheticServer | None = None,
+    slo: str | None = "ttft=500ms,tpot=50ms",
+    finish: bool = True,
+    max_requests: int | None = None,
     loop_lag_ms_per_stream: float | None = None,
 ) -> int:
     """Write a session of closed-loop steps; returns the number of request records.
@@ -77,9 +111,16 @@ def write_synthetic_session(
     concurrency (None: not measured)."""
     srv, rng, clock = server or SyntheticServer(), random.Random(seed), FakeClock(100.0)
     j = JournalWriter(session_dir, clock=clock, autoflush=False)
-    j.write_config({"url": "http://127.0.0.1:8000", "model": "synthetic/model",
-                    "endpoint": "completions", "label": "synthetic", "slo": slo,
-                    "api_key": "sk-never-written"})
+    j.write_config(
+        {
+            "url": "http://127.0.0.1:8000",
+            "model": "synthetic/model",
+            "endpoint": "completions",
+            "label": "synthetic",
+            "slo": slo,
+            "api_key": "sk-never-written",
+        }
+    )
     rid = 0
     for step, c in enumerate(concurrencies):
         start = clock.now()
@@ -101,10 +142,14 @@ def write_synthetic_session(
                 break
         end = max(free)
         clock.t = end
-        lag = ({"stats": {"loop_lag_p99_ms": c * loop_lag_ms_per_stream}}
-               if loop_lag_ms_per_stream else {})
-        j.write_event("step_end", t=end, index=step, concurrency=c,
-                      duration_s=end - start - warmup_s, **lag)
+        lag = (
+            {"stats": {"loop_lag_p99_ms": c * loop_lag_ms_per_stream}}
+            if loop_lag_ms_per_stream
+            else {}
+        )
+        j.write_event(
+            "step_end", t=end, index=step, concurrency=c, duration_s=end - start - warmup_s, **lag
+        )
         if max_requests is not None and rid >= max_requests:
             break
     if finish:

@@ -103,14 +103,18 @@ class JournalWriter:
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._buffers: dict[str, list[Any]] = {RECORDS: [], SCRAPES: [], EVENTS: []}
-        self._files = {name: open(self.session_dir / name, "a", encoding="utf-8")  # noqa: SIM115
-                       for name in self._buffers}
+        self._files = {
+            name: open(self.session_dir / name, "a", encoding="utf-8")  # noqa: SIM115
+            for name in self._buffers
+        }
         self._closed = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if autoflush:
             self._thread = threading.Thread(
-                target=self._flush_loop, args=(flush_interval_s,), name="infmon-journal",
+                target=self._flush_loop,
+                args=(flush_interval_s,),
+                name="infmon-journal",
                 daemon=True,
             )
             self._thread.start()
@@ -130,8 +134,7 @@ class JournalWriter:
         snap = snapshot.to_dict() if hasattr(snapshot, "to_dict") else dict(snapshot)
         snap = {k: v for k, v in snap.items() if v not in (None, {}, [], ())}
         t = snap.get("timestamp_s", snap.get("t"))
-        self._append(SCRAPES, dumps({"t": t if t is not None else self.clock.now(),
-                                     "snap": snap}))
+        self._append(SCRAPES, dumps({"t": t if t is not None else self.clock.now(), "snap": snap}))
 
     def write_event(self, kind: str, **payload: Any) -> None:
         """Operator action or notable event (mark, baseline, concurrency, step, error, …)."""
@@ -143,8 +146,12 @@ class JournalWriter:
     def write_quality(self, result: dict[str, Any]) -> None:
         """Store a quality run's result (also noted as an event)."""
         write_json_atomic(self.session_dir / QUALITY, result)
-        self.write_event("quality", accuracy=result.get("accuracy"),
-                         agreement=result.get("agreement"), probes=result.get("probes"))
+        self.write_event(
+            "quality",
+            accuracy=result.get("accuracy"),
+            agreement=result.get("agreement"),
+            probes=result.get("probes"),
+        )
 
     def _append(self, name: str, item: Any) -> None:
         with self._lock:

@@ -139,9 +139,17 @@ class StreamingClient:
         """Discovery (``/v1/models``), and streams too when a transport is injected (tests)."""
         self._wire: H1Pool | None = None
         if transport is None:
-            self._wire = H1Pool(H1Settings(params.base_url, headers, params.connect_timeout_s,
-                                                  params.read_timeout_s, params.max_connections, verify,
-                                                  self._clock.now))  # fmt: skip
+            self._wire = H1Pool(
+                H1Settings(
+                    params.base_url,
+                    headers,
+                    params.connect_timeout_s,
+                    params.read_timeout_s,
+                    params.max_connections,
+                    verify,
+                    self._clock.now,
+                )
+            )
 
     def scrub(self, text: str) -> str:
         """Remove the API key from any text that might be shown or recorded."""
@@ -163,13 +171,16 @@ class StreamingClient:
             kind, msg = self._classify(exc)
             raise ClientError(kind, f"{self.params.base_url}: {msg}") from None
         if resp.status_code >= 400:
-            raise ClientError(ErrorKind.HTTP, self._http_message(resp, "/v1/models"), resp.status_code)
+            raise ClientError(
+                ErrorKind.HTTP, self._http_message(resp, "/v1/models"), resp.status_code
+            )
         try:
             data = resp.json().get("data")
             return [str(m["id"]) for m in data]
         except (ValueError, AttributeError, KeyError, TypeError):
             raise ClientError(
-                ErrorKind.PROTOCOL, f"{self.params.base_url}/v1/models did not answer an OpenAI model list"
+                ErrorKind.PROTOCOL,
+                f"{self.params.base_url}/v1/models did not answer an OpenAI model list",
             ) from None
 
     async def resolve_model(self) -> str:
@@ -182,7 +193,9 @@ class StreamingClient:
         if self.model:
             if models and self.model not in models:
                 served = ", ".join(models[:5]) or "none"
-                raise ClientError(ErrorKind.HTTP, f"model {self.model!r} is not served here (served: {served})")
+                raise ClientError(
+                    ErrorKind.HTTP, f"model {self.model!r} is not served here (served: {served})"
+                )
             return self.model
         if not models:
             raise ClientError(ErrorKind.PROTOCOL, f"{self.params.base_url} serves no models")
@@ -194,8 +207,11 @@ class StreamingClient:
         async with self._probe_lock:
             if self.capabilities is not None:
                 return self.capabilities
-            trials = [ServerCapabilities(True, True), ServerCapabilities(True, False),
-                      ServerCapabilities(False, False)]  # fmt: skip
+            trials = [
+                ServerCapabilities(True, True),
+                ServerCapabilities(True, False),
+                ServerCapabilities(False, False),
+            ]
             if not self.params.ignore_eos:
                 trials = trials[1:]
             last: RequestRecord | None = None
@@ -207,15 +223,21 @@ class StreamingClient:
                 if last.http_status not in (400, 422):
                     break
             assert last is not None
-            raise ClientError(last.error_kind or ErrorKind.OTHER, f"probe request failed: {last.error_message}",
-                              last.http_status)  # fmt: skip
+            raise ClientError(
+                last.error_kind or ErrorKind.OTHER,
+                f"probe request failed: {last.error_message}",
+                last.http_status,
+            )
 
     async def _probe(self, caps: ServerCapabilities) -> RequestRecord:
         """One probe; a transient failure (429, 5xx, reset) is retried, so it cannot abort a run."""
         for attempt in range(PROBE_ATTEMPTS):
             rec = await self._stream(-1, Prompt(text="Hello"), 1, caps, {}, None)
             transient = rec.http_status in (429, 500, 502, 503, 504) or rec.error_kind in (
-                ErrorKind.RESET, ErrorKind.SERVER, ErrorKind.TIMEOUT)
+                ErrorKind.RESET,
+                ErrorKind.SERVER,
+                ErrorKind.TIMEOUT,
+            )
             if rec.ok or not transient:
                 break
             await asyncio.sleep(0.25 * 2**attempt)
@@ -255,12 +277,20 @@ class StreamingClient:
             return replace(rec, step=step, concurrency=concurrency, rate=rate, warmup=warmup)
 
         report_cancel = None if on_cancel is None else (lambda partial: on_cancel(label(partial)))
-        rec = await self._stream(request_id, prompt, output_tokens, caps, extra_body or {},
-                                 report_cancel, keep_text=keep_text)  # fmt: skip
+        rec = await self._stream(
+            request_id,
+            prompt,
+            output_tokens,
+            caps,
+            extra_body or {},
+            report_cancel,
+            keep_text=keep_text,
+        )
         return label(rec)
 
-    def _body(self, prompt: Prompt, max_tokens: int, caps: ServerCapabilities,
-              extra: Mapping[str, Any]) -> dict[str, Any]:  # fmt: skip
+    def _body(
+        self, prompt: Prompt, max_tokens: int, caps: ServerCapabilities, extra: Mapping[str, Any]
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True}
         if self.params.endpoint == "chat":
             body["messages"] = prompt.as_messages()
@@ -274,30 +304,47 @@ class StreamingClient:
         body.update(extra)
         return body
 
-    async def _stream(self, request_id: int, prompt: Prompt, max_tokens: int, caps: ServerCapabilities,
-                      extra: Mapping[str, Any], on_cancel: Callable[[RequestRecord], None] | None,
-                      keep_text: bool = False) -> RequestRecord:  # fmt: skip
+    async def _stream(
+        self,
+        request_id: int,
+        prompt: Prompt,
+        max_tokens: int,
+        caps: ServerCapabilities,
+        extra: Mapping[str, Any],
+        on_cancel: Callable[[RequestRecord], None] | None,
+        keep_text: bool = False,
+    ) -> RequestRecord:
         content = json.dumps(self._body(prompt, max_tokens, caps, extra)).encode()
         st = StreamState(keep_text)
         clock = self._clock
         status: int | None = None
         sent = clock.now()
-        headers = {"Content-Type": "application/json", "X-Request-Id": f"{self.request_id_prefix}{request_id}"}
+        headers = {
+            "Content-Type": "application/json",
+            "X-Request-Id": f"{self.request_id_prefix}{request_id}",
+        }
         try:
             if self._wire is not None:
                 status, error_body = await self._wire.post(self._path, content, headers, st)
                 if status >= 300:
-                    raise StreamFailure(ErrorKind.HTTP, self._error_message(status, error_body, self._path))
+                    raise StreamFailure(
+                        ErrorKind.HTTP, self._error_message(status, error_body, self._path)
+                    )
                 st.finish(clock.now())
             else:
                 async with httpx_post(self._http, clock.now, self._path, content, headers) as resp:
                     status = resp.status
                     if status >= 400:
-                        raise StreamFailure(ErrorKind.HTTP, self._error_message(status, await resp.read_body(), self._path))
+                        raise StreamFailure(
+                            ErrorKind.HTTP,
+                            self._error_message(status, await resp.read_body(), self._path),
+                        )
                     await _consume(resp, st, clock)
             check_complete(st)
         except asyncio.CancelledError:
-            rec = self._record(request_id, sent, st, status, ErrorKind.CANCELLED, "cancelled at shutdown")
+            rec = self._record(
+                request_id, sent, st, status, ErrorKind.CANCELLED, "cancelled at shutdown"
+            )
             if on_cancel is not None:
                 on_cancel(rec)
             raise
@@ -309,11 +356,20 @@ class StreamingClient:
             kind, msg = self._classify(exc)
             return self._record(request_id, sent, st, status, kind, msg)
         except WireError as exc:
-            return self._record(request_id, sent, st, status or st.status, exc.kind, self.scrub(str(exc)))
+            return self._record(
+                request_id, sent, st, status or st.status, exc.kind, self.scrub(str(exc))
+            )
         return self._record(request_id, sent, st, status, None, None)
 
-    def _record(self, request_id: int, sent: float, st: StreamState, status: int | None,
-                kind: str | None, message: str | None) -> RequestRecord:  # fmt: skip
+    def _record(
+        self,
+        request_id: int,
+        sent: float,
+        st: StreamState,
+        status: int | None,
+        kind: str | None,
+        message: str | None,
+    ) -> RequestRecord:
         tokens = tuple(st.tokens) if st.tokens and min(st.tokens) >= 0 else ()
         return RequestRecord(
             request_id=request_id,
@@ -340,8 +396,11 @@ class StreamingClient:
             detail = error_text(json.loads(body))
         except ValueError:
             detail = " ".join(body.decode("utf-8", "replace").split())[:200]
-        hint = {401: " (check --api-key)", 403: " (check --api-key)",
-                404: " (is this an OpenAI-compatible server and endpoint?)"}.get(status, "")  # fmt: skip
+        hint = {
+            401: " (check --api-key)",
+            403: " (check --api-key)",
+            404: " (is this an OpenAI-compatible server and endpoint?)",
+        }.get(status, "")
         text = f"HTTP {status} from {path}{hint}" + (f": {detail}" if detail else "")
         return self.scrub(text)
 
@@ -382,5 +441,8 @@ def _verify(params: ClientParams) -> ssl.SSLContext | bool:
         try:
             return ssl.create_default_context(cafile=params.ca_bundle)
         except (OSError, ssl.SSLError) as exc:
-            raise ClientError(ErrorKind.OTHER, f"cannot load CA bundle {params.ca_bundle}: {exc.__class__.__name__}") from None
+            raise ClientError(
+                ErrorKind.OTHER,
+                f"cannot load CA bundle {params.ca_bundle}: {exc.__class__.__name__}",
+            ) from None
     return True

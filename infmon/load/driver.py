@@ -35,7 +35,9 @@ def _refused(rec: RequestRecord) -> bool:
 
 
 class StreamClient(Protocol):
-    async def stream(self, request_id: int, prompt: Prompt, output_tokens: int, **kw: Any) -> RequestRecord: ...
+    async def stream(
+        self, request_id: int, prompt: Prompt, output_tokens: int, **kw: Any
+    ) -> RequestRecord: ...
 
 
 class LoadDriver:
@@ -105,8 +107,13 @@ class LoadDriver:
             task = loop.create_task(self._worker())
             self._workers.add(task)
 
-    def set_rate(self, req_per_s: float, max_concurrency: int, arrival: str = "poisson",
-                 burstiness: float = 1.0) -> None:  # fmt: skip
+    def set_rate(
+        self,
+        req_per_s: float,
+        max_concurrency: int,
+        arrival: str = "poisson",
+        burstiness: float = 1.0,
+    ) -> None:
         """Open loop: arrivals at ``req_per_s`` (Poisson, or gamma with ``burstiness``), capped."""
         if not req_per_s > 0 or max_concurrency < 1:
             raise ValueError("rate must be > 0 and max_concurrency >= 1")
@@ -255,12 +262,20 @@ class LoadDriver:
         if not counted:
             self._inflight_delta(+1)
         try:
-            rec = await self.client.stream(rid, item.prompt, item.output_tokens, on_cancel=self._emit, **kw)
+            rec = await self.client.stream(
+                rid, item.prompt, item.output_tokens, on_cancel=self._emit, **kw
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in a client must not stop the load: file it as data
-            rec = RequestRecord(request_id=rid, sent_s=now, end_s=self.clock.now(),
-                                error_kind=ErrorKind.OTHER, error_message=exc.__class__.__name__, **kw)  # fmt: skip
+            rec = RequestRecord(
+                request_id=rid,
+                sent_s=now,
+                end_s=self.clock.now(),
+                error_kind=ErrorKind.OTHER,
+                error_message=exc.__class__.__name__,
+                **kw,
+            )
         finally:
             self._inflight_delta(-1)
         self._emit(rec)

@@ -86,7 +86,13 @@ class _Conn(asyncio.Protocol):
     def begin(self, request: bytes, sink: Sink) -> asyncio.Future[None]:
         """Write the request now; the future resolves when the body ends or ``[DONE]`` came."""
         loop = asyncio.get_running_loop()
-        self.sink, self.status, self.error_body, self.got_bytes, self.complete = sink, 0, None, False, False
+        self.sink, self.status, self.error_body, self.got_bytes, self.complete = (
+            sink,
+            0,
+            None,
+            False,
+            False,
+        )
         self._error, self._encoding_ok, self._draining = None, True, False
         self._waiter = loop.create_future()
         self._last_read_loop_s = loop.time()
@@ -135,8 +141,9 @@ class _Conn(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if not self.complete and self._error is None and self._waiter is not None:
-            self._error = WireError(ErrorKind.RESET, "connection closed mid-stream"
-                                    + (f" ({exc})" if exc else ""))  # fmt: skip
+            self._error = WireError(
+                ErrorKind.RESET, "connection closed mid-stream" + (f" ({exc})" if exc else "")
+            )
         self._resolve()
 
     # -- httptools callbacks ----------------------------------------------------------------
@@ -152,7 +159,9 @@ class _Conn(asyncio.Protocol):
         if self.status >= 300:
             self.error_body = []
         elif not self._encoding_ok:
-            raise WireError(ErrorKind.PROTOCOL, "the server compressed the stream (infmon asks for identity)")
+            raise WireError(
+                ErrorKind.PROTOCOL, "the server compressed the stream (infmon asks for identity)"
+            )
 
     def on_body(self, body: bytes) -> None:
         if self.error_body is not None:
@@ -171,7 +180,11 @@ class _Conn(asyncio.Protocol):
             return
         if self._error is not None:
             w.set_exception(self._error)
-        elif self.complete or self.closed or (not self._draining and self.sink is not None and self.sink.done):
+        elif (
+            self.complete
+            or self.closed
+            or (not self._draining and self.sink is not None and self.sink.done)
+        ):
             w.set_result(None)
 
     def _check_idle(self) -> None:
@@ -181,7 +194,9 @@ class _Conn(asyncio.Protocol):
             self._last_read_loop_s = now
             self._timer = loop.call_at(now + self._read_timeout_s, self._check_idle)
             return
-        self._error = WireError(ErrorKind.TIMEOUT, f"no data for {self._read_timeout_s:g}s (read timeout)")
+        self._error = WireError(
+            ErrorKind.TIMEOUT, f"no data for {self._read_timeout_s:g}s (read timeout)"
+        )
         self.abort()
         self._resolve()
 
@@ -218,11 +233,14 @@ class H1Pool:
         s = self.settings
         loop = asyncio.get_running_loop()
         try:
-            opening = loop.create_connection(lambda: _Conn(s.now, s.read_timeout_s), self._host, self._port,
-                                             ssl=self._ssl())  # fmt: skip
+            opening = loop.create_connection(
+                lambda: _Conn(s.now, s.read_timeout_s), self._host, self._port, ssl=self._ssl()
+            )
             _, conn = await asyncio.wait_for(opening, s.connect_timeout_s)
         except asyncio.TimeoutError:
-            raise WireError(ErrorKind.CONNECT, f"connect timed out after {s.connect_timeout_s:g}s") from None
+            raise WireError(
+                ErrorKind.CONNECT, f"connect timed out after {s.connect_timeout_s:g}s"
+            ) from None
         except (OSError, ssl.SSLError) as exc:
             reason = " ".join(str(exc).split())[:200] or exc.__class__.__name__
             raise WireError(ErrorKind.CONNECT, f"cannot connect ({reason})") from None
@@ -233,7 +251,9 @@ class H1Pool:
         head = f"POST {self._prefix}{path} HTTP/1.1\r\n{self._head}{extra}Content-Length: {len(content)}\r\n\r\n"
         return head.encode("latin-1") + content
 
-    async def post(self, path: str, content: bytes, headers: dict[str, str], sink: Sink) -> tuple[int, bytes]:
+    async def post(
+        self, path: str, content: bytes, headers: dict[str, str], sink: Sink
+    ) -> tuple[int, bytes]:
         """Send one request, feed its body to ``sink``; (status, error body if status ≥ 300)."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.settings.max_connections)
@@ -248,7 +268,12 @@ class H1Pool:
                     await self._exchange(conn, request, sink)
                 except WireError as exc:
                     # A kept-alive connection the server closed as we wrote: retry once, fresh.
-                    retry = attempt == 0 and reused and not conn.got_bytes and exc.kind == ErrorKind.RESET
+                    retry = (
+                        attempt == 0
+                        and reused
+                        and not conn.got_bytes
+                        and exc.kind == ErrorKind.RESET
+                    )
                     conn.finish()
                     if retry:
                         continue

@@ -57,9 +57,13 @@ class StepProgress:
 
 def plan_from_config(config: Config) -> list[StepSpec]:
     """The steps a config asks for (concurrency steps, else rate steps, else c=1)."""
-    base = StepSpec(duration_s=config.step_duration_s, warmup_s=config.effective_warmup_s,
-                    max_requests=config.step_requests, max_concurrency=config.max_concurrency,
-                    arrival=config.arrival)  # fmt: skip
+    base = StepSpec(
+        duration_s=config.step_duration_s,
+        warmup_s=config.effective_warmup_s,
+        max_requests=config.step_requests,
+        max_concurrency=config.max_concurrency,
+        arrival=config.arrival,
+    )
     if config.rate and not config.concurrency:
         return [replace(base, rate=r) for r in config.rate]
     return [replace(base, concurrency=c) for c in (config.concurrency or (1,))]
@@ -99,17 +103,27 @@ async def run_steps(
     driver.start()
     results: list[StepStats] = []
     for index, spec in enumerate(plan):
-        stats = await _run_one(driver, collector, spec, index, len(plan), clock, slo, on_tick, tick_s,
-                               drain_timeout_s)  # fmt: skip
+        stats = await _run_one(
+            driver, collector, spec, index, len(plan), clock, slo, on_tick, tick_s, drain_timeout_s
+        )
         results.append(stats)
         if on_step is not None:
             on_step(index, spec, stats)
     return results
 
 
-async def _run_one(driver: LoadDriver, collector: StepCollector, spec: StepSpec, index: int, total: int,
-                   clock: Clock, slo: SLO | None, on_tick: Callable[[StepProgress], None] | None,
-                   tick_s: float, drain_timeout_s: float) -> StepStats:  # fmt: skip
+async def _run_one(
+    driver: LoadDriver,
+    collector: StepCollector,
+    spec: StepSpec,
+    index: int,
+    total: int,
+    clock: Clock,
+    slo: SLO | None,
+    on_tick: Callable[[StepProgress], None] | None,
+    tick_s: float,
+    drain_timeout_s: float,
+) -> StepStats:
     step = driver.next_step(spec.warmup_s)
     if spec.concurrency is not None:
         driver.set_concurrency(spec.concurrency)
@@ -139,12 +153,24 @@ async def _run_one(driver: LoadDriver, collector: StepCollector, spec: StepSpec,
     recs = collector.by_step.pop(step, [])
     ends = [r.end_s for r in recs if not r.warmup and not math.isnan(r.end_s)]
     duration = max([t_end, *ends]) - w0
-    return summarize(recs, duration, slo, concurrency=spec.concurrency, rate=spec.rate,
-                     achieved_concurrency=achieved, loop_lag_p99_s=lag)  # fmt: skip
+    return summarize(
+        recs,
+        duration,
+        slo,
+        concurrency=spec.concurrency,
+        rate=spec.rate,
+        achieved_concurrency=achieved,
+        loop_lag_p99_s=lag,
+    )
 
 
-async def _hold(clock: Clock, until_s: float, tick_s: float, tick: Callable[[], None],
-                stop: asyncio.Event | None = None) -> None:  # fmt: skip
+async def _hold(
+    clock: Clock,
+    until_s: float,
+    tick_s: float,
+    tick: Callable[[], None],
+    stop: asyncio.Event | None = None,
+) -> None:
     """Wait until ``until_s`` on the injected clock, ticking; end early when ``stop`` is set."""
     stop = stop or asyncio.Event()
     next_tick = clock.now() + tick_s

@@ -22,7 +22,17 @@ class StreamFailure(Exception):
 class StreamState:
     """Accumulates one stream's chunks; plain lists, no per-chunk objects."""
 
-    __slots__ = ("decoder", "done", "finish_reason", "output_tokens", "prompt_tokens", "status", "texts", "times", "tokens")
+    __slots__ = (
+        "decoder",
+        "done",
+        "finish_reason",
+        "output_tokens",
+        "prompt_tokens",
+        "status",
+        "texts",
+        "times",
+        "tokens",
+    )
 
     def __init__(self, keep_text: bool) -> None:
         self.decoder = SSEDecoder()
@@ -59,7 +69,9 @@ class StreamState:
         choices = obj.get("choices")
         if choices:
             if not isinstance(choices, list):
-                raise StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (choices is not a list)")
+                raise StreamFailure(
+                    ErrorKind.PROTOCOL, "malformed SSE data (choices is not a list)"
+                )
             self._choice(choices[0], t)
         elif obj.get("error"):
             raise StreamFailure(ErrorKind.SERVER, "server error in stream: " + error_text(obj))

@@ -29,11 +29,18 @@ class Opened:
 
 
 @contextlib.asynccontextmanager
-async def httpx_post(http: httpx.AsyncClient, now: Callable[[], float], path: str, content: bytes,
-                     headers: dict[str, str]) -> AsyncIterator[Opened]:  # fmt: skip
+async def httpx_post(
+    http: httpx.AsyncClient,
+    now: Callable[[], float],
+    path: str,
+    content: bytes,
+    headers: dict[str, str],
+) -> AsyncIterator[Opened]:
     async with http.stream("POST", path, content=content, headers=headers) as resp:
         identity = resp.headers.get("content-encoding", "identity") == "identity"
-        chunks = resp.aiter_raw() if identity and not resp.is_stream_consumed else resp.aiter_bytes()
+        chunks = (
+            resp.aiter_raw() if identity and not resp.is_stream_consumed else resp.aiter_bytes()
+        )
         yield Opened(resp.status_code, chunks, resp.aread, now)
 
 

@@ -68,8 +68,11 @@ def percentiles(values: Iterable[float]) -> Percentiles:
 def step_point(step: LiveStep, now: float, slo: SLO) -> StepPoint:
     end = step.end_s if step.end_s is not None else now
     span = end - step.measured_from_s
-    measured = [r for r in step.records if r.sent_s >= step.measured_from_s
-                and r.error_kind != ErrorKind.CANCELLED]
+    measured = [
+        r
+        for r in step.records
+        if r.sent_s >= step.measured_from_s and r.error_kind != ErrorKind.CANCELLED
+    ]
     kept = [r for r in measured if r.ok]
     e2el = percentiles(r.e2el_s for r in kept)
     attainment = NAN
@@ -78,11 +81,17 @@ def step_point(step: LiveStep, now: float, slo: SLO) -> StepPoint:
     longest = max((r.e2el_s for r in kept), default=NAN)
     settled = step.end_s is not None and not math.isnan(longest) and now - step.end_s >= longest
     return StepPoint(
-        index=step.index, mode=step.mode, level=step.level, held_s=end - step.start_s,
+        index=step.index,
+        mode=step.mode,
+        level=step.level,
+        held_s=end - step.start_s,
         output_tokens_per_s=step.tokens / span if span > 0 and step.tokens > 0 else NAN,
-        p50_e2el_s=e2el.p50_s, p90_e2el_s=e2el.p90_s,
+        p50_e2el_s=e2el.p50_s,
+        p90_e2el_s=e2el.p90_s,
         p90_ttft_s=percentiles(r.ttft_s for r in kept).p90_s,
-        completed=len(kept), slo_attainment=attainment, settled=settled,
+        completed=len(kept),
+        slo_attainment=attainment,
+        settled=settled,
     )
 
 
@@ -102,5 +111,6 @@ def knee_of(points: Sequence[StepPoint]) -> dict[str, Any] | None:
 def slo_limit_of(points: Sequence[StepPoint]) -> int | None:
     """The bench's SLO limit (``slo_max_concurrency``) over the steps judged so far (a step
     with no measured request yet, or no SLO, is skipped)."""
-    return slo_max_concurrency(_latest_per_level(p for p in points
-                                                 if not math.isnan(p.slo_attainment)))
+    return slo_max_concurrency(
+        _latest_per_level(p for p in points if not math.isnan(p.slo_attainment))
+    )

@@ -52,8 +52,7 @@ def _mean(obj: Any, *names: str) -> float:
 def spec_view_from(spec: Any) -> SpecView | None:
     if spec is None:
         return None
-    positions = (_get(spec, "acceptance_per_position") or _get(spec, "per_position_acceptance")
-                 or ())
+    positions = _get(spec, "acceptance_per_position") or _get(spec, "per_position_acceptance") or ()
     if isinstance(positions, dict):
         positions = [positions[k] for k in sorted(positions, key=lambda k: int(k))]
     return SpecView(
@@ -81,7 +80,8 @@ def server_view_from(snap: Any, tokens_per_seq: float = NAN) -> ServerView:
     return ServerView(
         has_data=True,
         running=_num(snap, "running"),
-        max_num_seqs=_num(snap, "max_num_seqs") if not math.isnan(_num(snap, "max_num_seqs"))
+        max_num_seqs=_num(snap, "max_num_seqs")
+        if not math.isnan(_num(snap, "max_num_seqs"))
         else _num(config, "max_num_seqs"),
         waiting=_num(snap, "waiting"),
         kv_usage_fraction=_num(snap, "kv_cache_usage", "kv_usage_fraction"),

@@ -107,8 +107,11 @@ class Session:
         if self._down_since_s is not None:
             self.add_event(now, "server", "server back up")
         self._server_raw = snapshot
-        self._server_gen.add(now, getattr(snapshot, "generation_tokens_per_s", None),
-                             getattr(snapshot, "window_s", None))  # fmt: skip
+        self._server_gen.add(
+            now,
+            getattr(snapshot, "generation_tokens_per_s", None),
+            getattr(snapshot, "window_s", None),
+        )
         self._server_at_s = now
         self._down_since_s = None
         self._server_error = None
@@ -120,9 +123,11 @@ class Session:
         state = getattr(snap, "state", "ok")
         if state == "ok":
             models = getattr(snap, "models", ()) or ()
-            self.set_server_info(model=models[0] if models else None,
-                                 backend=getattr(snap, "backend", None),
-                                 version=getattr(snap, "backend_version", None))
+            self.set_server_info(
+                model=models[0] if models else None,
+                backend=getattr(snap, "backend", None),
+                version=getattr(snap, "backend_version", None),
+            )
             if getattr(snap, "server_restarted", False):
                 self.add_event(now, "server", "server restarted (counters reset)")
             self.add_server(snap, now)
@@ -144,8 +149,9 @@ class Session:
             self._views = None
         self._server_error = error
 
-    def set_server_info(self, *, model: str | None = None, backend: str | None = None,
-                        version: str | None = None) -> None:
+    def set_server_info(
+        self, *, model: str | None = None, backend: str | None = None, version: str | None = None
+    ) -> None:
         for key, value in (("model", model), ("backend", backend), ("version", version)):
             if value:
                 self._meta[key] = value
@@ -189,7 +195,9 @@ class Session:
             return None
         self._baseline = self._steps[-1].index
         step = self._steps[-1]
-        self.add_event(now, "mark", f"baseline: step {step.index} ({_fmt_level(step.mode, step.level)})")
+        self.add_event(
+            now, "mark", f"baseline: step {step.index} ({_fmt_level(step.mode, step.level)})"
+        )
         return self._baseline
 
     def add_event(self, now: float, kind: str, text: str) -> None:
@@ -231,8 +239,12 @@ class Session:
         )
 
     def _build_views(self, t: float) -> tuple[ThroughputView, LatencyView, ServerView, KneeView]:
-        return (self._throughput_view(t), self._latency_view(t), self._server_view(t),
-                self._knee_view(t))
+        return (
+            self._throughput_view(t),
+            self._latency_view(t),
+            self._server_view(t),
+            self._knee_view(t),
+        )
 
     # ---- internals ----------------------------------------------------------------------------
     def _step_at(self, t: float) -> LiveStep | None:
@@ -278,16 +290,18 @@ class Session:
 
     def _update_diagnosis(self, t: float, server: ServerView, tv: ThroughputView) -> None:
         current = self._steps[-1] if self._steps else None
-        lines = diagnose(DiagnosisInputs(
-            server=server,
-            client_output_tokens_per_s=tv.client_output_tokens_per_s,
-            recent_client_series=tuple(self._client_series)[-30:],
-            step_age_s=(t - current.start_s) if current else NAN,
-            load_mode=current.mode if current else "closed",
-            load_level=current.level if current else 0.0,
-            inflight_requests=self._inflight,
-            paused=self._paused,
-        ))
+        lines = diagnose(
+            DiagnosisInputs(
+                server=server,
+                client_output_tokens_per_s=tv.client_output_tokens_per_s,
+                recent_client_series=tuple(self._client_series)[-30:],
+                step_age_s=(t - current.start_s) if current else NAN,
+                load_mode=current.mode if current else "closed",
+                load_level=current.level if current else 0.0,
+                inflight_requests=self._inflight,
+                paused=self._paused,
+            )
+        )
         self._diagnosis = tuple(line.text for line in lines)
         keys = {line.key for line in lines}
         for line in lines:
@@ -299,10 +313,16 @@ class Session:
         span = min(self.config.throughput_window_s, max(now - self.start_s, 1e-9))
         recs = self._window(now, span)
         ok = [r for r in recs if r.ok]
-        good = sum(1 for r in ok if meets_slo(r, self.config.slo)) if not self.config.slo.empty else None
+        good = (
+            sum(1 for r in ok if meets_slo(r, self.config.slo))
+            if not self.config.slo.empty
+            else None
+        )
         base = self._baseline_point(now)
         return ThroughputView(
-            client_output_tokens_per_s=sum(r.output_token_count for r in ok) / span if self._recent else NAN,
+            client_output_tokens_per_s=sum(r.output_token_count for r in ok) / span
+            if self._recent
+            else NAN,
             server_generation_tokens_per_s=self._server_generation(now, span),
             requests_per_s=len(ok) / span if self._recent else NAN,
             goodput_requests_per_s=(good / span) if good is not None else NAN,
@@ -343,10 +363,15 @@ class Session:
             view = self._hold_last_known(server_view_from(self._server_raw, self._tokens_per_seq()))
         stale = now - self._server_at_s if self._server_at_s is not None else NAN
         down = self._down_since_s - self.start_s if self._down_since_s is not None else None
-        return _replace_server(view, up=self._down_since_s is None, down_since_s=down,
-                               no_metrics=self._no_metrics and self._server_raw is None,
-                               stale_s=stale, error=self._server_error,
-                               kv_series=tuple(self._kv_series))
+        return _replace_server(
+            view,
+            up=self._down_since_s is None,
+            down_since_s=down,
+            no_metrics=self._no_metrics and self._server_raw is None,
+            stale_s=stale,
+            error=self._server_error,
+            kv_series=tuple(self._kv_series),
+        )
 
     def _hold_last_known(self, view: ServerView) -> ServerView:
         """Window means of rare events (a request finishing inside a 1 s scrape window) keep
@@ -363,8 +388,11 @@ class Session:
 
     def _tokens_per_seq(self) -> float:
         """Mean prompt + output tokens of the last requests (nan before any)."""
-        sizes = [r.prompt_tokens + r.output_tokens for r in list(self._recent)[-200:]
-                 if r.ok and r.prompt_tokens is not None and r.output_tokens is not None]
+        sizes = [
+            r.prompt_tokens + r.output_tokens
+            for r in list(self._recent)[-200:]
+            if r.ok and r.prompt_tokens is not None and r.output_tokens is not None
+        ]
         return sum(sizes) / len(sizes) if sizes else NAN
 
     def _header_view(self, now: float, server: ServerView) -> HeaderView:

@@ -63,8 +63,15 @@ class Distribution:
             nan = math.nan
             return cls(0, nan, nan, nan, nan, nan, nan)
         p = np.percentile(a, PERCENTILES)
-        return cls(int(a.size), float(a.mean()), float(p[0]), float(p[1]), float(p[2]), float(p[3]),
-                   float(a.max()))  # fmt: skip
+        return cls(
+            int(a.size),
+            float(a.mean()),
+            float(p[0]),
+            float(p[1]),
+            float(p[2]),
+            float(p[3]),
+            float(a.max()),
+        )
 
     def to_ms_dict(self) -> dict[str, float | None]:
         keys = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -147,12 +154,15 @@ def pooled_itl_s(records: Sequence[RequestRecord]) -> np.ndarray:
     """Every record's inter-token gaps in one array, as ``[g for r in records for g in r.itl_s]``
     but without a Python float per gap (a 1M-request report has ~30M of them): the chunk times
     side by side, differenced once, the gaps that span two records dropped."""
-    lengths = np.fromiter((len(r.chunk_times_s) for r in records), dtype=np.int64, count=len(records))
+    lengths = np.fromiter(
+        (len(r.chunk_times_s) for r in records), dtype=np.int64, count=len(records)
+    )
     total = int(lengths.sum())
     if total < 2:
         return np.empty(0)
-    flat = np.fromiter(itertools.chain.from_iterable(r.chunk_times_s for r in records), dtype=float,
-                       count=total)  # fmt: skip
+    flat = np.fromiter(
+        itertools.chain.from_iterable(r.chunk_times_s for r in records), dtype=float, count=total
+    )
     gaps = np.diff(flat)
     starts = np.cumsum(lengths)[:-1]  # where each next record's chunks begin
     keep = np.ones(gaps.size, dtype=bool)
@@ -188,7 +198,9 @@ def summarize(
     cancelled = sum(1 for r in recs if r.error_kind == ErrorKind.CANCELLED)
     failed_recs = [r for r in recs if not r.ok and r.error_kind != ErrorKind.CANCELLED]
     if duration_s is None:
-        duration_s = (max(r.end_s for r in recs) - min(r.sent_s for r in recs)) if recs else math.nan
+        duration_s = (
+            (max(r.end_s for r in recs) - min(r.sent_s for r in recs)) if recs else math.nan
+        )
     dur = duration_s if duration_s and duration_s > 0 else math.nan
     out_tokens = sum(r.output_token_count for r in ok)
     prompt_known = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
@@ -210,7 +222,9 @@ def summarize(
         output_tokens=out_tokens,
         prompt_tokens=prompt_tokens,
         output_throughput_tok_s=out_tokens / dur,
-        total_throughput_tok_s=(out_tokens + prompt_tokens) / dur if prompt_tokens is not None else math.nan,
+        total_throughput_tok_s=(out_tokens + prompt_tokens) / dur
+        if prompt_tokens is not None
+        else math.nan,
         request_throughput_req_s=len(ok) / dur,
         goodput_req_s=good / dur if good is not None else math.nan,
         slo_attainment=good / attempted if good is not None and attempted else math.nan,
@@ -223,12 +237,20 @@ def summarize(
         tokens_estimated=any(r.tokens_estimated for r in ok),
         achieved_concurrency=achieved_concurrency,
         loop_lag_p99_s=lag,
-        client_notes=_client_notes(concurrency, rate, achieved_concurrency, len(ok) + len(failed_recs), dur, lag),
+        client_notes=_client_notes(
+            concurrency, rate, achieved_concurrency, len(ok) + len(failed_recs), dur, lag
+        ),
     )
 
 
-def _client_notes(concurrency: int | None, rate: float | None, achieved: float, sent: int,
-                  dur: float, lag_s: float) -> tuple[str, ...]:  # fmt: skip
+def _client_notes(
+    concurrency: int | None,
+    rate: float | None,
+    achieved: float,
+    sent: int,
+    dur: float,
+    lag_s: float,
+) -> tuple[str, ...]:
     """When the client itself may be the bottleneck, say why (empty when all looks right)."""
     notes = []
     if concurrency and achieved < ACHIEVED_FRACTION * concurrency:

@@ -31,8 +31,9 @@ def parse_probes(text: str, source: str = "probes") -> list[Probe]:
             row = json.loads(line)
             prompt, expect = str(row["prompt"]), str(row["expect"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise ProbeFileError(f"{source}:{n}: need a JSON object with prompt and expect "
-                                 f"({type(exc).__name__})") from None
+            raise ProbeFileError(
+                f"{source}:{n}: need a JSON object with prompt and expect ({type(exc).__name__})"
+            ) from None
         match = row.get("match", "normalised")
         if match not in MATCH_KINDS:
             raise ProbeFileError(f"{source}:{n}: match must be one of {', '.join(MATCH_KINDS)}")

@@ -38,11 +38,11 @@ async def first_model(client: httpx.AsyncClient, url: str, api_key: str | None) 
         raise QualityError(f"cannot list models at {url}/v1/models: {exc}") from None
 
 
-async def _complete(client: httpx.AsyncClient, url: str, model: str, endpoint: str,
-                    prompt: str, api_key: str | None) -> tuple[str, int | None]:
+async def _complete(
+    client: httpx.AsyncClient, url: str, model: str, endpoint: str, prompt: str, api_key: str | None
+) -> tuple[str, int | None]:
     """One greedy, non-streaming completion: ``(text, completion_tokens)``."""
-    body: dict[str, Any] = {"model": model, "temperature": 0, "max_tokens": MAX_TOKENS,
-                            "seed": 0}
+    body: dict[str, Any] = {"model": model, "temperature": 0, "max_tokens": MAX_TOKENS, "seed": 0}
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
         path = "/v1/chat/completions"
@@ -57,10 +57,23 @@ async def _complete(client: httpx.AsyncClient, url: str, model: str, endpoint: s
     return text or "", (data.get("usage") or {}).get("completion_tokens")
 
 
-async def _one(client: httpx.AsyncClient, sem: asyncio.Semaphore, url: str, model: str,
-               endpoint: str, probe: Probe, api_key: str | None) -> dict[str, Any]:
-    row: dict[str, Any] = {"id": probe.id, "prompt": probe.prompt, "expect": probe.expect,
-                           "match": probe.match, "output": None, "correct": False}
+async def _one(
+    client: httpx.AsyncClient,
+    sem: asyncio.Semaphore,
+    url: str,
+    model: str,
+    endpoint: str,
+    probe: Probe,
+    api_key: str | None,
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": probe.id,
+        "prompt": probe.prompt,
+        "expect": probe.expect,
+        "match": probe.match,
+        "output": None,
+        "correct": False,
+    }
     async with sem:
         try:
             text, tokens = await _complete(client, url, model, endpoint, probe.prompt, api_key)
@@ -75,32 +88,49 @@ async def _one(client: httpx.AsyncClient, sem: asyncio.Semaphore, url: str, mode
 
 
 async def run_quality(
-    url: str, probes: Sequence[Probe], model: str | None = None, endpoint: str = "chat",
-    api_key: str | None = None, baseline: dict[str, Any] | None = None, parallel: int = 8,
+    url: str,
+    probes: Sequence[Probe],
+    model: str | None = None,
+    endpoint: str = "chat",
+    api_key: str | None = None,
+    baseline: dict[str, Any] | None = None,
+    parallel: int = 8,
     timeout_s: float = 120.0,
 ) -> dict[str, Any]:
     """Run every probe and return the result document (``infmon quality --json``)."""
     url = url.rstrip("/")
     limits = httpx.Limits(max_connections=parallel, max_keepalive_connections=parallel)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0),
-                                 limits=limits) as client:
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout_s, connect=10.0), limits=limits
+    ) as client:
         model = model or await first_model(client, url, api_key)
         sem = asyncio.Semaphore(parallel)
         results = await asyncio.gather(
-            *(_one(client, sem, url, model, endpoint, p, api_key) for p in probes))
+            *(_one(client, sem, url, model, endpoint, p, api_key) for p in probes)
+        )
     correct = sum(r["correct"] for r in results)
     doc: dict[str, Any] = {
-        "schema": SCHEMA, "url": url, "model": model, "endpoint": endpoint,
-        "temperature": 0, "probes": len(results), "correct": correct,
+        "schema": SCHEMA,
+        "url": url,
+        "model": model,
+        "endpoint": endpoint,
+        "temperature": 0,
+        "probes": len(results),
+        "correct": correct,
         "errors": sum("error" in r for r in results),
-        "accuracy": correct / len(results) if results else None, "results": list(results),
+        "accuracy": correct / len(results) if results else None,
+        "results": list(results),
     }
     if baseline is not None:
         d = drift(results, baseline.get("results") or [])
-        doc.update(baseline=baseline.get("source") or baseline.get("url"), compared=d.compared,
-                   agreement=d.agreement, length_ratio=d.length_ratio,
-                   first_divergence=d.divergences,
-                   baseline_accuracy=baseline.get("accuracy"))
+        doc.update(
+            baseline=baseline.get("source") or baseline.get("url"),
+            compared=d.compared,
+            agreement=d.agreement,
+            length_ratio=d.length_ratio,
+            first_divergence=d.divergences,
+            baseline_accuracy=baseline.get("accuracy"),
+        )
     return doc
 
 

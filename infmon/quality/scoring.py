@@ -67,5 +67,4 @@ def drift(results: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]])
             same += 1
         else:
             div[r["id"]] = pos
-    return Drift(total, same / total if total else None,
-                 len_a / len_b if len_b else None, div)
+    return Drift(total, same / total if total else None, len_a / len_b if len_b else None, div)

@@ -39,13 +39,18 @@ def write_reports(
     written = [csv_path]
     shot = None
     if screenshot_svg is not None:
-        shot = (Path(screenshot_svg).read_text() if isinstance(screenshot_svg, Path)
-                else str(screenshot_svg))
+        shot = (
+            Path(screenshot_svg).read_text()
+            if isinstance(screenshot_svg, Path)
+            else str(screenshot_svg)
+        )
         (out / "screenshot.svg").write_text(shot, encoding="utf-8")
         written.append(out / "screenshot.svg")
     write_json_atomic(out / "report.json", doc)
-    for name, text in (("report.md", render_markdown(doc)),
-                       ("report.html", render_html(doc, shot))):
+    for name, text in (
+        ("report.md", render_markdown(doc)),
+        ("report.html", render_html(doc, shot)),
+    ):
         tmp = out / (name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(out / name)

@@ -18,8 +18,12 @@ METRICS = (  # key, label, getter path, lower is better
     ("kv_usage_max", "KV usage max", ("server", "kv_usage_max"), True),
     ("acceptance", "spec acceptance", ("server", "acceptance_rate_mean"), False),
 )
-NOISE = {"out_tok_s": None, "ttft_p50_ms": "ttft_ms", "tpot_p50_ms": "tpot_ms",
-         "e2el_p50_ms": "e2el_ms"}
+NOISE = {
+    "out_tok_s": None,
+    "ttft_p50_ms": "ttft_ms",
+    "tpot_p50_ms": "tpot_ms",
+    "e2el_p50_ms": "e2el_ms",
+}
 
 
 def _get(d: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -33,13 +37,18 @@ def step_key(step: dict[str, Any]) -> Any:
 
 
 def _rates(samples: dict[str, list[float]]) -> list[float]:
-    return [t / (e / 1e3) for t, e in zip(samples.get("tokens") or [], samples.get("e2el_ms") or [],
-                                          strict=False) if e and e > 0]
+    return [
+        t / (e / 1e3)
+        for t, e in zip(samples.get("tokens") or [], samples.get("e2el_ms") or [], strict=False)
+        if e and e > 0
+    ]
 
 
 def _delta(base: Run, run: Run, key: Any, metric: str, a: Any, b: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"value": b, "delta_pct": (100 * (b / a - 1)) if a and b is not None
-                           else None}
+    out: dict[str, Any] = {
+        "value": b,
+        "delta_pct": (100 * (b / a - 1)) if a and b is not None else None,
+    }
     if metric in NOISE and key in base.samples and key in run.samples:
         sa, sb = base.samples[key], run.samples[key]
         if NOISE[metric] is None:
@@ -66,26 +75,43 @@ def _steps(runs: list[Run]) -> list[dict[str, Any]]:
             entry: dict[str, Any] = {"name": run.name, "present": step is not None}
             for metric, _, path, _ in METRICS:
                 a, b = _get(base, path), _get(step or {}, path)
-                entry[metric] = (_delta(runs[0], run, key, metric, a, b) if run is not runs[0]
-                                 else {"value": b})
+                entry[metric] = (
+                    _delta(runs[0], run, key, metric, a, b) if run is not runs[0] else {"value": b}
+                )
             row["runs"].append(entry)
         rows.append(row)
     return rows
 
 
 CONFIG_ROWS = (
-    ("model", lambda d: (d.get("target") or {}).get("model") or
-     ", ".join((d.get("server") or {}).get("models") or []) or None),
+    (
+        "model",
+        lambda d: (
+            (d.get("target") or {}).get("model")
+            or ", ".join((d.get("server") or {}).get("models") or [])
+            or None
+        ),
+    ),
     ("max_model_len", lambda d: (d.get("server") or {}).get("max_model_len")),
-    ("dtype", lambda d: (d.get("config") or {}).get("dtype") or
-     ((d.get("server") or {}).get("cache_config") or {}).get("dtype")),
+    (
+        "dtype",
+        lambda d: (
+            (d.get("config") or {}).get("dtype")
+            or ((d.get("server") or {}).get("cache_config") or {}).get("dtype")
+        ),
+    ),
     ("kv_num_gpu_blocks", lambda d: (d.get("server") or {}).get("kv_num_gpu_blocks")),
     ("kv_block_size_tokens", lambda d: (d.get("server") or {}).get("kv_block_size_tokens")),
     ("kv_capacity_tokens", lambda d: (d.get("server") or {}).get("kv_capacity_tokens")),
     ("cache_dtype", lambda d: (d.get("server") or {}).get("cache_dtype")),
-    ("spec_decoding", lambda d: (f"{d['server']['spec_decode_positions']} draft positions"
-                                 if (d.get("server") or {}).get("spec_decode_positions")
-                                 else ("off" if (d.get("server") or {}).get("backend") else None))),
+    (
+        "spec_decoding",
+        lambda d: (
+            f"{d['server']['spec_decode_positions']} draft positions"
+            if (d.get("server") or {}).get("spec_decode_positions")
+            else ("off" if (d.get("server") or {}).get("backend") else None)
+        ),
+    ),
     ("max_num_seqs", lambda d: (d.get("config") or {}).get("max_num_seqs")),
     ("scenario", lambda d: (d.get("config") or {}).get("scenario")),
 )
@@ -93,11 +119,18 @@ CONFIG_ROWS = (
 
 def config_diff(runs: list[Run]) -> list[dict[str, Any]]:
     rows = [{"key": k, "values": [fn(r.doc) for r in runs]} for k, fn in CONFIG_ROWS]
-    extra = sorted({k for r in runs for k in ((r.doc.get("server") or {}).get("cache_config")
-                                             or {})})
-    rows += [{"key": f"cache_config.{k}",
-              "values": [((r.doc.get("server") or {}).get("cache_config") or {}).get(k)
-                         for r in runs]} for k in extra]
+    extra = sorted(
+        {k for r in runs for k in ((r.doc.get("server") or {}).get("cache_config") or {})}
+    )
+    rows += [
+        {
+            "key": f"cache_config.{k}",
+            "values": [
+                ((r.doc.get("server") or {}).get("cache_config") or {}).get(k) for r in runs
+            ],
+        }
+        for k in extra
+    ]
     for row in rows:
         known = [v for v in row["values"] if v is not None]
         row["differs"] = len({str(v) for v in known}) > 1
@@ -107,10 +140,18 @@ def config_diff(runs: list[Run]) -> list[dict[str, Any]]:
 def compare_runs(runs: list[Run]) -> dict[str, Any]:
     """The comparison document (``infmon compare --json``); the first run is the baseline."""
     doc = {
-        "schema": SCHEMA, "baseline": runs[0].name,
-        "runs": [{"name": r.name, "source": r.source,
-                  "knee": r.doc.get("knee"), "slo_max_concurrency": r.doc.get("slo_max_concurrency"),
-                  "quality": _quality_brief(r.doc.get("quality"))} for r in runs],
+        "schema": SCHEMA,
+        "baseline": runs[0].name,
+        "runs": [
+            {
+                "name": r.name,
+                "source": r.source,
+                "knee": r.doc.get("knee"),
+                "slo_max_concurrency": r.doc.get("slo_max_concurrency"),
+                "quality": _quality_brief(r.doc.get("quality")),
+            }
+            for r in runs
+        ],
         "noise_method": noise.METHOD,
         "config_diff": config_diff(runs),
         "steps": _steps(runs),

@@ -30,18 +30,23 @@ def lines(doc: dict[str, Any]) -> list[str]:
     for step in doc.get("steps") or []:
         srv = step.get("server") or {}
         for note in step.get("client_notes") or ():
-            out.append(f"{_x(step)}: client self-check: {note} (the client may be the "
-                       "bottleneck).")
+            out.append(f"{_x(step)}: client self-check: {note} (the client may be the bottleneck).")
         if (_num(srv.get("waiting_max")) or 0) > 0:
-            out.append(f"{_x(step)}: requests queued on the server (waiting up to "
-                       f"{srv['waiting_max']:.0f}).")
+            out.append(
+                f"{_x(step)}: requests queued on the server (waiting up to "
+                f"{srv['waiting_max']:.0f})."
+            )
         if (_num(srv.get("preemptions_per_s_max")) or 0) > 0:
-            out.append(f"{_x(step)}: preemptions up to {srv['preemptions_per_s_max']:.1f}/s "
-                       f"(KV usage up to {100 * (srv.get('kv_usage_max') or 0):.0f}%).")
+            out.append(
+                f"{_x(step)}: preemptions up to {srv['preemptions_per_s_max']:.1f}/s "
+                f"(KV usage up to {100 * (srv.get('kv_usage_max') or 0):.0f}%)."
+            )
         acc = _num(srv.get("acceptance_rate_mean"))
         if acc is not None and acc < 0.3:
-            out.append(f"{_x(step)}: speculative decoding acceptance {acc:.2f} is low: the drafter "
-                       "costs more than it saves.")
+            out.append(
+                f"{_x(step)}: speculative decoding acceptance {acc:.2f} is low: the drafter "
+                "costs more than it saves."
+            )
     return out
 
 
@@ -50,18 +55,26 @@ def caveats(doc: dict[str, Any]) -> list[str]:
     s = doc.get("session") or {}
     out = []
     if s.get("tokens_estimated"):
-        out.append(f"{s['tokens_estimated']} requests had no usage from the server: their output "
-                   "token counts are estimated from chunks.")
+        out.append(
+            f"{s['tokens_estimated']} requests had no usage from the server: their output "
+            "token counts are estimated from chunks."
+        )
     if s.get("warmup_excluded"):
         out.append(f"{s['warmup_excluded']} warm-up requests are excluded from step statistics.")
     if s.get("skipped_lines"):
-        out.append(f"{s['skipped_lines']} unreadable journal lines were skipped (a torn last line "
-                   "after a kill, typically).")
+        out.append(
+            f"{s['skipped_lines']} unreadable journal lines were skipped (a torn last line "
+            "after a kill, typically)."
+        )
     if not s.get("ended_cleanly"):
-        out.append("The session did not end cleanly (killed or still running): the last step may "
-                   "be partial.")
+        out.append(
+            "The session did not end cleanly (killed or still running): the last step may "
+            "be partial."
+        )
     if not doc.get("server_timeline"):
         out.append("No server metrics were recorded: server-side figures are unknown.")
-    out.append("Over-time charts bin each request at its completion; latency over time is the "
-               "mean per bin, step tables use exact percentiles.")
+    out.append(
+        "Over-time charts bin each request at its completion; latency over time is the "
+        "mean per bin, step tables use exact percentiles."
+    )
     return out

@@ -12,8 +12,11 @@ SLOWER, FASTER = -10.0, 10.0
 
 
 def _cell(doc: dict[str, Any], run_idx: int, metric: str) -> list[tuple[Any, dict[str, Any]]]:
-    return [(row["x"], row["runs"][run_idx][metric]) for row in doc["steps"]
-            if row["runs"][run_idx]["present"] and row["runs"][0]["present"]]
+    return [
+        (row["x"], row["runs"][run_idx][metric])
+        for row in doc["steps"]
+        if row["runs"][run_idx]["present"] and row["runs"][0]["present"]
+    ]
 
 
 def _mean_server(run: Run, key: str) -> float | None:
@@ -42,12 +45,16 @@ def _spec(base: Run, run: Run, single: tuple | None) -> list[str]:
     kdraft = f"{k} drafter passes" if k else "the drafter passes"
     extra = f"~{length - 1:.1f}" if length is not None else "few"
     if d is not None and d <= SLOWER:
-        return [f"{run.name}: spec decoding: acceptance {acc:.2f}{ltxt} → every step pays "
-                f"{kdraft} for {extra} extra tokens; single-stream (c={c}) output tokens/s "
-                f"{b:.1f} vs {a:.1f} baseline ({d:+.0f}%)"]
+        return [
+            f"{run.name}: spec decoding: acceptance {acc:.2f}{ltxt} → every step pays "
+            f"{kdraft} for {extra} extra tokens; single-stream (c={c}) output tokens/s "
+            f"{b:.1f} vs {a:.1f} baseline ({d:+.0f}%)"
+        ]
     if d is not None and d >= FASTER:
-        return [f"{run.name}: spec decoding pays off: acceptance {acc:.2f}{ltxt}; single-stream "
-                f"(c={c}) output tokens/s {b:.1f} vs {a:.1f} baseline ({d:+.0f}%)"]
+        return [
+            f"{run.name}: spec decoding pays off: acceptance {acc:.2f}{ltxt}; single-stream "
+            f"(c={c}) output tokens/s {b:.1f} vs {a:.1f} baseline ({d:+.0f}%)"
+        ]
     return []
 
 
@@ -64,8 +71,10 @@ def _kv(base: Run, run: Run) -> list[str]:
     line = f"{run.name}: KV capacity {verb} {abs(change):.0f}%{why}: {ca:,} → {cb:,} tokens"
     ka, kb = base.doc.get("knee") or {}, run.doc.get("knee") or {}
     if ka.get("concurrency") != kb.get("concurrency"):
-        line += (f"; the knee moved from {ka.get('concurrency', 'none')} to "
-                 f"{kb.get('concurrency', 'none')}")
+        line += (
+            f"; the knee moved from {ka.get('concurrency', 'none')} to "
+            f"{kb.get('concurrency', 'none')}"
+        )
     sa, sb = base.doc.get("slo_max_concurrency"), run.doc.get("slo_max_concurrency")
     if sa != sb:
         line += f"; SLO limit {sa} → {sb}"
@@ -96,15 +105,20 @@ def _contention(base: Run, run: Run, doc: dict[str, Any], i: int) -> list[str]:
         d = cell.get("delta_pct")
         if d is None or d > SLOWER or cell.get("beyond_noise") is False:
             continue
-        sa, sb = (steps_a.get(x) or {}).get("server") or {}, (steps_b.get(x) or {}).get("server") or {}
+        sa, sb = (
+            (steps_a.get(x) or {}).get("server") or {},
+            (steps_b.get(x) or {}).get("server") or {},
+        )
         kv_a, kv_b = sa.get("kv_usage_mean"), sb.get("kv_usage_mean")
         w_a, w_b = sa.get("waiting_mean"), sb.get("waiting_mean")
         if None in (kv_a, kv_b, w_a, w_b):
             continue
         if abs(kv_a - kv_b) < 0.05 and abs(w_a - w_b) < 1:
-            out.append(f"{run.name}: throughput fell {-d:.0f}% at c={x} with no change in queue "
-                       f"(waiting {w_b:.1f}) or KV ({100 * kv_b:.0f}%): GPU contention (another "
-                       "workload on the device?)")
+            out.append(
+                f"{run.name}: throughput fell {-d:.0f}% at c={x} with no change in queue "
+                f"(waiting {w_b:.1f}) or KV ({100 * kv_b:.0f}%): GPU contention (another "
+                "workload on the device?)"
+            )
             break
     return out
 
@@ -134,8 +148,11 @@ def explain(runs: list[Run], doc: dict[str, Any]) -> list[str]:
         single = _single(doc, i)
         found = _spec(base, run, single) + _kv(base, run)
         faster, slower = _throughput(doc, i)
-        changed = [r["key"] + f" {r['values'][0]} → {r['values'][i]}" for r in doc["config_diff"]
-                   if r["differs"] and r["key"] in ("dtype", "scenario", "cache_dtype")]
+        changed = [
+            r["key"] + f" {r['values'][0]} → {r['values'][i]}"
+            for r in doc["config_diff"]
+            if r["differs"] and r["key"] in ("dtype", "scenario", "cache_dtype")
+        ]
         quality = _quality(base, run)
         if faster and not slower:
             why = f" ({', '.join(changed)})" if changed else ""
@@ -144,8 +161,11 @@ def explain(runs: list[Run], doc: dict[str, Any]) -> list[str]:
         elif slower:
             found += _contention(base, run, doc, i)
             if not found:
-                found.append(f"{run.name}: slower than {base.name} (" + ", ".join(slower) +
-                             "); no server-side cause found in the recorded metrics")
+                found.append(
+                    f"{run.name}: slower than {base.name} ("
+                    + ", ".join(slower)
+                    + "); no server-side cause found in the recorded metrics"
+                )
         if quality and not any(quality in f for f in found):
             found.append(f"{run.name}: {quality}")
         lines += found or [f"{run.name}: no difference beyond noise from {base.name}"]

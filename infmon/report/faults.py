@@ -20,16 +20,22 @@ def fault_lines(doc: dict[str, Any]) -> list[str]:
             kinds[str(kind)] += int(n)
     lines = []
     if kinds:
-        lines.append("failed requests by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
+        lines.append(
+            "failed requests by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
+        )
     for e in doc.get("events") or []:
         kind, t = e.get("kind"), e.get("t_s")
         if kind not in FAULT_KINDS or not isinstance(t, (int, float)):
             continue
         if kind == "server_down":
-            what = f"server unreachable ({e.get('error_kind') or 'error'}: {e.get('error') or ''})".replace(": )", ")")
+            what = f"server unreachable ({e.get('error_kind') or 'error'}: {e.get('error') or ''})".replace(
+                ": )", ")"
+            )
         elif kind == "server_up":
             down = e.get("down_s")
-            what = "server back" + (f" after {down:.1f} s" if isinstance(down, (int, float)) else "")
+            what = "server back" + (
+                f" after {down:.1f} s" if isinstance(down, (int, float)) else ""
+            )
         else:
             what = "server restarted (counters reset)"
         lines.append(f"{t:.1f} s · {what}")

@@ -33,27 +33,49 @@ def x_of(step: dict[str, Any]) -> str:
     return DASH
 
 
-STEP_HEADER = ("c / rate", "s", "ok", "fail", "out tok/s", "req/s", "goodput",
-               "TTFT p50/p90/p99 ms", "TPOT p50/p90 ms", "ITL p50/p99 ms", "E2EL p50/p90 s",
-               "achieved c", "loop lag p99 ms", "KV max", "waiting max", "accept")
+STEP_HEADER = (
+    "c / rate",
+    "s",
+    "ok",
+    "fail",
+    "out tok/s",
+    "req/s",
+    "goodput",
+    "TTFT p50/p90/p99 ms",
+    "TPOT p50/p90 ms",
+    "ITL p50/p99 ms",
+    "E2EL p50/p90 s",
+    "achieved c",
+    "loop lag p99 ms",
+    "KV max",
+    "waiting max",
+    "accept",
+)
 
 
 def step_row(s: dict[str, Any]) -> list[str]:
     srv = s.get("server") or {}
     e2el = s.get("e2el_ms") or {}
-    sec = [v / 1e3 if isinstance(v, (int, float)) else None for v in (e2el.get("p50"),
-                                                                       e2el.get("p90"))]
+    sec = [
+        v / 1e3 if isinstance(v, (int, float)) else None for v in (e2el.get("p50"), e2el.get("p90"))
+    ]
     return [
-        x_of(s), num(s.get("duration_s")), num(s.get("completed")), num(s.get("failed")),
-        num(s.get("output_throughput_tok_s")), num(s.get("request_throughput_req_s"), 2),
+        x_of(s),
+        num(s.get("duration_s")),
+        num(s.get("completed")),
+        num(s.get("failed")),
+        num(s.get("output_throughput_tok_s")),
+        num(s.get("request_throughput_req_s"), 2),
         num(s.get("goodput_req_s"), 2),
         f"{lat(s, 'ttft_ms', 'p50')} / {lat(s, 'ttft_ms', 'p90')} / {lat(s, 'ttft_ms', 'p99')}",
         f"{lat(s, 'tpot_ms', 'p50')} / {lat(s, 'tpot_ms', 'p90')}",
         f"{lat(s, 'itl_ms', 'p50')} / {lat(s, 'itl_ms', 'p99')}",
         f"{num(sec[0], 2)} / {num(sec[1], 2)}",
-        num(s.get("achieved_concurrency")), num(s.get("loop_lag_p99_ms")),
+        num(s.get("achieved_concurrency")),
+        num(s.get("loop_lag_p99_ms")),
         pct(srv.get("kv_usage_max")),
-        num(srv.get("waiting_max"), 0), num(srv.get("acceptance_rate_mean"), 2),
+        num(srv.get("waiting_max"), 0),
+        num(srv.get("acceptance_rate_mean"), 2),
     ]
 
 
@@ -64,17 +86,28 @@ def server_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("URL", str(target.get("url") or DASH)),
         ("model", ", ".join(map(str, models)) or DASH),
-        ("backend", " ".join(str(v) for v in (cfg.get("backend"), cfg.get("backend_version"))
-                             if v) or DASH),
+        (
+            "backend",
+            " ".join(str(v) for v in (cfg.get("backend"), cfg.get("backend_version")) if v) or DASH,
+        ),
         ("max_model_len", num(cfg.get("max_model_len"))),
-        ("KV blocks × block size", f"{num(cfg.get('kv_num_gpu_blocks'))} × "
-                                   f"{num(cfg.get('kv_block_size_tokens'))}"),
-        ("KV capacity", f"{num(mb.get('kv_capacity_tokens'))} tokens ≈ "
-                        f"{num(mb.get('kv_capacity_seqs'))} sequences of "
-                        f"{num(mb.get('tokens_per_seq'), 0)} tokens"),
+        (
+            "KV blocks × block size",
+            f"{num(cfg.get('kv_num_gpu_blocks'))} × {num(cfg.get('kv_block_size_tokens'))}",
+        ),
+        (
+            "KV capacity",
+            f"{num(mb.get('kv_capacity_tokens'))} tokens ≈ "
+            f"{num(mb.get('kv_capacity_seqs'))} sequences of "
+            f"{num(mb.get('tokens_per_seq'), 0)} tokens",
+        ),
         ("cache dtype", str(cfg.get("cache_dtype") or DASH)),
-        ("speculative decoding", f"{cfg['spec_decode_positions']} draft positions"
-         if cfg.get("spec_decode_positions") else DASH),
+        (
+            "speculative decoding",
+            f"{cfg['spec_decode_positions']} draft positions"
+            if cfg.get("spec_decode_positions")
+            else DASH,
+        ),
     ]
     for key in ("dtype", "quantization", "max_num_seqs", "scenario"):
         value = (doc.get("config") or {}).get(key)

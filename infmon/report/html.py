@@ -31,8 +31,9 @@ pre.out{white-space:pre-wrap;margin:0;font-size:12px;text-align:left;max-width:4
 
 def _table(header: list[str] | tuple[str, ...], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows
+    )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -57,15 +58,35 @@ def charts(doc: dict[str, Any]) -> list[str]:
     marks, out = _marks(doc), []
     t = tuple(p["t_s"] for p in tl)
     ts = tuple(p["t_s"] for p in stl)
-    out.append(svg.render(svg.Chart(
-        "Throughput over time", "session time (s)", "output tokens/s",
-        (svg.Series("client out tok/s", t, _col(tl, "out_tok_s")),
-         svg.Series("server gen tok/s", ts, _col(stl, "gen_tok_s"))), marks)))
-    out.append(svg.render(svg.Chart(
-        "Latency over time", "session time (s)", "TTFT mean (ms)",
-        (svg.Series("TTFT mean ms", t, _col(tl, "ttft_ms_mean")),
-         svg.Series("E2EL mean s", t, _col(tl, "e2el_ms_mean", 1e-3), right_axis=True)),
-        marks, y2_label="E2EL mean (s)")))
+    out.append(
+        svg.render(
+            svg.Chart(
+                "Throughput over time",
+                "session time (s)",
+                "output tokens/s",
+                (
+                    svg.Series("client out tok/s", t, _col(tl, "out_tok_s")),
+                    svg.Series("server gen tok/s", ts, _col(stl, "gen_tok_s")),
+                ),
+                marks,
+            )
+        )
+    )
+    out.append(
+        svg.render(
+            svg.Chart(
+                "Latency over time",
+                "session time (s)",
+                "TTFT mean (ms)",
+                (
+                    svg.Series("TTFT mean ms", t, _col(tl, "ttft_ms_mean")),
+                    svg.Series("E2EL mean s", t, _col(tl, "e2el_ms_mean", 1e-3), right_axis=True),
+                ),
+                marks,
+                y2_label="E2EL mean (s)",
+            )
+        )
+    )
     xs = tuple(s.get("concurrency") for s in steps)
     if steps and all(isinstance(x, (int, float)) for x in xs):
         vmarks = []
@@ -73,25 +94,70 @@ def charts(doc: dict[str, Any]) -> list[str]:
             vmarks.append((doc["knee"].get("concurrency"), "knee"))
         if doc.get("slo_max_concurrency") is not None:
             vmarks.append((doc["slo_max_concurrency"], "SLO limit"))
-        out.append(svg.render(svg.Chart(
-            "Throughput and latency vs concurrency", "concurrency (log2)", "output tokens/s",
-            (svg.Series("out tok/s", xs, tuple(s.get("output_throughput_tok_s") for s in steps),
-                        points=True),
-             svg.Series("E2EL p50 ms", xs, tuple((s.get("e2el_ms") or {}).get("p50") for s in steps),
-                        points=True, right_axis=True)),
-            tuple(vmarks), log2_x=True, y2_label="E2EL p50 (ms)")))
-    out.append(svg.render(svg.Chart(
-        "Server KV cache and queue", "session time (s)", "KV usage (%)",
-        (svg.Series("KV usage %", ts, _col(stl, "kv_usage", 100.0)),
-         svg.Series("running", ts, _col(stl, "running"), right_axis=True),
-         svg.Series("waiting", ts, _col(stl, "waiting"), right_axis=True)),
-        marks, y2_label="requests")))
+        out.append(
+            svg.render(
+                svg.Chart(
+                    "Throughput and latency vs concurrency",
+                    "concurrency (log2)",
+                    "output tokens/s",
+                    (
+                        svg.Series(
+                            "out tok/s",
+                            xs,
+                            tuple(s.get("output_throughput_tok_s") for s in steps),
+                            points=True,
+                        ),
+                        svg.Series(
+                            "E2EL p50 ms",
+                            xs,
+                            tuple((s.get("e2el_ms") or {}).get("p50") for s in steps),
+                            points=True,
+                            right_axis=True,
+                        ),
+                    ),
+                    tuple(vmarks),
+                    log2_x=True,
+                    y2_label="E2EL p50 (ms)",
+                )
+            )
+        )
+    out.append(
+        svg.render(
+            svg.Chart(
+                "Server KV cache and queue",
+                "session time (s)",
+                "KV usage (%)",
+                (
+                    svg.Series("KV usage %", ts, _col(stl, "kv_usage", 100.0)),
+                    svg.Series("running", ts, _col(stl, "running"), right_axis=True),
+                    svg.Series("waiting", ts, _col(stl, "waiting"), right_axis=True),
+                ),
+                marks,
+                y2_label="requests",
+            )
+        )
+    )
     if any(p.get("acceptance_rate") is not None for p in stl):
-        out.append(svg.render(svg.Chart(
-            "Speculative decoding", "session time (s)", "acceptance rate",
-            (svg.Series("acceptance rate", ts, _col(stl, "acceptance_rate")),
-             svg.Series("mean acceptance length", ts, _col(stl, "mean_acceptance_length"),
-                        right_axis=True)), marks, y2_label="tokens per step")))
+        out.append(
+            svg.render(
+                svg.Chart(
+                    "Speculative decoding",
+                    "session time (s)",
+                    "acceptance rate",
+                    (
+                        svg.Series("acceptance rate", ts, _col(stl, "acceptance_rate")),
+                        svg.Series(
+                            "mean acceptance length",
+                            ts,
+                            _col(stl, "mean_acceptance_length"),
+                            right_axis=True,
+                        ),
+                    ),
+                    marks,
+                    y2_label="tokens per step",
+                )
+            )
+        )
     else:
         out.append('<p class="muted">Speculative decoding: no metrics in this session.</p>')
     return out
@@ -100,16 +166,26 @@ def charts(doc: dict[str, Any]) -> list[str]:
 def _quality(q: dict[str, Any] | None) -> str:
     if not q:
         return '<p class="muted">No quality run in this session.</p>'
-    head = (f"<p>{num(q.get('probes'))} probes · accuracy {pct(q.get('accuracy'))}"
-            + (f" · agreement {pct(q.get('agreement'))}" if q.get("agreement") is not None
-               else "") + "</p>")
+    head = (
+        f"<p>{num(q.get('probes'))} probes · accuracy {pct(q.get('accuracy'))}"
+        + (f" · agreement {pct(q.get('agreement'))}" if q.get("agreement") is not None else "")
+        + "</p>"
+    )
     rows = []
     for r in q.get("results") or []:
-        rows.append("<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in (
-            r.get("id"), r.get("expect"), "✓" if r.get("correct") else "✗")) +
-            f'<td><pre class="out">{escape(str(r.get("output") or ""))}</pre></td></tr>')
-    table = ("<table><tr><th>probe</th><th>expected</th><th>ok</th><th>output</th></tr>"
-             + "".join(rows) + "</table>")
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td>{escape(str(v))}</td>"
+                for v in (r.get("id"), r.get("expect"), "✓" if r.get("correct") else "✗")
+            )
+            + f'<td><pre class="out">{escape(str(r.get("output") or ""))}</pre></td></tr>'
+        )
+    table = (
+        "<table><tr><th>probe</th><th>expected</th><th>ok</th><th>output</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
     return head + table
 
 
@@ -124,24 +200,36 @@ def render_html(doc: dict[str, Any], screenshot_svg: str | None = None) -> str:
     s, target = doc.get("session") or {}, doc.get("target") or {}
     title = escape(f"infmon report: {s.get('label') or s.get('dir') or 'session'}")
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        f"<title>{title}</title><style>{CSS}</style></head><body>", f"<h1>{title}</h1>",
+        f"<title>{title}</title><style>{CSS}</style></head><body>",
+        f"<h1>{title}</h1>",
         f"<p>{escape(str(target.get('model') or '—'))} at {escape(str(target.get('url') or '—'))}"
         f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed</p>",
-        "<h2>Server</h2>", _table(["", "value"], [list(r) for r in server_rows(doc)]),
-        "<h2>Steps</h2>", _table(STEP_HEADER, [step_row(x) for x in doc.get("steps") or []]),
+        "<h2>Server</h2>",
+        _table(["", "value"], [list(r) for r in server_rows(doc)]),
+        "<h2>Steps</h2>",
+        _table(STEP_HEADER, [step_row(x) for x in doc.get("steps") or []]),
         f"<p><b>Knee:</b> {escape(_knee_text(doc.get('knee')))} · <b>SLO limit:</b> "
         f"{escape(str(doc.get('slo_max_concurrency') or 'none'))}</p>",
-        "<h2>Charts</h2>", *charts(doc),
-        "<h2>Diagnosis</h2><ul>", *(f"<li>{escape(x)}</li>" for x in doc.get("diagnosis") or []),
-        "</ul>", *_faults(doc), "<h2>Output quality</h2>", _quality(doc.get("quality")),
-        "<h2>Caveats</h2><ul>", *(f"<li>{escape(x)}</li>" for x in doc.get("caveats") or []),
+        "<h2>Charts</h2>",
+        *charts(doc),
+        "<h2>Diagnosis</h2><ul>",
+        *(f"<li>{escape(x)}</li>" for x in doc.get("diagnosis") or []),
+        "</ul>",
+        *_faults(doc),
+        "<h2>Output quality</h2>",
+        _quality(doc.get("quality")),
+        "<h2>Caveats</h2><ul>",
+        *(f"<li>{escape(x)}</li>" for x in doc.get("caveats") or []),
         "</ul>",
     ]
     if screenshot_svg:
         data = base64.b64encode(screenshot_svg.encode()).decode()
-        parts += ["<h2>Live view</h2>",
-                  f'<img alt="live view" style="max-width:100%" src="data:image/svg+xml;base64,{data}">']
+        parts += [
+            "<h2>Live view</h2>",
+            f'<img alt="live view" style="max-width:100%" src="data:image/svg+xml;base64,{data}">',
+        ]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

@@ -23,29 +23,49 @@ def _table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[s
 def render_markdown(doc: dict[str, Any]) -> str:
     s = doc.get("session") or {}
     target = doc.get("target") or {}
-    out = [f"# infmon report: {md_escape(s.get('label') or s.get('dir') or 'session')}", "",
-           f"{md_escape(target.get('model') or DASH)} at {md_escape(target.get('url') or DASH)}"
-           f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed", "",
-           "## Server", ""]
+    out = [
+        f"# infmon report: {md_escape(s.get('label') or s.get('dir') or 'session')}",
+        "",
+        f"{md_escape(target.get('model') or DASH)} at {md_escape(target.get('url') or DASH)}"
+        f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed",
+        "",
+        "## Server",
+        "",
+    ]
     out += _table(("", "value"), [list(r) for r in server_rows(doc)])
     out += ["", "## Steps", ""]
     out += _table(STEP_HEADER, [step_row(st) for st in doc.get("steps") or []])
     knee, slo = doc.get("knee"), doc.get("slo_max_concurrency")
-    out += ["", f"**Knee:** {md_escape(_knee_text(knee))}  ",
-            f"**SLO limit:** {'c=' + str(slo) if slo is not None else 'none met / no SLO'}", ""]
-    out += ["## Diagnosis", ""] + [f"- {md_escape(x)}" for x in doc.get("diagnosis") or
-                                   ["Nothing notable."]]
+    out += [
+        "",
+        f"**Knee:** {md_escape(_knee_text(knee))}  ",
+        f"**SLO limit:** {'c=' + str(slo) if slo is not None else 'none met / no SLO'}",
+        "",
+    ]
+    out += ["## Diagnosis", ""] + [
+        f"- {md_escape(x)}" for x in doc.get("diagnosis") or ["Nothing notable."]
+    ]
     q = doc.get("quality")
     if q:
-        out += ["", "## Output quality", "",
-                f"{num(q.get('probes'))} probes · accuracy {pct(q.get('accuracy'))}"
-                + (f" · agreement with baseline {pct(q.get('agreement'))}"
-                   if q.get("agreement") is not None else "")]
+        out += [
+            "",
+            "## Output quality",
+            "",
+            f"{num(q.get('probes'))} probes · accuracy {pct(q.get('accuracy'))}"
+            + (
+                f" · agreement with baseline {pct(q.get('agreement'))}"
+                if q.get("agreement") is not None
+                else ""
+            ),
+        ]
     marks = [e for e in doc.get("events") or [] if e.get("kind") in ("mark", "baseline")]
     if marks:
         out += ["", "## Marks", ""]
-        out += [f"- {num(e.get('t_s'))} s · {md_escape(e.get('kind'))} "
-                f"{md_escape(e.get('label') or '')}".rstrip() for e in marks]
+        out += [
+            f"- {num(e.get('t_s'))} s · {md_escape(e.get('kind'))} "
+            f"{md_escape(e.get('label') or '')}".rstrip()
+            for e in marks
+        ]
     faults = fault_lines(doc)
     if faults:
         out += ["", "## Faults", ""] + [f"- {md_escape(x)}" for x in faults]

@@ -8,11 +8,24 @@ from collections.abc import Iterable
 from typing import Any
 
 CONFIG_KEYS = (
-    "backend", "backend_version", "models", "max_model_len", "kv_capacity_tokens",
-    "kv_block_size_tokens", "kv_num_gpu_blocks", "cache_config",
+    "backend",
+    "backend_version",
+    "models",
+    "max_model_len",
+    "kv_capacity_tokens",
+    "kv_block_size_tokens",
+    "kv_num_gpu_blocks",
+    "cache_config",
 )
-SERIES = ("kv_usage", "running", "waiting", "preemptions_per_s", "gen_tok_s",
-          "acceptance_rate", "mean_acceptance_length")
+SERIES = (
+    "kv_usage",
+    "running",
+    "waiting",
+    "preemptions_per_s",
+    "gen_tok_s",
+    "acceptance_rate",
+    "mean_acceptance_length",
+)
 
 
 def server_config(scrapes: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -36,8 +49,9 @@ def server_config(scrapes: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return cfg
 
 
-def memory_budget(cfg: dict[str, Any], prompt_tokens: float, output_tokens: float
-                  ) -> dict[str, Any] | None:
+def memory_budget(
+    cfg: dict[str, Any], prompt_tokens: float, output_tokens: float
+) -> dict[str, Any] | None:
     """KV capacity in tokens and in whole sequences of the session's mean length."""
     cap = cfg.get("kv_capacity_tokens")
     if cap is None:
@@ -47,8 +61,11 @@ def memory_budget(cfg: dict[str, Any], prompt_tokens: float, output_tokens: floa
     if per_seq > 0 and not math.isnan(per_seq):
         bs, blocks = cfg.get("kv_block_size_tokens"), cfg.get("kv_num_gpu_blocks")
         seqs = blocks // math.ceil(per_seq / bs) if bs and blocks else int(cap // per_seq)
-    return {"kv_capacity_tokens": cap, "tokens_per_seq": per_seq if per_seq > 0 else None,
-            "kv_capacity_seqs": seqs}
+    return {
+        "kv_capacity_tokens": cap,
+        "tokens_per_seq": per_seq if per_seq > 0 else None,
+        "kv_capacity_seqs": seqs,
+    }
 
 
 class ServerSeries:

@@ -16,8 +16,12 @@ from infmon.model.records import RequestRecord
 from infmon.model.stats import SLO, summarize
 
 
-def step_entry(records: Sequence[RequestRecord], duration_s: float, slo: SLO | None,
-               recorded: dict[str, Any] | None = None) -> dict[str, Any]:
+def step_entry(
+    records: Sequence[RequestRecord],
+    duration_s: float,
+    slo: SLO | None,
+    recorded: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One ``steps[]`` entry of ``infmon bench --json`` for these records.
 
     ``recorded`` is the step's stats as written at the time (when the step finished): the
@@ -27,7 +31,11 @@ def step_entry(records: Sequence[RequestRecord], duration_s: float, slo: SLO | N
     rec = recorded or {}
     lag_ms = rec.get("loop_lag_p99_ms")
     stats = summarize(
-        records, duration_s, slo, concurrency=rec.get("concurrency"), rate=rec.get("rate"),
+        records,
+        duration_s,
+        slo,
+        concurrency=rec.get("concurrency"),
+        rate=rec.get("rate"),
         achieved_concurrency=rec.get("achieved_concurrency"),
         loop_lag_p99_s=lag_ms / 1e3 if isinstance(lag_ms, (int, float)) else math.nan,
     )

@@ -20,8 +20,21 @@ from infmon.report.server import ServerSeries, memory_budget, server_config
 from infmon.report.timeline import ClientTimeline, server_point, thin
 
 SCHEMA = "infmon.report/1"
-MARK_KINDS = ("mark", "baseline", "concurrency", "rate", "step_start", "step_end", "error",
-              "server_down", "server_up", "restart", "pause", "resume", "quality")
+MARK_KINDS = (
+    "mark",
+    "baseline",
+    "concurrency",
+    "rate",
+    "step_start",
+    "step_end",
+    "error",
+    "server_down",
+    "server_up",
+    "restart",
+    "pause",
+    "resume",
+    "quality",
+)
 
 
 class _Totals:
@@ -73,8 +86,11 @@ class _Steps:
 
     def __init__(self, step_events: list[dict[str, Any]], slo: Any, origin_s: float) -> None:
         self.step_events, self.slo, self.origin_s = step_events, slo, origin_s
-        self.ends_by_index = {e["index"]: e for e in step_events
-                              if e.get("kind") == "step_end" and isinstance(e.get("index"), int)}
+        self.ends_by_index = {
+            e["index"]: e
+            for e in step_events
+            if e.get("kind") == "step_end" and isinstance(e.get("index"), int)
+        }
         """``step_end`` events carry the records' own step index (the monitor may leave a step
         with no records, so counting would pair a step with its neighbour's end)."""
         self.order: list[int] = []
@@ -108,8 +124,13 @@ class _Steps:
         entry = stepstats.step_entry(records, _duration_s(records, ev), self.slo, recorded)
         entry["step"] = idx
         entry["start_s"] = min(r.sent_s for r in records) - self.origin_s
-        entry["end_s"] = max((r.end_s for r in records if not math.isnan(r.end_s)),
-                             default=entry["start_s"] + self.origin_s) - self.origin_s
+        entry["end_s"] = (
+            max(
+                (r.end_s for r in records if not math.isnan(r.end_s)),
+                default=entry["start_s"] + self.origin_s,
+            )
+            - self.origin_s
+        )
         entry["complete"] = bool(ev)
         self.done[idx] = entry
 
@@ -184,8 +205,11 @@ def build_summary(
         "target": _target(config, events),
         "config": config,
         "server": server_cfg,
-        "memory_budget": memory_budget(server_cfg, 0.0 if math.isnan(mean_prompt) else mean_prompt,
-                                       0.0 if math.isnan(mean_output) else mean_output),
+        "memory_budget": memory_budget(
+            server_cfg,
+            0.0 if math.isnan(mean_prompt) else mean_prompt,
+            0.0 if math.isnan(mean_output) else mean_output,
+        ),
         "steps": step_list,
         "knee": knee,
         "slo_max_concurrency": slo_max,

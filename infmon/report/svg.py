@@ -84,28 +84,39 @@ def _axes(f: _Frame) -> list[str]:
     for v in _ticks(0, f.y1):
         y = f.y(v)
         out.append(f'<line x1="{f.L}" x2="{f.L + f.pw}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
-        out.append(f'<text x="{f.L - 4}" y="{y + 4:.1f}" class="tick" text-anchor="end">'
-                   f"{_fmt(v)}</text>")
+        out.append(
+            f'<text x="{f.L - 4}" y="{y + 4:.1f}" class="tick" text-anchor="end">{_fmt(v)}</text>'
+        )
     if any(s.right_axis for s in c.series):
         for v in _ticks(0, f.y2):
-            out.append(f'<text x="{f.L + f.pw + 4}" y="{f.y(v, True) + 4:.1f}" class="tick">'
-                       f"{_fmt(v)}</text>")
+            out.append(
+                f'<text x="{f.L + f.pw + 4}" y="{f.y(v, True) + 4:.1f}" class="tick">'
+                f"{_fmt(v)}</text>"
+            )
     if c.log2_x:
         xt = [2.0**i for i in range(math.floor(f.x0), math.ceil(f.x1) + 1)]
     else:
         xt = _ticks(f.x0, f.x1, 6)
     for v in xt:
         x = f.x(v)
-        out.append(f'<text x="{x:.1f}" y="{f.T + f.ph + 16}" class="tick" text-anchor="middle">'
-                   f"{_fmt(v)}</text>")
-    out.append(f'<text x="{f.L + f.pw / 2}" y="{c.height - 6}" class="axis" '
-               f'text-anchor="middle">{escape(c.x_label)}</text>')
-    out.append(f'<text x="12" y="{f.T + f.ph / 2}" class="axis" text-anchor="middle" '
-               f'transform="rotate(-90 12 {f.T + f.ph / 2})">{escape(c.y_label)}</text>')
+        out.append(
+            f'<text x="{x:.1f}" y="{f.T + f.ph + 16}" class="tick" text-anchor="middle">'
+            f"{_fmt(v)}</text>"
+        )
+    out.append(
+        f'<text x="{f.L + f.pw / 2}" y="{c.height - 6}" class="axis" '
+        f'text-anchor="middle">{escape(c.x_label)}</text>'
+    )
+    out.append(
+        f'<text x="12" y="{f.T + f.ph / 2}" class="axis" text-anchor="middle" '
+        f'transform="rotate(-90 12 {f.T + f.ph / 2})">{escape(c.y_label)}</text>'
+    )
     if c.y2_label:
         xr = c.width - 8
-        out.append(f'<text x="{xr}" y="{f.T + f.ph / 2}" class="axis" text-anchor="middle" '
-                   f'transform="rotate(90 {xr} {f.T + f.ph / 2})">{escape(c.y2_label)}</text>')
+        out.append(
+            f'<text x="{xr}" y="{f.T + f.ph / 2}" class="axis" text-anchor="middle" '
+            f'transform="rotate(90 {xr} {f.T + f.ph / 2})">{escape(c.y2_label)}</text>'
+        )
     return out
 
 
@@ -126,8 +137,11 @@ def _series(f: _Frame, s: Series, color: str) -> list[str]:
     if d:
         out.append(f'<path d="{" ".join(d)}" fill="none" stroke="{color}" stroke-width="1.8"/>')
     if s.points:
-        out.extend(f'<circle cx="{p[0]:.1f}" cy="{p[1]:.1f}" r="3" fill="{color}"/>'
-                   for p in path if p is not None)
+        out.extend(
+            f'<circle cx="{p[0]:.1f}" cy="{p[1]:.1f}" r="3" fill="{color}"/>'
+            for p in path
+            if p is not None
+        )
     return out
 
 
@@ -137,24 +151,32 @@ def render(c: Chart) -> str:
     ys2 = [y for s in c.series if s.right_axis for y in s.ys if y is not None]
     xs = [x for s in c.series for x in s.xs] + [m[0] for m in c.marks]
     f = _Frame(c, xs, ys, ys2)
-    body = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{c.width}" '
-            f'height="{c.height}" viewBox="0 0 {c.width} {c.height}" role="img">',
-            f"<title>{escape(c.title)}</title>", *_axes(f)]
+    body = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{c.width}" '
+        f'height="{c.height}" viewBox="0 0 {c.width} {c.height}" role="img">',
+        f"<title>{escape(c.title)}</title>",
+        *_axes(f),
+    ]
     for i, s in enumerate(c.series):
         body.extend(_series(f, s, PALETTE[i % len(PALETTE)]))
     for x, label in c.marks:
         if not _finite(x) or (c.log2_x and x <= 0):
             continue
         px = f.x(x)
-        body.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{f.T}" y2="{f.T + f.ph}" class="mark"/>')
-        body.append(f'<text x="{px + 3:.1f}" y="{f.T + 10}" class="marklabel">'
-                    f"{escape(label)}</text>")
+        body.append(
+            f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{f.T}" y2="{f.T + f.ph}" class="mark"/>'
+        )
+        body.append(
+            f'<text x="{px + 3:.1f}" y="{f.T + 10}" class="marklabel">{escape(label)}</text>'
+        )
     lx = f.L
     for i, s in enumerate(c.series):
         color = PALETTE[i % len(PALETTE)]
         label = escape(s.name + (" (right)" if s.right_axis else ""))
-        body.append(f'<rect x="{lx}" y="8" width="10" height="10" fill="{color}"/>'
-                    f'<text x="{lx + 14}" y="17" class="legend">{label}</text>')
+        body.append(
+            f'<rect x="{lx}" y="8" width="10" height="10" fill="{color}"/>'
+            f'<text x="{lx + 14}" y="17" class="legend">{label}</text>'
+        )
         lx += 24 + 7 * len(s.name + (" (right)" if s.right_axis else ""))
     body.append("</svg>")
     return "\n".join(body)

@@ -25,8 +25,15 @@ class LoadResult:
     mean_running: float
 
 
-def closed_loop(cfg: EngineConfig, concurrency: int, prompt_tokens: int, output_tokens: int,
-                duration_s: float, warmup_s: float = 0.0, shared_prefix: int = 0) -> LoadResult:
+def closed_loop(
+    cfg: EngineConfig,
+    concurrency: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    duration_s: float,
+    warmup_s: float = 0.0,
+    shared_prefix: int = 0,
+) -> LoadResult:
     """``concurrency`` users, each sending the next request the moment the previous finishes.
 
     Prompts are distinct token ids (no prefix hits) except for ``shared_prefix`` leading tokens.
@@ -38,15 +45,26 @@ def closed_loop(cfg: EngineConfig, concurrency: int, prompt_tokens: int, output_
     def submit(now_s: float) -> None:
         n = counter[0]
         counter[0] += 1
-        ids = list(range(shared_prefix)) + [10**6 + n * 100_000 + i
-                                            for i in range(prompt_tokens - shared_prefix)]
+        ids = list(range(shared_prefix)) + [
+            10**6 + n * 100_000 + i for i in range(prompt_tokens - shared_prefix)
+        ]
         engine.add(Sequence(f"r{n}", prompt_tokens, output_tokens, None, now_s), ids)
 
     for _ in range(concurrency):
         submit(0.0)
     t = 0.0
-    acc = {"gen": 0, "fin": 0, "pre": 0, "maxw": 0, "viol": 0, "d": 0, "dt": 0, "a": 0,
-           "run": 0, "steps": 0}
+    acc = {
+        "gen": 0,
+        "fin": 0,
+        "pre": 0,
+        "maxw": 0,
+        "viol": 0,
+        "d": 0,
+        "dt": 0,
+        "a": 0,
+        "run": 0,
+        "steps": 0,
+    }
     per_pos = [0] * (cfg.speculative_k if cfg.spec_enabled else 0)
     while t < duration_s:
         out = engine.step(t)
@@ -55,7 +73,7 @@ def closed_loop(cfg: EngineConfig, concurrency: int, prompt_tokens: int, output_
             submit(t)
         if t < warmup_s:
             continue
-        waiting_ok = (out.running >= cfg.max_num_seqs or out.kv_blocked or out.budget_left == 0)
+        waiting_ok = out.running >= cfg.max_num_seqs or out.kv_blocked or out.budget_left == 0
         acc["viol"] += int(out.waiting > 0 and not waiting_ok)
         acc["gen"] += out.generation_tokens
         acc["fin"] += len(out.finished)
@@ -69,6 +87,18 @@ def closed_loop(cfg: EngineConfig, concurrency: int, prompt_tokens: int, output_
         for i, v in enumerate(out.accepted_per_pos):
             per_pos[i] += v
     span = t - warmup_s
-    return LoadResult(concurrency, span, acc["gen"] / span, acc["fin"], acc["gen"], acc["pre"],
-                      acc["maxw"], acc["viol"], acc["d"], acc["dt"], acc["a"], tuple(per_pos),
-                      acc["run"] / max(1, acc["steps"]))
+    return LoadResult(
+        concurrency,
+        span,
+        acc["gen"] / span,
+        acc["fin"],
+        acc["gen"],
+        acc["pre"],
+        acc["maxw"],
+        acc["viol"],
+        acc["d"],
+        acc["dt"],
+        acc["a"],
+        tuple(per_pos),
+        acc["run"] / max(1, acc["steps"]),
+    )

@@ -85,8 +85,9 @@ class Engine:
         self.waiting: deque[Sequence] = deque()
         self.rng = random.Random(cfg.seed)
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
-        self.acceptance = tuple(cfg.acceptance[i] if i < len(cfg.acceptance) else 0.0
-                                for i in range(self.k))
+        self.acceptance = tuple(
+            cfg.acceptance[i] if i < len(cfg.acceptance) else 0.0 for i in range(self.k)
+        )
 
     # -- requests -------------------------------------------------------------------------
     def add(self, seq: Sequence, ids: list[int] | None = None) -> None:
@@ -190,8 +191,9 @@ class Engine:
 
     # -- one step -------------------------------------------------------------------------
     def step(self, now_s: float) -> StepOutput:
-        out = StepOutput(start_s=now_s, end_s=now_s, emitted=[], finished=[],
-                         accepted_per_pos=[0] * self.k)
+        out = StepOutput(
+            start_s=now_s, end_s=now_s, emitted=[], finished=[], accepted_per_pos=[0] * self.k
+        )
         plan = self._schedule(out, now_s)
         tokens = sum(n for _, n, _ in plan)
         context = sum(seq.num_computed + n for seq, n, _ in plan)

@@ -84,8 +84,14 @@ class FaultPlan:
             f = self._hit(kind)
             if f is not None:
                 extra = {"retry-after": f"{f.value:g}"} if kind == "http429" else None
-                body = {"error": {"message": f"simulated fault {kind}", "type": "SimulatedFault",
-                                  "param": None, "code": status}}
+                body = {
+                    "error": {
+                        "message": f"simulated fault {kind}",
+                        "type": "SimulatedFault",
+                        "param": None,
+                        "code": status,
+                    }
+                }
                 conn.send_json(status, body, extra)
                 return True
         return False

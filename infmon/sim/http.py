@@ -14,8 +14,15 @@ from dataclasses import dataclass
 
 import httptools
 
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +39,9 @@ class Request:
 class Connection(asyncio.Protocol):
     """One client connection; ``handler(request, conn)`` answers through the send methods."""
 
-    def __init__(self, handler: Callable[[Request, Connection], None],
-                 on_lost: Callable[[Connection], None]) -> None:
+    def __init__(
+        self, handler: Callable[[Request, Connection], None], on_lost: Callable[[Connection], None]
+    ) -> None:
         self._handler = handler
         self._on_lost = on_lost
         self._parser = httptools.HttpRequestParser(self)
@@ -53,8 +61,17 @@ class Connection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError:
-            self.send_json(400, {"error": {"message": "malformed HTTP request",
-                                           "type": "BadRequestError", "param": None, "code": 400}})
+            self.send_json(
+                400,
+                {
+                    "error": {
+                        "message": "malformed HTTP request",
+                        "type": "BadRequestError",
+                        "param": None,
+                        "code": 400,
+                    }
+                },
+            )
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -85,20 +102,26 @@ class Connection(asyncio.Protocol):
         self._handler(Request(method, path, self._headers, b"".join(self._body)), self)
 
     # -- responses --------------------------------------------------------------------------
-    def _head(self, status: int, content_type: str, extra: dict[str, str] | None,
-              length: int | None) -> bytes:
-        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'OK')}",
-                 "server: infmon-sim", f"content-type: {content_type}"]
-        lines.append(f"content-length: {length}" if length is not None
-                     else "transfer-encoding: chunked")
+    def _head(
+        self, status: int, content_type: str, extra: dict[str, str] | None, length: int | None
+    ) -> bytes:
+        lines = [
+            f"HTTP/1.1 {status} {REASONS.get(status, 'OK')}",
+            "server: infmon-sim",
+            f"content-type: {content_type}",
+        ]
+        lines.append(
+            f"content-length: {length}" if length is not None else "transfer-encoding: chunked"
+        )
         if not self._keep_alive:
             lines.append("connection: close")
         for k, v in (extra or {}).items():
             lines.append(f"{k}: {v}")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    def send(self, status: int, body: bytes, content_type: str,
-             extra: dict[str, str] | None = None) -> None:
+    def send(
+        self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None
+    ) -> None:
         if self.closed or self.transport is None:
             return
         self.transport.write(self._head(status, content_type, extra, len(body)) + body)
@@ -108,8 +131,9 @@ class Connection(asyncio.Protocol):
     def send_json(self, status: int, obj: object, extra: dict[str, str] | None = None) -> None:
         self.send(status, json.dumps(obj).encode(), "application/json", extra)
 
-    def start_stream(self, status: int, content_type: str, extra: dict[str, str] | None,
-                     first: bytes = b"") -> None:
+    def start_stream(
+        self, status: int, content_type: str, extra: dict[str, str] | None, first: bytes = b""
+    ) -> None:
         if self.closed or self.transport is None:
             return
         head = self._head(status, content_type, extra, None)

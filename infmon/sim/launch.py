@@ -23,16 +23,24 @@ class SimulatorStartError(RuntimeError):
     """The simulator ended, or said nothing useful, before telling where it listens."""
 
 
-def start_simulator(args: Sequence[str], *, timeout_s: float = START_TIMEOUT_S,
-                    cwd: str | Path | None = None,
-                    preexec_fn: Callable[[], None] | None = None,
-                    ) -> tuple[subprocess.Popen[str], str]:
+def start_simulator(
+    args: Sequence[str],
+    *,
+    timeout_s: float = START_TIMEOUT_S,
+    cwd: str | Path | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+) -> tuple[subprocess.Popen[str], str]:
     """Start ``python -m infmon sim ARGS``; returns the process and its base URL (no trailing
     slash). Its output keeps being drained, so a chatty simulator never blocks on a full pipe."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infmon", "sim", *args], stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=preexec_fn,
+        [sys.executable, "-m", "infmon", "sim", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=preexec_fn,
     )
     try:
         return proc, _wait_for_url(proc, timeout_s)
@@ -71,8 +79,9 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def running_simulator(args: Sequence[str], *, timeout_s: float = START_TIMEOUT_S,
-                      cwd: str | Path | None = None) -> Iterator[str]:
+def running_simulator(
+    args: Sequence[str], *, timeout_s: float = START_TIMEOUT_S, cwd: str | Path | None = None
+) -> Iterator[str]:
     """``start_simulator`` as a context: yields the URL; the process is gone afterwards."""
     proc, url = start_simulator(args, timeout_s=timeout_s, cwd=cwd)
     try:

@@ -98,7 +98,9 @@ class SimMetrics:
         base = ("model_name", "engine") if self.schema == "v1" else ("model_name",)
         self.base = (cfg.served_model_name, "0")[: len(base)]
         len_buckets = ms.buckets_1_2_5(cfg.max_model_len)
-        for concept, kind, name, help_, extra, buckets in ms.families(self.schema, cfg.spec_enabled):
+        for concept, kind, name, help_, extra, buckets in ms.families(
+            self.schema, cfg.spec_enabled
+        ):
             labels = base + extra if concept != "admission_rejections" else ("model_name", *extra)
             if kind == "counter":
                 metric = Counter(name, help_, labels, registry=self.registry)
@@ -113,8 +115,12 @@ class SimMetrics:
             else:
                 self.c[concept] = metric.labels(*self.base)
         info = cache_config_labels(cfg, mem, self.schema)
-        cfg_gauge = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-                          sorted(info), registry=self.registry)
+        cfg_gauge = Gauge(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            sorted(info),
+            registry=self.registry,
+        )
         cfg_gauge.labels(**info).set(1)
 
     def _precreate(self, concept: str, metric, label: str) -> None:
@@ -186,8 +192,10 @@ class SimMetrics:
         self._inc("spec_emitted_v0", out.accepted_tokens + out.drafts)
         if "spec_rate_v0" in self.c and out.draft_tokens:
             self._set("spec_rate_v0", out.accepted_tokens / out.draft_tokens)
-            self._set("spec_efficiency_v0", (out.accepted_tokens + out.drafts)
-                      / (out.draft_tokens + out.drafts))
+            self._set(
+                "spec_efficiency_v0",
+                (out.accepted_tokens + out.drafts) / (out.draft_tokens + out.drafts),
+            )
 
     def observe_itl(self, gap_s: float) -> None:
         self._observe("itl", gap_s)
@@ -229,4 +237,3 @@ class SimMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-

@@ -74,8 +74,12 @@ GPUS: dict[str, GpuProfile] = {
     for g in (
         GpuProfile("L4", memory_gb=24, bandwidth_gb_s=300, bf16_tflops=121, fp8_tflops=242.5),
         GpuProfile("L40S", memory_gb=48, bandwidth_gb_s=864, bf16_tflops=362.05, fp8_tflops=733),
-        GpuProfile("A100-80GB", memory_gb=80, bandwidth_gb_s=2039, bf16_tflops=312, fp8_tflops=None),
-        GpuProfile("H100-80GB", memory_gb=80, bandwidth_gb_s=3350, bf16_tflops=989, fp8_tflops=1979),
+        GpuProfile(
+            "A100-80GB", memory_gb=80, bandwidth_gb_s=2039, bf16_tflops=312, fp8_tflops=None
+        ),
+        GpuProfile(
+            "H100-80GB", memory_gb=80, bandwidth_gb_s=3350, bf16_tflops=989, fp8_tflops=1979
+        ),
         GpuProfile("H200", memory_gb=141, bandwidth_gb_s=4800, bf16_tflops=989, fp8_tflops=1979),
     )
 }

@@ -16,16 +16,27 @@ COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # vLLM's CompletionRequest default
 class ApiError(Exception):
     """An error answered in vLLM's JSON shape."""
 
-    TYPES: ClassVar[dict[int, str]] = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
-             500: "InternalServerError", 503: "ServiceUnavailableError"}
+    TYPES: ClassVar[dict[int, str]] = {
+        400: "BadRequestError",
+        404: "NotFoundError",
+        429: "RateLimitError",
+        500: "InternalServerError",
+        503: "ServiceUnavailableError",
+    }
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param = status, message, param
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.TYPES.get(self.status, "Error"),
-                          "param": self.param, "code": self.status}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.TYPES.get(self.status, "Error"),
+                "param": self.param,
+                "code": self.status,
+            }
+        }
 
 
 def _body(req: Request) -> dict:
@@ -50,7 +61,9 @@ def _prompt(body: dict, chat: bool) -> str | list[int]:
     if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt) and prompt:
         return prompt
     if not isinstance(prompt, str):
-        raise ApiError(400, "'prompt' must be a string, a list of token ids, or a list of one", "prompt")
+        raise ApiError(
+            400, "'prompt' must be a string, a list of token ids, or a list of one", "prompt"
+        )
     return prompt
 
 
@@ -63,8 +76,9 @@ def _int(body: dict, key: str, default: int | None) -> int | None:
     return value
 
 
-def parse_request(req: Request, chat: bool, cfg: EngineConfig,
-                  text: TextModel) -> tuple[RequestSpec, str | list[int]]:
+def parse_request(
+    req: Request, chat: bool, cfg: EngineConfig, text: TextModel
+) -> tuple[RequestSpec, str | list[int]]:
     body = _body(req)
     model = body.get("model")
     if model is not None and model != cfg.served_model_name:
@@ -76,18 +90,25 @@ def parse_request(req: Request, chat: bool, cfg: EngineConfig,
     n_prompt = count_tokens(prompt) if isinstance(prompt, str) else len(prompt)
     limit = cfg.max_model_len
     if n_prompt >= limit:
-        raise ApiError(400, f"This model's maximum context length is {limit} tokens. However, "
-                       f"your request has {n_prompt} input tokens. Please reduce the length of "
-                       "the input messages.", "messages" if chat else "prompt")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, "
+            f"your request has {n_prompt} input tokens. Please reduce the length of "
+            "the input messages.",
+            "messages" if chat else "prompt",
+        )
     default = (limit - n_prompt) if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
     max_tokens = _int(body, "max_completion_tokens", None) if chat else None
     if max_tokens is None:
         max_tokens = _int(body, "max_tokens", default)
     if max_tokens + n_prompt > limit:
-        raise ApiError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. "
-                       f"This model's maximum context length is {limit} tokens and your request "
-                       f"has {n_prompt} input tokens ({max_tokens} > {limit} - {n_prompt}).",
-                       "max_tokens")
+        raise ApiError(
+            400,
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. "
+            f"This model's maximum context length is {limit} tokens and your request "
+            f"has {n_prompt} input tokens ({max_tokens} > {limit} - {n_prompt}).",
+            "max_tokens",
+        )
     min_tokens = _int(body, "min_tokens", 0) or 0
     if max_tokens == 0:
         raise ApiError(400, "'max_tokens' must be at least 1", "max_tokens")
@@ -102,8 +123,14 @@ def parse_request(req: Request, chat: bool, cfg: EngineConfig,
         stop_at = max(natural, min_tokens, 1)
     opts = body.get("stream_options") or {}
     spec = RequestSpec(
-        chat=chat, stream=bool(body.get("stream")), include_usage=bool(opts.get("include_usage")),
-        prompt_tokens=n_prompt, max_tokens=max_tokens, answer=answer,
+        chat=chat,
+        stream=bool(body.get("stream")),
+        include_usage=bool(opts.get("include_usage")),
+        prompt_tokens=n_prompt,
+        max_tokens=max_tokens,
+        answer=answer,
         filler_start=text.filler_start(prompt_text, seed),
-        client_request_id=req.headers.get("x-request-id"), stop_at=stop_at)
+        client_request_id=req.headers.get("x-request-id"),
+        stop_at=stop_at,
+    )
     return spec, prompt

@@ -28,7 +28,9 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("baseline", "Qwen2.5-7B-Instruct bf16 on an L40S-class GPU (~57 tok/s single stream)"),
+        Scenario(
+            "baseline", "Qwen2.5-7B-Instruct bf16 on an L40S-class GPU (~57 tok/s single stream)"
+        ),
         Scenario(
             "fp8",
             "the same model with FP8 weights: half the bytes per token, more KV, slight quality loss",

@@ -55,10 +55,14 @@ class SimServer:
         self._task: asyncio.Task | None = None
         self._fault_task: asyncio.Task | None = None
         self.routes = {
-            ("GET", "/v1/models"): self._models, ("GET", "/health"): self._health,
-            ("GET", "/version"): self._version, ("GET", "/metrics"): self._metrics,
-            ("GET", "/metrics/"): self._metrics, ("POST", "/tokenize"): self._tokenize,
-            ("POST", "/v1/completions"): self._generate, ("POST", "/v1/chat/completions"): self._generate,
+            ("GET", "/v1/models"): self._models,
+            ("GET", "/health"): self._health,
+            ("GET", "/version"): self._version,
+            ("GET", "/metrics"): self._metrics,
+            ("GET", "/metrics/"): self._metrics,
+            ("POST", "/tokenize"): self._tokenize,
+            ("POST", "/v1/completions"): self._generate,
+            ("POST", "/v1/chat/completions"): self._generate,
             ("GET", "/sim/stats"): self._stats,
         }
         self._lags_s: deque[float] = deque(maxlen=100_000)
@@ -114,14 +118,30 @@ class SimServer:
 
     def _models(self, req: Request, conn: Connection) -> None:
         name = self.cfg.served_model_name
-        perm = {"id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
-                "created": self.created, "allow_create_engine": False, "allow_sampling": True,
-                "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
-                "allow_fine_tuning": False, "organization": "*", "group": None,
-                "is_blocking": False}
-        model = {"id": name, "object": "model", "created": self.created, "owned_by": "vllm",
-                 "root": self.cfg.model.name, "parent": None,
-                 "max_model_len": self.cfg.max_model_len, "permission": [perm]}
+        perm = {
+            "id": f"modelperm-{uuid.uuid4().hex}",
+            "object": "model_permission",
+            "created": self.created,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
+        }
+        model = {
+            "id": name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "vllm",
+            "root": self.cfg.model.name,
+            "parent": None,
+            "max_model_len": self.cfg.max_model_len,
+            "permission": [perm],
+        }
         conn.send_json(200, {"object": "list", "data": [model]})
 
     def _health(self, req: Request, conn: Connection) -> None:
@@ -135,6 +155,7 @@ class SimServer:
 
     def _stats(self, req: Request, conn: Connection) -> None:
         """The simulator's own health (not a vLLM endpoint): event-loop lag since the last call."""
+
         def summary(values: deque[float]) -> dict:
             v = sorted(values)
             values.clear()
@@ -144,12 +165,17 @@ class SimServer:
 
             return {"p50": pct(0.5), "p99": pct(0.99), "max": pct(1.0), "samples": len(v)}
 
-        conn.send_json(200, {"loop_lag_ms": summary(self._lags_s),
-                             "step_delivery_ms": summary(self._deliver_s),
-                             "step_delivery_cpu_ms": summary(self._deliver_cpu_s),
-                             "running": len(self.engine.running),
-                             "waiting": len(self.engine.waiting),
-                             "connections": len(self._conns)})
+        conn.send_json(
+            200,
+            {
+                "loop_lag_ms": summary(self._lags_s),
+                "step_delivery_ms": summary(self._deliver_s),
+                "step_delivery_cpu_ms": summary(self._deliver_cpu_s),
+                "running": len(self.engine.running),
+                "waiting": len(self.engine.waiting),
+                "connections": len(self._conns),
+            },
+        )
 
     async def _watch_lag(self, period_s: float = 0.01) -> None:
         """Loop lag: how late a 10 ms sleep wakes (perf_counter; uvloop's clock is in ms)."""
@@ -167,8 +193,15 @@ class SimServer:
         else:
             prompt = str(body.get("prompt", ""))
         ids = token_ids(prompt)
-        conn.send_json(200, {"count": len(ids), "max_model_len": self.cfg.max_model_len,
-                             "tokens": ids, "token_strs": None})
+        conn.send_json(
+            200,
+            {
+                "count": len(ids),
+                "max_model_len": self.cfg.max_model_len,
+                "tokens": ids,
+                "token_strs": None,
+            },
+        )
 
     # -- generation -------------------------------------------------------------------------
     def _generate(self, req: Request, conn: Connection) -> None:
@@ -182,13 +215,15 @@ class SimServer:
         if self.trace is not None:
             stream.trace = []
         now = asyncio.get_running_loop().time()
-        seq = Sequence(req_id, spec.prompt_tokens, spec.max_tokens, spec.stop_at, now,
-                       handle=stream)
+        seq = Sequence(
+            req_id, spec.prompt_tokens, spec.max_tokens, spec.stop_at, now, handle=stream
+        )
         stream.seq = seq
         conn.streaming = stream
         if spec.stream:
-            conn.start_stream(200, "text/event-stream; charset=utf-8",
-                              {**SSE_HEADERS, **stream.headers()})
+            conn.start_stream(
+                200, "text/event-stream; charset=utf-8", {**SSE_HEADERS, **stream.headers()}
+            )
             self.faults.assign_stream_fault(stream)
         ids = prompt if isinstance(prompt, list) else token_ids(prompt)
         self.engine.add(seq, ids)

@@ -38,11 +38,26 @@ class RequestSpec:
 class Stream:
     """Turns engine emissions into response bytes on one connection."""
 
-    __slots__ = ("_pre", "_suf", "conn", "created", "fault", "held", "id", "last_emit_s",
-                 "model", "parts", "received_s", "seq", "spec", "trace")
+    __slots__ = (
+        "_pre",
+        "_suf",
+        "conn",
+        "created",
+        "fault",
+        "held",
+        "id",
+        "last_emit_s",
+        "model",
+        "parts",
+        "received_s",
+        "seq",
+        "spec",
+        "trace",
+    )
 
-    def __init__(self, conn: Connection, spec: RequestSpec, req_id: str, model: str,
-                 created: int) -> None:
+    def __init__(
+        self, conn: Connection, spec: RequestSpec, req_id: str, model: str, created: int
+    ) -> None:
         self.conn, self.spec, self.id, self.model, self.created = conn, spec, req_id, model, created
         self.seq: Sequence | None = None
         self.parts: list[str] = []
@@ -53,29 +68,47 @@ class Stream:
         self.received_s = time.perf_counter()
         head = json.dumps({"id": req_id}, separators=(",", ":"))[:-1]
         if spec.chat:
-            self._pre = (f'data: {head},"object":"chat.completion.chunk","created":{created},'
-                         f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":{{"content":')
+            self._pre = (
+                f'data: {head},"object":"chat.completion.chunk","created":{created},'
+                f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":{{"content":'
+            )
             self._suf = '},"logprobs":null,"finish_reason":%s}]}\n\n'
         else:
-            self._pre = (f'data: {head},"object":"text_completion","created":{created},'
-                         f'"model":{json.dumps(model)},"choices":[{{"index":0,"text":')
+            self._pre = (
+                f'data: {head},"object":"text_completion","created":{created},'
+                f'"model":{json.dumps(model)},"choices":[{{"index":0,"text":'
+            )
             self._suf = ',"logprobs":null,"finish_reason":%s,"stop_reason":null}]}\n\n'
 
     def text(self, start: int, n: int) -> str:
         answer = self.spec.answer
         out = []
         for i in range(start, start + n):
-            out.append(answer[i] if i < len(answer)
-                       else filler_piece(self.spec.filler_start, i - len(answer)))
+            out.append(
+                answer[i]
+                if i < len(answer)
+                else filler_piece(self.spec.filler_start, i - len(answer))
+            )
         return "".join(out)
 
     def headers(self) -> dict[str, str]:
         return {"x-request-id": self.spec.client_request_id or self.id}
 
     def role_chunk(self) -> bytes:
-        chunk = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                 "model": self.model, "choices": [{"index": 0, "delta": {"role": "assistant",
-                 "content": ""}, "logprobs": None, "finish_reason": None}]}
+        chunk = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ],
+        }
         return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
 
     def chunk(self, text: str, finish_reason: str | None) -> bytes:
@@ -85,13 +118,22 @@ class Stream:
     def usage(self) -> dict:
         seq = self.seq
         done = 0 if seq is None else seq.output_len
-        return {"prompt_tokens": self.spec.prompt_tokens, "total_tokens":
-                self.spec.prompt_tokens + done, "completion_tokens": done}
+        return {
+            "prompt_tokens": self.spec.prompt_tokens,
+            "total_tokens": self.spec.prompt_tokens + done,
+            "completion_tokens": done,
+        }
 
     def usage_chunk(self) -> bytes:
         obj = "chat.completion.chunk" if self.spec.chat else "text_completion"
-        chunk = {"id": self.id, "object": obj, "created": self.created, "model": self.model,
-                 "choices": [], "usage": self.usage()}
+        chunk = {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": self.usage(),
+        }
         return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
 
     def write(self, data: bytes, end: bool = False) -> None:
@@ -134,16 +176,32 @@ class Stream:
     def _send_whole(self, finish_reason: str) -> None:
         text = "".join(self.parts)
         if self.spec.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text,
-                      "tool_calls": []}, "logprobs": None, "finish_reason": finish_reason,
-                      "stop_reason": None}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+                "stop_reason": None,
+            }
             obj = "chat.completion"
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
-                      "stop_reason": None, "prompt_logprobs": None}
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": finish_reason,
+                "stop_reason": None,
+                "prompt_logprobs": None,
+            }
             obj = "text_completion"
-        body = {"id": self.id, "object": obj, "created": self.created, "model": self.model,
-                "choices": [choice], "usage": self.usage()}
+        body = {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage(),
+        }
         self.conn.streaming = None
         self.conn.send_json(200, body, self.headers())
         if self.trace is not None:

@@ -36,9 +36,18 @@ class TimingTrace:
     def write(self, stream, outcome: str | None) -> None:
         """Queue the row of a finished stream (cheap: no encoding here)."""
         seq = stream.seq
-        self._pending.append((stream.id, stream.spec.client_request_id, outcome, stream.spec.stream,
-                              stream.spec.prompt_tokens, 0 if seq is None else seq.output_len,
-                              stream.received_s, stream.trace))  # fmt: skip
+        self._pending.append(
+            (
+                stream.id,
+                stream.spec.client_request_id,
+                outcome,
+                stream.spec.stream,
+                stream.spec.prompt_tokens,
+                0 if seq is None else seq.output_len,
+                stream.received_s,
+                stream.trace,
+            )
+        )
         if self._scheduled:
             return
         try:
@@ -61,10 +70,19 @@ class TimingTrace:
     def _write(self, n: int) -> None:
         lines = []
         for _ in range(min(n, len(self._pending))):
-            rid, client_rid, outcome, stream, prompt, completion, received, chunks = self._pending.popleft()
-            row = {"id": rid, "client_request_id": client_rid, "outcome": outcome, "stream": stream,
-                   "prompt_tokens": prompt, "completion_tokens": completion, "received_s": received,
-                   "chunks_s": chunks}  # fmt: skip
+            rid, client_rid, outcome, stream, prompt, completion, received, chunks = (
+                self._pending.popleft()
+            )
+            row = {
+                "id": rid,
+                "client_request_id": client_rid,
+                "outcome": outcome,
+                "stream": stream,
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "received_s": received,
+                "chunks_s": chunks,
+            }
             lines.append(json.dumps(row, separators=(",", ":")) + "\n")
         self._file.write("".join(lines))
         self._file.flush()

@@ -66,21 +66,35 @@ class InfmonApp(App[None]):
     TITLE = "infmon"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = [
-        *(Binding(key, action, label, key_display=shown, show=shown in FOOTER_KEYS, tooltip=desc)
-          for key, shown, action, label, desc in KEYS),
+        *(
+            Binding(key, action, label, key_display=shown, show=shown in FOOTER_KEYS, tooltip=desc)
+            for key, shown, action, label, desc in KEYS
+        ),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
-    def __init__(self, session: Session, *, driver: Any = None, source: Any = None,
-                 clock: Clock | None = None, recorder: Recorder | None = None,
-                 theme_name: str = DEFAULT_THEME, ui_hz: float = 4.0,
-                 step_duration_s: float = 30.0, load_mode: str = "closed", concurrency: int = 1,
-                 rate_per_s: float = 1.0, start_paused: bool = True,
-                 user_theme_dir: Path | None = USER_THEME_DIR, handle_signals: bool = True,
-                 on_shutdown: Callable[[], Awaitable[None]] | None = None,
-                 shutdown_timeout_s: float = 3.0,
-                 force_exit: Callable[[], None] | None = None,
-                 exit_deadline_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        session: Session,
+        *,
+        driver: Any = None,
+        source: Any = None,
+        clock: Clock | None = None,
+        recorder: Recorder | None = None,
+        theme_name: str = DEFAULT_THEME,
+        ui_hz: float = 4.0,
+        step_duration_s: float = 30.0,
+        load_mode: str = "closed",
+        concurrency: int = 1,
+        rate_per_s: float = 1.0,
+        start_paused: bool = True,
+        user_theme_dir: Path | None = USER_THEME_DIR,
+        handle_signals: bool = True,
+        on_shutdown: Callable[[], Awaitable[None]] | None = None,
+        shutdown_timeout_s: float = 3.0,
+        force_exit: Callable[[], None] | None = None,
+        exit_deadline_s: float = 10.0,
+    ) -> None:
         super().__init__()
         self.session = session
         self.driver = driver
@@ -177,8 +191,9 @@ class InfmonApp(App[None]):
             self.query_one(LatencyPane).snapshot = snap.latency
             self.query_one(ServerPane).snapshot = snap.server
             self.query_one(KvPane).snapshot = snap.server
-            self.query_one(SpecPane).snapshot = SpecInput(snap.server.spec, snap.latency.itl.p50_s,
-                                                          snap.latency.tpot.p50_s)
+            self.query_one(SpecPane).snapshot = SpecInput(
+                snap.server.spec, snap.latency.itl.p50_s, snap.latency.tpot.p50_s
+            )
             self.query_one(KneePane).snapshot = snap.knee
             self.query_one(EventsPane).snapshot = EventsInput(snap.events, snap.diagnosis)
 
@@ -345,12 +360,18 @@ class InfmonApp(App[None]):
     def action_snapshot_report(self) -> None:
         svg = self.export_screenshot()
         if self.recorder is None:
-            self.session.add_event(self.clock.now(), "error", "no session directory: report not written")
+            self.session.add_event(
+                self.clock.now(), "error", "no session directory: report not written"
+            )
             self.render_tick()
             return
         recorder = self.recorder
-        self.run_worker(lambda: recorder.write_report(svg, False), thread=True, group="report",
-                        exit_on_error=False)
+        self.run_worker(
+            lambda: recorder.write_report(svg, False),
+            thread=True,
+            group="report",
+            exit_on_error=False,
+        )
 
     def action_next_theme(self) -> None:
         names = self.theme_names or [self.theme]

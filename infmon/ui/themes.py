@@ -16,12 +16,30 @@ else:  # pragma: no cover
 
 DEFAULT_THEME = "infmon-dark"
 USER_THEME_DIR = Path("~/.config/infmon/themes").expanduser()
-COLOR_KEYS = ("primary", "secondary", "accent", "foreground", "background", "surface", "panel",
-              "warning", "error", "success", "boost")
+COLOR_KEYS = (
+    "primary",
+    "secondary",
+    "accent",
+    "foreground",
+    "background",
+    "surface",
+    "panel",
+    "warning",
+    "error",
+    "success",
+    "boost",
+)
 APP_VARIABLES = {
-    "client": "#5fafff", "server": "#ffaf5f", "latency-p50": "#5fd787", "latency-p90": "#ffd75f",
-    "latency-p99": "#ff5f5f", "slo": "#d75fd7", "kv-low": "#5fd787", "kv-high": "#ff5f5f",
-    "knee": "#d75fd7", "muted": "#8a8a8a",
+    "client": "#5fafff",
+    "server": "#ffaf5f",
+    "latency-p50": "#5fd787",
+    "latency-p90": "#ffd75f",
+    "latency-p99": "#ff5f5f",
+    "slo": "#d75fd7",
+    "kv-low": "#5fd787",
+    "kv-high": "#ff5f5f",
+    "knee": "#d75fd7",
+    "muted": "#8a8a8a",
 }
 """Every app variable a theme may set; a palette that leaves one out gets this default."""
 
@@ -55,8 +73,9 @@ def theme_from_toml(path: Path) -> Theme:
         raise ThemeError(f"{path}: a theme needs at least `name` and `primary`")
     variables = {**APP_VARIABLES, **{str(k): str(v) for k, v in data.get("variables", {}).items()}}
     colors = {k: str(data[k]) for k in COLOR_KEYS if k in data}
-    return Theme(name=str(data["name"]), dark=bool(data.get("dark", True)), variables=variables,
-                 **colors)
+    return Theme(
+        name=str(data["name"]), dark=bool(data.get("dark", True)), variables=variables, **colors
+    )
 
 
 def load_themes(user_dir: Path | None = USER_THEME_DIR) -> tuple[list[Theme], list[str]]:

@@ -18,25 +18,54 @@ KEY = "sk-infmon-DISTINCTIVE-7f3a9c-never-leak"
 
 def bench_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """A clean environment: no user config file, no inherited key."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY",) and not k.startswith("INFMON_")}
-    env.update(XDG_CONFIG_HOME=str(tmp_path / "xdg"), HOME=str(tmp_path), PYTHONUNBUFFERED="1", **extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY",) and not k.startswith("INFMON_")
+    }
+    env.update(
+        XDG_CONFIG_HOME=str(tmp_path / "xdg"), HOME=str(tmp_path), PYTHONUNBUFFERED="1", **extra
+    )
     return env
 
 
 def bench_args(url: str, session: Path, *extra: str) -> list[str]:
-    return infmon_cmd("bench", url, "--session-dir", str(session), "--output-tokens", "16",
-                      "--warmup", "0", *extra)  # fmt: skip
+    return infmon_cmd(
+        "bench",
+        url,
+        "--session-dir",
+        str(session),
+        "--output-tokens",
+        "16",
+        "--warmup",
+        "0",
+        *extra,
+    )
 
 
-def run_bench(url: str, tmp_path: Path, *extra: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(bench_args(url, tmp_path / "session", *extra), cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout_s, env=bench_env(tmp_path))  # fmt: skip
+def run_bench(
+    url: str, tmp_path: Path, *extra: str, timeout_s: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        bench_args(url, tmp_path / "session", *extra),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=bench_env(tmp_path),
+    )
 
 
 def start_bench(url: str, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     """Start bench; returns once it printed its ``target:`` line (load is running)."""
-    proc = subprocess.Popen(bench_args(url, tmp_path / "session", *extra), cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=bench_env(tmp_path))  # fmt: skip
+    proc = subprocess.Popen(
+        bench_args(url, tmp_path / "session", *extra),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=bench_env(tmp_path),
+    )
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -78,7 +107,12 @@ def audit(session: Path) -> Audit:
     totals = [e for e in events if e["kind"] == "load_totals"]
     assert len(totals) == 1, "the driver's own counts were not recorded"
     t = totals[0]
-    assert (t["sent"], t["succeeded"], t["failed"], t["cancelled"]) == (len(records), succeeded, failed, cancelled)
+    assert (t["sent"], t["succeeded"], t["failed"], t["cancelled"]) == (
+        len(records),
+        succeeded,
+        failed,
+        cancelled,
+    )
     assert t["sent"] == t["succeeded"] + t["failed"] + t["cancelled"]
     for r in records:  # a failed request carries data, not a traceback
         if not r.ok:
@@ -101,9 +135,14 @@ def free_port() -> int:
 
 def start_sim(port: int, *args: str) -> subprocess.Popen[str]:
     """``infmon sim`` on a fixed port (so it can be killed and started again at the same URL)."""
-    proc = subprocess.Popen(infmon_cmd("sim", "--port", str(port), "--seed", "2", *args), cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    proc = subprocess.Popen(
+        infmon_cmd("sim", "--port", str(port), "--seed", "2", *args),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -16,11 +16,28 @@ pytestmark = pytest.mark.e2e
 KEY = "sk-never-show-this-4242"
 
 
-def bench(url: str, tmp_path: Path, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    args = ["bench", url, "--step-duration", "1", "--warmup", "0.2", "--output-tokens", "8",
-            "--session-dir", str(tmp_path / "session"), "--api-key", KEY, *extra]  # fmt: skip
+def bench(
+    url: str, tmp_path: Path, *extra: str, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    args = [
+        "bench",
+        url,
+        "--step-duration",
+        "1",
+        "--warmup",
+        "0.2",
+        "--output-tokens",
+        "8",
+        "--session-dir",
+        str(tmp_path / "session"),
+        "--api-key",
+        KEY,
+        *extra,
+    ]
     env = {"PATH": "/usr/bin:/bin", "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
-    return subprocess.run(infmon_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        infmon_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def assert_clean_error(r: subprocess.CompletedProcess, *needles: str) -> None:
@@ -36,7 +53,16 @@ def assert_clean_error(r: subprocess.CompletedProcess, *needles: str) -> None:
 def test_bench_steps_json_and_session(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     with serve(Behaviour(ttft_s=0.01, itl_s=0.003)) as url:
-        r = bench(url, tmp_path, "--concurrency", "1,4,16", "--json", str(out), "--slo", "ttft=500ms,e2el=5s")
+        r = bench(
+            url,
+            tmp_path,
+            "--concurrency",
+            "1,4,16",
+            "--json",
+            str(out),
+            "--slo",
+            "ttft=500ms,e2el=5s",
+        )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert any(line.split()[:2] == ["1", "c=1"] for line in lines)
@@ -48,8 +74,13 @@ def test_bench_steps_json_and_session(tmp_path: Path) -> None:
     assert [s["concurrency"] for s in data["steps"]] == [1, 4, 16]
     for s in data["steps"]:
         assert s["failed"] == 0 and s["completed"] > 0
-        for key in ("duration_s", "output_throughput_tok_s", "request_throughput_req_s", "goodput_req_s",
-                    "achieved_concurrency"):  # fmt: skip
+        for key in (
+            "duration_s",
+            "output_throughput_tok_s",
+            "request_throughput_req_s",
+            "goodput_req_s",
+            "achieved_concurrency",
+        ):
             assert isinstance(s[key], float)
         for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
             assert set(s[key]) >= {"mean", "p50", "p90", "p95", "p99"}
@@ -86,7 +117,9 @@ def test_stream_closed_mid_way_is_counted_and_the_run_goes_on(tmp_path: Path) ->
 
 
 def test_unreachable_url(tmp_path: Path) -> None:
-    assert_clean_error(bench("http://127.0.0.1:9", tmp_path, "--concurrency", "1"), "cannot connect")
+    assert_clean_error(
+        bench("http://127.0.0.1:9", tmp_path, "--concurrency", "1"), "cannot connect"
+    )
 
 
 def test_wrong_model(tmp_path: Path) -> None:
@@ -95,7 +128,9 @@ def test_wrong_model(tmp_path: Path) -> None:
     assert_clean_error(r, "'no-such-model' is not served", "fake-model")
 
 
-@pytest.mark.parametrize(("status", "needle"), [(401, "check --api-key"), (404, "HTTP 404"), (500, "HTTP 500")])
+@pytest.mark.parametrize(
+    ("status", "needle"), [(401, "check --api-key"), (404, "HTTP 404"), (500, "HTTP 500")]
+)
 def test_http_errors(tmp_path: Path, status: int, needle: str) -> None:
     with serve(Behaviour(status=status)) as url:
         r = bench(url, tmp_path)
@@ -120,9 +155,21 @@ def test_ctrl_c_stops_fast_and_accounts_for_every_request(tmp_path: Path) -> Non
     import time
 
     with serve(Behaviour(ttft_s=0.05, itl_s=0.05)) as url:
-        args = ["bench", url, "--concurrency", "4", "--step-duration", "30", "--output-tokens", "500",
-                "--session-dir", str(tmp_path / "s")]  # fmt: skip
-        p = subprocess.Popen(infmon_cmd(*args), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        args = [
+            "bench",
+            url,
+            "--concurrency",
+            "4",
+            "--step-duration",
+            "30",
+            "--output-tokens",
+            "500",
+            "--session-dir",
+            str(tmp_path / "s"),
+        ]
+        p = subprocess.Popen(
+            infmon_cmd(*args), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         assert p.stdout is not None
         while "target:" not in p.stdout.readline():
             pass
@@ -139,7 +186,9 @@ def test_ctrl_c_stops_fast_and_accounts_for_every_request(tmp_path: Path) -> Non
 def test_stalled_stream_hits_the_read_timeout_and_the_run_goes_on(tmp_path: Path) -> None:
     out = tmp_path / "o.json"
     with serve(Behaviour(stall_after_chunks=2, stall_s=1.5)) as url:
-        r = bench(url, tmp_path, "--concurrency", "2", "--read-timeout", "300ms", "--json", str(out))
+        r = bench(
+            url, tmp_path, "--concurrency", "2", "--read-timeout", "300ms", "--json", str(out)
+        )
     step = json.loads(out.read_text())["steps"][0]
     assert r.returncode == 1 and step["completed"] > 0
     assert set(step["errors_by_kind"]) == {"timeout"}

@@ -25,10 +25,15 @@ async def infmon_run(url: str) -> tuple[float, float]:
     await client.detect_capabilities()
 
     async def worker(w: int) -> list:
-        return [await client.stream(w * 100 + i, work.next().prompt, OUT_TOKENS) for i in range(PER_WORKER)]
+        return [
+            await client.stream(w * 100 + i, work.next().prompt, OUT_TOKENS)
+            for i in range(PER_WORKER)
+        ]
 
     t0 = time.perf_counter()
-    recs = [r for batch in await asyncio.gather(*(worker(w) for w in range(CONCURRENCY))) for r in batch]
+    recs = [
+        r for batch in await asyncio.gather(*(worker(w) for w in range(CONCURRENCY))) for r in batch
+    ]
     duration = time.perf_counter() - t0
     await client.aclose()
     s = summarize(recs, duration)
@@ -47,8 +52,13 @@ async def openai_run(url: str) -> tuple[float, float]:
         st = time.perf_counter()
         first = None
         stream = await client.completions.create(
-            model="fake-model", prompt=work.next().prompt.as_text(), max_tokens=OUT_TOKENS, stream=True,
-            stream_options={"include_usage": True}, extra_body={"ignore_eos": True, "min_tokens": OUT_TOKENS})  # fmt: skip
+            model="fake-model",
+            prompt=work.next().prompt.as_text(),
+            max_tokens=OUT_TOKENS,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"ignore_eos": True, "min_tokens": OUT_TOKENS},
+        )
         async for chunk in stream:
             if chunk.choices and first is None:
                 first = time.perf_counter() - st
@@ -76,7 +86,9 @@ def test_openai_client_and_infmon_agree() -> None:
             runs["openai"].append(asyncio.run(openai_run(url)))
     ours = [statistics.median(x) for x in zip(*runs["infmon"], strict=True)]
     ref = [statistics.median(x) for x in zip(*runs["openai"], strict=True)]
-    print(f"\nmedian TTFT ms: infmon {ours[0] * 1e3:.2f} openai {ref[0] * 1e3:.2f}; "
-          f"output tok/s: infmon {ours[1]:.1f} openai {ref[1]:.1f}")  # fmt: skip
+    print(
+        f"\nmedian TTFT ms: infmon {ours[0] * 1e3:.2f} openai {ref[0] * 1e3:.2f}; "
+        f"output tok/s: infmon {ours[1]:.1f} openai {ref[1]:.1f}"
+    )
     assert ours[0] == pytest.approx(ref[0], rel=0.05)
     assert ours[1] == pytest.approx(ref[1], rel=0.05)

@@ -11,16 +11,35 @@ import pytest
 from tests.conftest import REPO, infmon_cmd
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip("infmon.sim.server", reason="waits for the simulator (branch sim) to land on main")
+pytest.importorskip(
+    "infmon.sim.server", reason="waits for the simulator (branch sim) to land on main"
+)
 
 
 def test_bench_sweep_against_the_simulator(sim_url: str, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     r = subprocess.run(
-        infmon_cmd("bench", sim_url, "--concurrency", "1,4,16,64", "--step-duration", "3", "--warmup", "0.5",
-                   "--output-tokens", "32", "--json", str(out), "--session-dir", str(tmp_path / "s")),
-        cwd=REPO, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        infmon_cmd(
+            "bench",
+            sim_url,
+            "--concurrency",
+            "1,4,16,64",
+            "--step-duration",
+            "3",
+            "--warmup",
+            "0.5",
+            "--output-tokens",
+            "32",
+            "--json",
+            str(out),
+            "--session-dir",
+            str(tmp_path / "s"),
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     assert data["schema"] == "infmon.bench/1"
@@ -29,4 +48,6 @@ def test_bench_sweep_against_the_simulator(sim_url: str, tmp_path: Path) -> None
     assert all(s["failed"] == 0 and s["completed"] > 0 and not s["tokens_estimated"] for s in steps)
     tput = [s["output_throughput_tok_s"] for s in steps]
     assert tput[1] > 2 * tput[0]  # decode is memory-bound: throughput grows with concurrency
-    assert all(abs(s["achieved_concurrency"] - s["concurrency"]) < 0.15 * s["concurrency"] for s in steps)
+    assert all(
+        abs(s["achieved_concurrency"] - s["concurrency"]) < 0.15 * s["concurrency"] for s in steps
+    )

@@ -16,9 +16,21 @@ pytestmark = pytest.mark.e2e
 def test_demo_headless_prints_the_table(tmp_path: Path):
     marker = "--seed=424242"
     out = subprocess.run(
-        infmon_cmd("demo", "--headless", "--duration", "8", "--concurrency", "1,4",
-                   "--session-dir", str(tmp_path / "s"), f"--sim-arg={marker}"),
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        infmon_cmd(
+            "demo",
+            "--headless",
+            "--duration",
+            "8",
+            "--concurrency",
+            "1,4",
+            "--session-dir",
+            str(tmp_path / "s"),
+            f"--sim-arg={marker}",
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     rows = [line.split() for line in out.stdout.splitlines() if line.strip()[:1].isdigit()]

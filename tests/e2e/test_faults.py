@@ -16,9 +16,20 @@ from tests.conftest import running_sim
 from tests.e2e.faultkit import assert_no_crash, audit, run_bench
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip("infmon.sim.faults", reason="waits for the simulator (branch sim) to land on main")
+pytest.importorskip(
+    "infmon.sim.faults", reason="waits for the simulator (branch sim) to land on main"
+)
 
-SHORT = ("--concurrency", "4", "--step-duration", "2", "--read-timeout", "1s", "--metrics-interval", "0.5")
+SHORT = (
+    "--concurrency",
+    "4",
+    "--step-duration",
+    "2",
+    "--read-timeout",
+    "1s",
+    "--metrics-interval",
+    "0.5",
+)
 
 # fault, the kind its failed requests are filed under, the HTTP status they carry
 REQUEST_FAULTS = [
@@ -44,26 +55,43 @@ def _assert_steps_match_records(result: dict, a: object) -> None:
     """Failures are counted in the steps and kept out of the latency statistics."""
     step = result["steps"][0]
     assert step["completed"] > 0
-    assert step["completed"] + step["failed"] + step.get("cancelled", 0) + step["warmup_excluded"] <= a.sent
+    assert (
+        step["completed"] + step["failed"] + step.get("cancelled", 0) + step["warmup_excluded"]
+        <= a.sent
+    )
     assert step["ttft_ms"]["p50"] is not None
 
 
-@pytest.mark.parametrize(("fault", "kind", "status"), REQUEST_FAULTS, ids=[f[0].split(":")[0] for f in REQUEST_FAULTS])
-def test_request_faults_are_counted_by_kind(tmp_path: Path, fault: str, kind: str, status: int | None) -> None:
+@pytest.mark.parametrize(
+    ("fault", "kind", "status"), REQUEST_FAULTS, ids=[f[0].split(":")[0] for f in REQUEST_FAULTS]
+)
+def test_request_faults_are_counted_by_kind(
+    tmp_path: Path, fault: str, kind: str, status: int | None
+) -> None:
     result, a = _bench_on(tmp_path, fault)
     assert a.kinds[kind] > 0, a.kinds
     assert set(a.kinds) <= {"ok", kind, "cancelled"}, a.kinds
     if status is not None:
         assert set(a.statuses) == {status}
     step = result["steps"][0]
-    assert step["errors_by_kind"].get(kind, 0) > 0 and step["failed"] == sum(step["errors_by_kind"].values())
+    assert step["errors_by_kind"].get(kind, 0) > 0 and step["failed"] == sum(
+        step["errors_by_kind"].values()
+    )
     _assert_steps_match_records(result, a)
     assert result["top_errors"] and kind in result["top_errors"][0]["error"]
 
 
-@pytest.mark.parametrize(("fault", "kind"), [("metrics-garbage:1", "parse"), ("metrics-truncated:1", "connect"),
-                                             ("metrics-slow:6", "timeout")])  # fmt: skip
-def test_metrics_faults_are_counted_and_the_load_is_untouched(tmp_path: Path, fault: str, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        ("metrics-garbage:1", "parse"),
+        ("metrics-truncated:1", "connect"),
+        ("metrics-slow:6", "timeout"),
+    ],
+)
+def test_metrics_faults_are_counted_and_the_load_is_untouched(
+    tmp_path: Path, fault: str, kind: str
+) -> None:
     extra = ("--step-duration", "6") if fault.startswith("metrics-slow") else ()
     result, a = _bench_on(tmp_path, fault, *extra)
     assert a.failed == 0 and a.succeeded > 0  # the load never notices the metrics page
@@ -76,7 +104,9 @@ def test_metrics_faults_are_counted_and_the_load_is_untouched(tmp_path: Path, fa
 
 def test_restart_resets_counters_and_streams(tmp_path: Path) -> None:
     result, a = _bench_on(tmp_path, "restart:1.5", "--step-duration", "3", "--output-tokens", "64")
-    assert a.kinds["reset"] > 0 and a.succeeded > 0  # in-flight streams were reset; the load went on
+    assert (
+        a.kinds["reset"] > 0 and a.succeeded > 0
+    )  # in-flight streams were reset; the load went on
     assert result["server"]["restarts"] >= 1
     assert any(e["kind"] == "restart" for e in a.events)
     _assert_steps_match_records(result, a)
@@ -87,5 +117,7 @@ def test_process_exit_mid_run(tmp_path: Path) -> None:
     assert a.succeeded > 0 and a.kinds["connect"] > 0
     assert a.kinds["connect"] < 200  # refused requests back off instead of spinning
     outage = result["server"]["outages"][-1]
-    assert outage["end_s"] is None and outage["kind"] == "connect"  # down until the end, and reported
+    assert (
+        outage["end_s"] is None and outage["kind"] == "connect"
+    )  # down until the end, and reported
     _assert_steps_match_records(result, a)

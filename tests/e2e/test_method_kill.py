@@ -36,8 +36,11 @@ def _app(done_at: list[float]) -> Starlette:
         async def stream() -> Iterator[bytes]:
             await asyncio.sleep(0.02)
             for i in range(n):
-                choice = {"index": 0, "text": " w", "finish_reason": "length" if i == n - 1
-                          else None}
+                choice = {
+                    "index": 0,
+                    "text": " w",
+                    "finish_reason": "length" if i == n - 1 else None,
+                }
                 yield f"data: {json.dumps({'choices': [choice]})}\n\n".encode()
                 await asyncio.sleep(0.005)
             usage = {"prompt_tokens": 4, "completion_tokens": n, "total_tokens": n + 4}
@@ -47,15 +50,20 @@ def _app(done_at: list[float]) -> Starlette:
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
-    return Starlette(routes=[Route("/v1/models", models),
-                             Route("/v1/completions", completions, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/v1/models", models),
+            Route("/v1/completions", completions, methods=["POST"]),
+        ]
+    )
 
 
 @contextmanager
 def logging_server() -> Iterator[tuple[str, list[float]]]:
     done_at: list[float] = []
-    server = uvicorn.Server(uvicorn.Config(_app(done_at), host="127.0.0.1", port=0,
-                                           log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(_app(done_at), host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -72,10 +80,25 @@ def test_sigkill_mid_bench_loses_at_most_a_second(tmp_path):
     session = tmp_path / "session"
     with logging_server() as (url, done_at):
         proc = subprocess.Popen(
-            infmon_cmd("bench", url, "--concurrency", "4", "--step-duration", "60",
-                       "--warmup", "0", "--output-tokens", "8", "--session-dir", str(session)),
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            infmon_cmd(
+                "bench",
+                url,
+                "--concurrency",
+                "4",
+                "--step-duration",
+                "60",
+                "--warmup",
+                "0",
+                "--output-tokens",
+                "8",
+                "--session-dir",
+                str(session),
+            ),
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         try:
             deadline = time.monotonic() + 30
             while len(done_at) < 200 and time.monotonic() < deadline:
@@ -89,8 +112,9 @@ def test_sigkill_mid_bench_loses_at_most_a_second(tmp_path):
                 proc.kill()
         finished_before = sum(1 for t in done_at if t < kill_at - 1.0)
     assert finished_before >= 200
-    out = subprocess.run(infmon_cmd("report", str(session)), cwd=REPO, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        infmon_cmd("report", str(session)), cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads((session / "report.json").read_text())
     rows = (session / "requests.csv").read_text().splitlines()[1:]

@@ -30,17 +30,31 @@ async def wait_until(predicate, timeout_s: float = 20.0) -> None:
 
 def test_monitor_drives_records_and_reports(tmp_path):
     with serve(Behaviour(ttft_s=0.01, itl_s=0.002)) as url:
-        args = build_parser().parse_args([
-            "monitor", url, "--session-dir", str(tmp_path), "--output-tokens", "16",
-            "--scrape-interval", "0.2", "--step-duration", "5s"])
+        args = build_parser().parse_args(
+            [
+                "monitor",
+                url,
+                "--session-dir",
+                str(tmp_path),
+                "--output-tokens",
+                "16",
+                "--scrape-interval",
+                "0.2",
+                "--step-duration",
+                "5s",
+            ]
+        )
         app, recorder = build_monitor(config_from_args(args), args)
         app.handle_signals = False
 
         async def drive() -> None:
             async with app.run_test(size=(120, 40)) as pilot:
                 await pilot.press("space", "right_square_bracket")
-                await wait_until(lambda: app.last_snapshot is not None
-                                 and app.last_snapshot.latency.ttft.count > 5)
+                await wait_until(
+                    lambda: (
+                        app.last_snapshot is not None and app.last_snapshot.latency.ttft.count > 5
+                    )
+                )
                 assert app.last_snapshot.header.model == "fake-model"
                 assert app.concurrency == 2 and app.driver.inflight >= 0
                 await pilot.press("m")

@@ -5,24 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import infmon_cmd, running_sim
+from tests.conftest import FIXTURES, REPO, infmon_cmd, running_sim
 from tests.e2e.conftest import PromTarget, external_prometheus, prometheus_for, serving_page
 
 pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
 
-_REPO = Path(__file__).resolve().parents[2]
-PAGE = next(
-    (
-        d / "shared/fixtures/metrics/vllm-v1-0.32-cpu-tiny-gpt2.prom"
-        for d in (_REPO.parent, _REPO.parent.parent)
-        if (d / "shared/fixtures/metrics").is_dir()
-    ),
-    _REPO.parent / "shared/fixtures/metrics/vllm-v1-0.32-cpu-tiny-gpt2.prom",
-)
+PAGE = FIXTURES / "metrics/vllm-v1-0.32-cpu-tiny-gpt2.prom"
 SAME = (
     "backend",
     "running",
@@ -44,7 +35,7 @@ SAME = (
 
 def scrape_json(*args: str) -> dict:
     out = subprocess.run(
-        infmon_cmd("scrape", "--json", *args), capture_output=True, text=True, timeout=60, cwd=_REPO
+        infmon_cmd("scrape", "--json", *args), capture_output=True, text=True, timeout=60, cwd=REPO
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)

@@ -13,7 +13,9 @@ import pytest
 from tests.e2e.faultkit import assert_no_crash, audit, free_port, start_bench, start_sim, stop_proc
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip("infmon.sim.server", reason="waits for the simulator (branch sim) to land on main")
+pytest.importorskip(
+    "infmon.sim.server", reason="waits for the simulator (branch sim) to land on main"
+)
 
 
 def test_bench_survives_a_killed_and_restarted_server(tmp_path: Path) -> None:
@@ -21,8 +23,20 @@ def test_bench_survives_a_killed_and_restarted_server(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
     sim = start_sim(port)
     try:
-        bench = start_bench(url, tmp_path, "--concurrency", "4", "--step-duration", "9", "--output-tokens", "48",
-                            "--metrics-interval", "0.5", "--json", str(tmp_path / "out.json"))  # fmt: skip
+        bench = start_bench(
+            url,
+            tmp_path,
+            "--concurrency",
+            "4",
+            "--step-duration",
+            "9",
+            "--output-tokens",
+            "48",
+            "--metrics-interval",
+            "0.5",
+            "--json",
+            str(tmp_path / "out.json"),
+        )
         time.sleep(2.5)
         sim.send_signal(signal.SIGKILL)  # a crash: no goodbye on any connection
         sim.wait()

@@ -45,9 +45,17 @@ async def test_tui_keeps_monitoring_through_a_server_restart(tmp_path: Path) -> 
     sim_args = ("--served-model-name", HOSTILE)
     sim = start_sim(port, *sim_args)
     session_dir = tmp_path / "session"
-    config = build_config({"url": f"http://127.0.0.1:{port}", "api_key": KEY, "concurrency": "4",
-                           "output_tokens": "32", "step_duration": "5", "session_dir": str(session_dir)},
-                          environ={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})  # fmt: skip
+    config = build_config(
+        {
+            "url": f"http://127.0.0.1:{port}",
+            "api_key": KEY,
+            "concurrency": "4",
+            "output_tokens": "32",
+            "step_duration": "5",
+            "session_dir": str(session_dir),
+        },
+        environ={"XDG_CONFIG_HOME": str(tmp_path / "xdg")},
+    )
     args = argparse.Namespace(metrics_url=None, scrape_interval=0.5, theme="infmon-dark", ui_hz=4.0)
     app, recorder = build_monitor(config, args)
     app.handle_signals = False
@@ -58,13 +66,17 @@ async def test_tui_keeps_monitoring_through_a_server_restart(tmp_path: Path) -> 
             up_screen = _screen_text(app)
             sim.send_signal(signal.SIGKILL)
             sim.wait()
-            await _until(lambda: app.last_snapshot is not None and not app.last_snapshot.server.up, "down")
+            await _until(
+                lambda: app.last_snapshot is not None and not app.last_snapshot.server.up, "down"
+            )
             await pilot.pause()
             down_screen = _screen_text(app)
             failed_while_down = load.failed
             sim = start_sim(port, *sim_args)
             ok_before = load.succeeded
-            await _until(lambda: app.last_snapshot.server.up and load.succeeded >= ok_before + 8, "recovery")
+            await _until(
+                lambda: app.last_snapshot.server.up and load.succeeded >= ok_before + 8, "recovery"
+            )
             await pilot.press("q")
     finally:
         stop_proc(sim)
@@ -78,7 +90,9 @@ async def test_tui_keeps_monitoring_through_a_server_restart(tmp_path: Path) -> 
     md = report.read_text()
     assert "## Faults" in md and "server back" in md and "server restarted" in md
     produced = [p for p in session_dir.iterdir() if p.is_file()]
-    assert {"screenshot.svg", "report.html", "report.md", "requests.csv", "records.jsonl"} <= {p.name for p in produced}
+    assert {"screenshot.svg", "report.html", "report.md", "requests.csv", "records.jsonl"} <= {
+        p.name for p in produced
+    }
     assert [p.name for p in produced if KEY.encode() in p.read_bytes()] == []
     page = (session_dir / "report.html").read_text()
     assert "<script>x" not in page

@@ -39,7 +39,9 @@ def _reflecting_app():
         while (await receive()).get("more_body"):
             pass
         if scope["path"] == "/v1/models":
-            return await _reply(send, 200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+            return await _reply(
+                send, 200, {"object": "list", "data": [{"id": "m", "object": "model"}]}
+            )
         if scope["path"] == "/metrics":
             page = f'vllm:num_requests_running{{model_name="m",note="{auth}"}} 1\n'.encode()
             return await _reply(send, 200, page, b"text/plain")
@@ -49,11 +51,26 @@ def _reflecting_app():
         n = counter["n"]
         if n % 3 == 0 and n > 3:  # the capability probe (first requests) must get through
             return await _reply(send, 401, {"error": {"message": f"invalid key in header {auth}"}})
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         first = {"choices": [{"index": 0, "text": f"echo {auth}", "finish_reason": None}]}
-        await send({"type": "http.response.body", "body": b"data: " + json.dumps(first).encode() + b"\n\n", "more_body": True})
-        last = ({"error": {"message": f"upstream rejected {auth}"}} if n % 3 == 1
-                else {"choices": [{"index": 0, "text": auth, "finish_reason": "length"}]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.body",
+                "body": b"data: " + json.dumps(first).encode() + b"\n\n",
+                "more_body": True,
+            }
+        )
+        last = (
+            {"error": {"message": f"upstream rejected {auth}"}}
+            if n % 3 == 1
+            else {"choices": [{"index": 0, "text": auth, "finish_reason": "length"}]}
+        )
         body = b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n"
         await send({"type": "http.response.body", "body": body})
 
@@ -62,14 +79,24 @@ def _reflecting_app():
 
 async def _reply(send, status: int, obj, ctype: bytes = b"application/json") -> None:
     data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", ctype)]})
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", ctype)]}
+    )
     await send({"type": "http.response.body", "body": data})
 
 
 @contextmanager
 def reflecting_server() -> Iterator[str]:
-    server = uvicorn.Server(uvicorn.Config(_reflecting_app(), host="127.0.0.1", port=0, log_level="critical",
-                                           lifespan="off", loop="asyncio"))  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(
+            _reflecting_app(),
+            host="127.0.0.1",
+            port=0,
+            log_level="critical",
+            lifespan="off",
+            loop="asyncio",
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not (server.started and server.servers):
@@ -84,13 +111,26 @@ def reflecting_server() -> Iterator[str]:
 def _files_with_key(root: Path) -> list[str]:
     """Files under ``root`` holding the key, except the operator's own key and config files."""
     given = {root / "key", root / "xdg" / "infmon" / "config.toml"}
-    return [str(p) for p in root.rglob("*") if p.is_file() and p not in given and KEY.encode() in p.read_bytes()]
+    return [
+        str(p)
+        for p in root.rglob("*")
+        if p.is_file() and p not in given and KEY.encode() in p.read_bytes()
+    ]
 
 
 def _run_with_key(url: str, tmp_path: Path, how: str, *extra: str) -> tuple[str, str, bytes]:
     """Run bench with the key given ``how``; returns stdout, stderr and the live process title."""
-    args = bench_args(url, tmp_path / "session", "--concurrency", "3", "--step-duration", "1.5",
-                      "--json", str(tmp_path / "out.json"), *extra)  # fmt: skip
+    args = bench_args(
+        url,
+        tmp_path / "session",
+        "--concurrency",
+        "3",
+        "--step-duration",
+        "1.5",
+        "--json",
+        str(tmp_path / "out.json"),
+        *extra,
+    )
     env = bench_env(tmp_path)
     if how == "cli":
         args += ["--api-key", KEY]
@@ -104,7 +144,9 @@ def _run_with_key(url: str, tmp_path: Path, how: str, *extra: str) -> tuple[str,
     else:
         (tmp_path / "xdg" / "infmon").mkdir(parents=True)
         (tmp_path / "xdg" / "infmon" / "config.toml").write_text(f'api_key = "{KEY}"\n')
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()  # "session: …": arguments are parsed by now
     while not (line := proc.stdout.readline()).startswith("target:") and line:
@@ -120,8 +162,16 @@ def test_the_key_is_nowhere_in_what_a_session_produces(tmp_path: Path, how: str)
     with reflecting_server() as url:
         out, err, title = _run_with_key(url, tmp_path, how)
     session = tmp_path / "session"
-    assert {"records.jsonl", "events.jsonl", "config.json", "report.md", "report.html", "requests.csv",
-            "report.json", "scrapes.jsonl"} <= {p.name for p in session.iterdir()}  # fmt: skip
+    assert {
+        "records.jsonl",
+        "events.jsonl",
+        "config.json",
+        "report.md",
+        "report.html",
+        "requests.csv",
+        "report.json",
+        "scrapes.jsonl",
+    } <= {p.name for p in session.iterdir()}
     records = (session / "records.jsonl").read_text()
     assert "<redacted>" in records  # the server did reflect the key: it was scrubbed, not absent
     assert _files_with_key(tmp_path) == []
@@ -147,8 +197,20 @@ def test_model_output_and_labels_in_reports_are_escaped(tmp_path: Path) -> None:
         j.write_config({"label": "[bold]run</h1>", "api_key": KEY})
         j.write_event("target", url="http://x", model=HOSTILE, endpoint="completions")
         j.write_event("mark", label="<img src=x onerror=alert(1)>[blink]")
-        j.write_quality({"probes": 1, "accuracy": 0.0, "results": [
-            {"id": "[bold]p1", "expect": "<b>42</b>", "correct": False, "output": "</pre><script>steal()</script>"}]})  # fmt: skip
+        j.write_quality(
+            {
+                "probes": 1,
+                "accuracy": 0.0,
+                "results": [
+                    {
+                        "id": "[bold]p1",
+                        "expect": "<b>42</b>",
+                        "correct": False,
+                        "output": "</pre><script>steal()</script>",
+                    }
+                ],
+            }
+        )
     write_reports(session)
     html = (session / "report.html").read_text()
     assert "<script>" not in html and "<img" not in html and "</pre><script>" not in html
@@ -161,11 +223,23 @@ def test_model_output_and_labels_in_reports_are_escaped(tmp_path: Path) -> None:
 
 def test_insecure_warns_and_a_bad_ca_bundle_is_a_clear_error(tmp_path: Path) -> None:
     with reflecting_server() as url:
-        r = subprocess.run(bench_args(url, tmp_path / "s", "--step-duration", "0.5", "--insecure"), cwd=REPO,
-                           capture_output=True, text=True, timeout=60, env=bench_env(tmp_path))  # fmt: skip
+        r = subprocess.run(
+            bench_args(url, tmp_path / "s", "--step-duration", "0.5", "--insecure"),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=bench_env(tmp_path),
+        )
         assert "TLS certificate verification is OFF" in r.stderr
-        r = subprocess.run(bench_args(url, tmp_path / "s2", "--ca-bundle", str(tmp_path / "missing.pem")),
-                           cwd=REPO, capture_output=True, text=True, timeout=60, env=bench_env(tmp_path))  # fmt: skip
+        r = subprocess.run(
+            bench_args(url, tmp_path / "s2", "--ca-bundle", str(tmp_path / "missing.pem")),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=bench_env(tmp_path),
+        )
     assert r.returncode == 2 and "cannot load CA bundle" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -173,17 +247,35 @@ def test_model_output_with_markup_from_the_simulator(tmp_path: Path) -> None:
     """The sim answers a probe with ``<script>`` and ``[bold]``; the session's reports show it as text."""
     probes = tmp_path / "probes.jsonl"
     answer = "<script>alert(2)</script>[bold]yes[/bold]"
-    probes.write_text(json.dumps({"id": "xss", "prompt": "Say the tag.", "expect": answer, "match": "exact"}) + "\n")
+    probes.write_text(
+        json.dumps({"id": "xss", "prompt": "Say the tag.", "expect": answer, "match": "exact"})
+        + "\n"
+    )
     session = tmp_path / "session"
     with running_sim("--probes", str(probes), "--seed", "6") as url:
         env = bench_env(tmp_path, OPENAI_API_KEY=KEY)
-        q = subprocess.run(infmon_cmd("quality", url, "--probes", str(probes), "--session-dir", str(session)),
-                           cwd=REPO, capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+        q = subprocess.run(
+            infmon_cmd("quality", url, "--probes", str(probes), "--session-dir", str(session)),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
     assert q.returncode == 0, q.stderr
     assert json.loads((session / "quality.json").read_text())["results"][0]["output"] == answer
-    r = subprocess.run(infmon_cmd("report", str(session)), cwd=REPO, capture_output=True, text=True, timeout=60,
-                       env=env)  # fmt: skip
+    r = subprocess.run(
+        infmon_cmd("report", str(session)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     page = (session / "report.html").read_text()
-    assert "<script>alert(2)" not in page and "&lt;script&gt;alert(2)&lt;/script&gt;[bold]yes[/bold]" in page
+    assert (
+        "<script>alert(2)" not in page
+        and "&lt;script&gt;alert(2)&lt;/script&gt;[bold]yes[/bold]" in page
+    )
     assert _files_with_key(tmp_path) == [] and KEY not in q.stdout + q.stderr

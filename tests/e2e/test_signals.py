@@ -25,7 +25,9 @@ def _assert_clean_stop(session: Path, signame: str) -> Audit:
     assert a.sent >= 4 and a.cancelled >= 1, a  # long streams were in flight when the signal came
     assert a.failed == 0
     kinds = [e["kind"] for e in a.events]
-    assert {"kind": "interrupted", "signal": signame}.items() <= next(e for e in a.events if e["kind"] == "interrupted").items()
+    assert {"kind": "interrupted", "signal": signame}.items() <= next(
+        e for e in a.events if e["kind"] == "interrupted"
+    ).items()
     assert kinds[-1] == "session_end"
     assert (session / "report.md").exists() and (session / "report.html").exists()
     return a
@@ -55,8 +57,15 @@ def test_hangup_with_the_terminal_gone(tmp_path: Path) -> None:
     """The SSH case: stdout/stderr are a terminal that disappears, then SIGHUP arrives."""
     master, slave = pty.openpty()
     with serve(Behaviour(ttft_s=0.05, itl_s=0.05)) as url:
-        proc = subprocess.Popen(bench_args(url, tmp_path / "session", *LONG), cwd=REPO, stdin=subprocess.DEVNULL,
-                                stdout=slave, stderr=slave, env=bench_env(tmp_path), start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            bench_args(url, tmp_path / "session", *LONG),
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            env=bench_env(tmp_path),
+            start_new_session=True,
+        )
         os.close(slave)
         seen = b""
         deadline = time.monotonic() + 30

@@ -40,8 +40,10 @@ def test_http_errors_and_retry_after():
 def test_reset_mid_stream_and_abort_is_counted():
     with running_sim("--fault", "reset:1.0") as url:
         got = b""
-        with pytest.raises(httpx.HTTPError), httpx.stream(
-                "POST", f"{url}/v1/completions", json=BODY, timeout=10) as r:
+        with (
+            pytest.raises(httpx.HTTPError),
+            httpx.stream("POST", f"{url}/v1/completions", json=BODY, timeout=10) as r,
+        ):
             for chunk in r.iter_bytes():
                 got += chunk
         assert got.startswith(b"data: {")  # the first chunk arrived, then the reset
@@ -58,8 +60,7 @@ def test_stall_then_resume_and_malformed_sse():
         assert r.text.endswith("data: [DONE]\n\n")
     with running_sim("--fault", "malformed-sse:1.0") as url:
         events = httpx.post(f"{url}/v1/completions", json=BODY, timeout=10).text.split("\n\n")
-        bad = [e for e in events if e.startswith("data: {")
-               and not _is_json(e[6:])]
+        bad = [e for e in events if e.startswith("data: {") and not _is_json(e[6:])]
         assert len(bad) == 1
 
 
@@ -94,8 +95,12 @@ def test_restart_resets_counters():
 
 
 def test_exit_fault_ends_the_process():
-    proc = subprocess.Popen(infmon_cmd("sim", "--port", "0", "--fault", "exit:0.5"), cwd=REPO,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        infmon_cmd("sim", "--port", "0", "--fault", "exit:0.5"),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.wait(timeout=15) == 70
 
 
@@ -103,8 +108,12 @@ def test_trace_timing_joins_on_the_client_request_id(tmp_path):
     trace = tmp_path / "trace.jsonl"
     with running_sim("--trace-timing", str(trace)) as url:
         t_sent = time.perf_counter()
-        r = httpx.post(f"{url}/v1/completions", json={**BODY, "max_tokens": 5},
-                       headers={"X-Request-Id": "client-42"}, timeout=10)
+        r = httpx.post(
+            f"{url}/v1/completions",
+            json={**BODY, "max_tokens": 5},
+            headers={"X-Request-Id": "client-42"},
+            timeout=10,
+        )
         t_done = time.perf_counter()
         assert r.headers["x-request-id"] == "client-42"
         server_id = json.loads(r.text.split("\n\n")[0][6:])["id"]

@@ -30,8 +30,13 @@ class Tmux:
         self.socket, self.name = socket, name
 
     def run(self, *args: str, check: bool = True) -> str:
-        out = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                             check=check, timeout=20)
+        out = subprocess.run(
+            ["tmux", "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=20,
+        )
         return out.stdout
 
     def screen(self) -> str:
@@ -41,8 +46,14 @@ class Tmux:
         self.run("send-keys", "-t", self.name, *keys)
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", self.name],
-                              capture_output=True, timeout=20).returncode == 0
+        return (
+            subprocess.run(
+                ["tmux", "-L", self.socket, "has-session", "-t", self.name],
+                capture_output=True,
+                timeout=20,
+            ).returncode
+            == 0
+        )
 
     def wait_for(self, what: str, test: Callable[[str], bool], timeout_s: float = 60.0) -> str:
         deadline = time.monotonic() + timeout_s
@@ -75,13 +86,30 @@ def tmux(tmp_path) -> Iterator[tuple[Tmux, Path, str]]:
     socket = f"infmon-e2e-{os.getpid()}"
     seed = str(random.randint(100_000, 999_999))
     session_dir = tmp_path / "session"
-    command = " ".join([
-        *infmon_cmd("demo"), "--session-dir", str(session_dir), "--scrape-interval", "0.5",
-        f"--sim-arg=--seed={seed}",
-    ])
+    command = " ".join(
+        [
+            *infmon_cmd("demo"),
+            "--session-dir",
+            str(session_dir),
+            "--scrape-interval",
+            "0.5",
+            f"--sim-arg=--seed={seed}",
+        ]
+    )
     t = Tmux(socket, "demo")
-    t.run("new-session", "-d", "-s", "demo", "-x", "120", "-y", "40", "-c", str(REPO),
-          f"env TERM=xterm-256color {command}; sleep 30")
+    t.run(
+        "new-session",
+        "-d",
+        "-s",
+        "demo",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-c",
+        str(REPO),
+        f"env TERM=xterm-256color {command}; sleep 30",
+    )
     try:
         yield t, session_dir, seed
     finally:
@@ -104,9 +132,11 @@ def test_demo_in_tmux(tmux):
     for _ in range(3):
         t.keys("]")
     t.wait_for("c=8", lambda s: "closed loop c=8" in s)
-    screen = t.wait_for("throughput and server metrics",
-                        lambda s: number_after("out", s) > 0 and number_after("running", s) > 0,
-                        timeout_s=60)
+    screen = t.wait_for(
+        "throughput and server metrics",
+        lambda s: number_after("out", s) > 0 and number_after("running", s) > 0,
+        timeout_s=60,
+    )
     assert "KV cache" in screen and "tok/s" in screen
     t.keys("s")
     t.wait_for("the report", lambda s: "report written" in s, timeout_s=60)

@@ -18,9 +18,14 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> Path:
     session = tmp_path_factory.mktemp("golden") / "session"
-    write_synthetic_session(session, concurrencies=(1, 4, 16, 64), step_duration_s=4.0,
-                            server=SyntheticServer(spec_acceptance=0.5), seed=7,
-                            loop_lag_ms_per_stream=1.0)
+    write_synthetic_session(
+        session,
+        concurrencies=(1, 4, 16, 64),
+        step_duration_s=4.0,
+        server=SyntheticServer(spec_acceptance=0.5),
+        seed=7,
+        loop_lag_ms_per_stream=1.0,
+    )
     write_reports(session)
     return session
 
@@ -45,8 +50,10 @@ def test_markdown_report_matches_golden(reports):
 
 
 def test_json_report_matches_golden(reports):
-    _check("report.json.golden", json.dumps(_stable_json(reports / "report.json"), indent=1,
-                                            sort_keys=True) + "\n")
+    _check(
+        "report.json.golden",
+        json.dumps(_stable_json(reports / "report.json"), indent=1, sort_keys=True) + "\n",
+    )
 
 
 def test_json_report_holds_bench_steps_shape(reports):
@@ -54,8 +61,15 @@ def test_json_report_holds_bench_steps_shape(reports):
     assert doc["schema"] == "infmon.report/1"
     assert [s["concurrency"] for s in doc["steps"]] == [1, 4, 16, 64]
     for s in doc["steps"]:
-        for key in ("duration_s", "completed", "failed", "output_throughput_tok_s",
-                    "request_throughput_req_s", "goodput_req_s", "achieved_concurrency"):
+        for key in (
+            "duration_s",
+            "completed",
+            "failed",
+            "output_throughput_tok_s",
+            "request_throughput_req_s",
+            "goodput_req_s",
+            "achieved_concurrency",
+        ):
             assert key in s
         for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
             assert set(s[key]) >= {"mean", "p50", "p90", "p95", "p99"}

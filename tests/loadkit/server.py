@@ -51,8 +51,16 @@ async def _read_body(receive) -> bytes:
 
 async def _send_json(send, status: int, obj: object) -> None:
     data = json.dumps(obj).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -68,7 +76,9 @@ def make_app(b: Behaviour):
         if path == "/v1/models" and method == "GET":
             if b.status == 401:
                 return await _send_json(send, 401, {"error": {"message": "bad key"}})
-            return await _send_json(send, 200, {"object": "list", "data": [{"id": b.model, "object": "model"}]})
+            return await _send_json(
+                send, 200, {"object": "list", "data": [{"id": b.model, "object": "model"}]}
+            )
         if path not in ("/v1/completions", "/v1/chat/completions") or method != "POST":
             return await _send_json(send, 404, {"detail": "Not Found"})
         body = json.loads(await _read_body(receive))
@@ -79,8 +89,13 @@ def make_app(b: Behaviour):
         if body.get("model") != b.model:
             return await _send_json(send, 404, {"error": {"message": "model not found"}})
         counter["n"] += 1
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         async for part in _stream(b, body, path.endswith("chat/completions"), counter["n"], lock):
             await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
@@ -118,13 +133,19 @@ async def _stream(b: Behaviour, body: dict, chat: bool, n: int, lock: asyncio.Lo
             if b.malformed and chunks == 2:
                 yield b"data: {not json\n\n"
                 return
-            if b.close_after_chunks is not None and chunks > b.close_after_chunks and (
-                not b.close_odd_only or n % 2 == 1
+            if (
+                b.close_after_chunks is not None
+                and chunks > b.close_after_chunks
+                and (not b.close_odd_only or n % 2 == 1)
             ):
                 raise ConnectionResetError("scripted mid-stream close")
             if b.stall_after_chunks == chunks and n % 2 == 1:
                 await asyncio.sleep(b.stall_s)
-            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": sent} if b.strict and last else None
+            usage = (
+                {"prompt_tokens": prompt_tokens, "completion_tokens": sent}
+                if b.strict and last
+                else None
+            )
             yield _chunk(chat, " tok" * k, "length" if last else None, usage)
             if not last:
                 await asyncio.sleep(b.itl_s)
@@ -141,9 +162,15 @@ async def _stream(b: Behaviour, body: dict, chat: bool, n: int, lock: asyncio.Lo
 @contextmanager
 def serve(behaviour: Behaviour | None = None) -> Iterator[str]:
     """Run the app on a free loopback port in a thread; yield its base URL."""
-    config = uvicorn.Config(make_app(behaviour or Behaviour()), host="127.0.0.1", port=0,
-                            log_level="critical", lifespan="off", loop="asyncio",
-                            timeout_graceful_shutdown=0.5)
+    config = uvicorn.Config(
+        make_app(behaviour or Behaviour()),
+        host="127.0.0.1",
+        port=0,
+        log_level="critical",
+        lifespan="off",
+        loop="asyncio",
+        timeout_graceful_shutdown=0.5,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -168,8 +195,12 @@ def serve_subprocess(*args: str) -> Iterator[str]:
     from pathlib import Path
 
     repo = Path(__file__).resolve().parents[2]
-    proc = subprocess.Popen([sys.executable, "-m", "tests.loadkit.server", *args], cwd=repo,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.loadkit.server", *args],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -36,7 +36,7 @@ from tests.real.harness import REPO, get_text, rs
 # (On an H100 profile, chunks 4x as often, the extra measured 0.50-1.04 ms; on this one 0.84-1.0.)
 SIM_ARGS = ("--gpu", "L40S", "--model", "Qwen/Qwen2.5-0.5B-Instruct")
 
-VLLM_CLIENT = r'''
+VLLM_CLIENT = r"""
 import asyncio, json, sys
 import aiohttp
 from vllm.benchmarks.lib.endpoint_request_func import (RequestFuncInput,
@@ -70,7 +70,7 @@ async def main():
 
 
 asyncio.run(main())
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -90,43 +90,118 @@ class ClientDelay:
 
 def _server_ttfts(trace: Path) -> dict[str, float]:
     """The server's own TTFT (parsed → first chunk written) by the client's request id."""
-    return {rid: chunks[0] - received for rid, (received, chunks) in read_trace(settled(trace)).items()
-            if chunks}  # fmt: skip
+    return {
+        rid: chunks[0] - received
+        for rid, (received, chunks) in read_trace(settled(trace)).items()
+        if chunks
+    }
 
 
-def _vllm_side(url: str, model: str, prompts: Path, tmp: Path, trace: Path,
-               concurrency: int, output_len: int, cpus: set[int] | None) -> list[float]:  # fmt: skip
+def _vllm_side(
+    url: str,
+    model: str,
+    prompts: Path,
+    tmp: Path,
+    trace: Path,
+    concurrency: int,
+    output_len: int,
+    cpus: set[int] | None,
+) -> list[float]:
     script, out = tmp / "vllm_client.py", tmp / "vllm_client.json"
     script.write_text(VLLM_CLIENT)
-    cmd = [str(rs.env_python()), str(script), url, model, str(prompts), str(out), str(concurrency),
-           str(output_len)]  # fmt: skip
-    proc = subprocess.run(cmd, env=rs.server_env(), capture_output=True, text=True, timeout=600,
-                          preexec_fn=rs.pin_self(cpus))  # fmt: skip
+    cmd = [
+        str(rs.env_python()),
+        str(script),
+        url,
+        model,
+        str(prompts),
+        str(out),
+        str(concurrency),
+        str(output_len),
+    ]
+    proc = subprocess.run(
+        cmd,
+        env=rs.server_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=rs.pin_self(cpus),
+    )
     assert proc.returncode == 0, f"vLLM's request function failed:\n{proc.stderr[-3000:]}"
     server = _server_ttfts(trace)
-    return [ttft - server[rid] for rid, ttft in json.loads(out.read_text())
-            if ttft is not None and rid in server]  # fmt: skip
+    return [
+        ttft - server[rid]
+        for rid, ttft in json.loads(out.read_text())
+        if ttft is not None and rid in server
+    ]
 
 
-def _infmon_side(url: str, prompts: Path, tmp: Path, trace: Path, concurrency: int,
-                 output_len: int, cpus: set[int] | None) -> list[float]:  # fmt: skip
+def _infmon_side(
+    url: str,
+    prompts: Path,
+    tmp: Path,
+    trace: Path,
+    concurrency: int,
+    output_len: int,
+    cpus: set[int] | None,
+) -> list[float]:
     session = tmp / "infmon-session"
-    cmd = [sys.executable, "-m", "infmon", "bench", url, "--dataset", str(prompts),
-           "--output-tokens", str(output_len), "--endpoint", "completions",
-           "--concurrency", str(concurrency), "--step-requests", str(sum(1 for _ in prompts.open())),
-           "--step-duration", "300s", "--warmup", "0s", "--session-dir", str(session)]  # fmt: skip
-    proc = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"},
-                          capture_output=True, text=True, timeout=600, preexec_fn=rs.pin_self(cpus))  # fmt: skip
-    assert proc.returncode == 0, f"infmon bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "infmon",
+        "bench",
+        url,
+        "--dataset",
+        str(prompts),
+        "--output-tokens",
+        str(output_len),
+        "--endpoint",
+        "completions",
+        "--concurrency",
+        str(concurrency),
+        "--step-requests",
+        str(sum(1 for _ in prompts.open())),
+        "--step-duration",
+        "300s",
+        "--warmup",
+        "0s",
+        "--session-dir",
+        str(session),
+    ]
+    proc = subprocess.run(
+        cmd,
+        env={**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=rs.pin_self(cpus),
+    )
+    assert proc.returncode == 0, (
+        f"infmon bench failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    )
     # infmon's X-Request-Id is "infmon-<random hex>-<request id>"; the journal keeps the id.
-    by_id = {int(rid.rsplit("-", 1)[1]): ttft for rid, ttft in _server_ttfts(trace).items()
-             if rid.startswith("infmon-") and rid.rsplit("-", 1)[1].isdigit()}  # fmt: skip
-    return [row["c"][0] / 1e6 - by_id[row["i"]] for row in iter_jsonl(session / "records.jsonl")
-            if row.get("c") and row.get("i", -1) in by_id and not row.get("w")]  # fmt: skip
+    by_id = {
+        int(rid.rsplit("-", 1)[1]): ttft
+        for rid, ttft in _server_ttfts(trace).items()
+        if rid.startswith("infmon-") and rid.rsplit("-", 1)[1].isdigit()
+    }
+    return [
+        row["c"][0] / 1e6 - by_id[row["i"]]
+        for row in iter_jsonl(session / "records.jsonl")
+        if row.get("c") and row.get("i", -1) in by_id and not row.get("w")
+    ]
 
 
-def measure(prompts: Path, tmp: Path, *, concurrency: int = 4, output_len: int = 32,
-            server_cpus: set[int] | None = None, client_cpus: set[int] | None = None) -> ClientDelay:
+def measure(
+    prompts: Path,
+    tmp: Path,
+    *,
+    concurrency: int = 4,
+    output_len: int = 32,
+    server_cpus: set[int] | None = None,
+    client_cpus: set[int] | None = None,
+) -> ClientDelay:
     """Run both clients against ``infmon sim --trace-timing`` (pinned like the real server)."""
     tmp.mkdir(parents=True, exist_ok=True)
     trace = tmp / "sim-trace.jsonl"
@@ -141,4 +216,6 @@ def measure(prompts: Path, tmp: Path, *, concurrency: int = 4, output_len: int =
         stop_process(sim)
     n = sum(1 for _ in prompts.open())
     assert len(ref) >= 0.9 * n and len(ours) >= 0.9 * n, f"joined {len(ref)} and {len(ours)} of {n}"
-    return ClientDelay(1e3 * statistics.median(ref), 1e3 * statistics.median(ours), len(ref), len(ours))
+    return ClientDelay(
+        1e3 * statistics.median(ref), 1e3 * statistics.median(ours), len(ref), len(ours)
+    )

@@ -82,9 +82,25 @@ def tui(tmp_path: Path) -> Iterator:
     yield start
     leftovers = {pid for tmux in started for pid in tmux.close()}
     if leftovers:
-        pytest.fail(f"processes outlived their tmux session and were SIGKILLed: {sorted(leftovers)}")
+        pytest.fail(
+            f"processes outlived their tmux session and were SIGKILLed: {sorted(leftovers)}"
+        )
 
 
 def monitor_cmd(url: str, session: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "infmon", "monitor", url, "--session-dir", str(session),
-            "--concurrency", "2", "--prompt-tokens", "32", "--output-tokens", "32", *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "infmon",
+        "monitor",
+        url,
+        "--session-dir",
+        str(session),
+        "--concurrency",
+        "2",
+        "--prompt-tokens",
+        "32",
+        "--output-tokens",
+        "32",
+        *extra,
+    ]

@@ -69,13 +69,21 @@ SPEC_FAMILIES = (
 )
 
 
-def infmon(*args: str, cwd: Path, timeout_s: float = 600.0,
-           cpus: set[int] | None = None) -> subprocess.CompletedProcess[str]:
+def infmon(
+    *args: str, cwd: Path, timeout_s: float = 600.0, cpus: set[int] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run this checkout's infmon (on CPUS when given); never raises on a non-zero exit."""
     cmd = [sys.executable, "-m", "infmon", *args]
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
-                          preexec_fn=rs.pin_self(cpus))  # fmt: skip
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        preexec_fn=rs.pin_self(cpus),
+    )
 
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
@@ -97,8 +105,12 @@ def post_json(url: str, body: dict, timeout_s: float = 60.0) -> dict:
 
 def complete(base_url: str, prompt: str, max_tokens: int = 16, temperature: float = 1.0) -> dict:
     """One non-streaming completion (to put something on the server's counters)."""
-    body = {"model": rs.MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens,
-            "temperature": temperature}  # fmt: skip
+    body = {
+        "model": rs.MODEL_NAME,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+    }
     return post_json(base_url + "/v1/completions", body)
 
 
@@ -177,9 +189,25 @@ class Tmux:
 
     def start(self, command: list[str], cwd: Path, width: int = 160, height: int = 48) -> None:
         shell_cmd = " ".join(shlex.quote(c) for c in command)
-        self.tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                  "-c", str(cwd), shell_cmd, ";", "set-option", "-t", self.name,
-                  "remain-on-exit", "on")  # fmt: skip  (in one go: a fast exit stays visible)
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            self.name,
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            "-c",
+            str(cwd),
+            shell_cmd,
+            ";",
+            "set-option",
+            "-t",
+            self.name,
+            "remain-on-exit",
+            "on",
+        )  # in one go: a fast exit stays visible)
         self.tmux("set-option", "-t", self.name, "window-size", "manual")
         self.tmux("resize-window", "-t", self.name, "-x", str(width), "-y", str(height))
         self.note_pids()

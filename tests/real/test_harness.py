@@ -38,7 +38,9 @@ def test_pinned_tree_pins_every_thread_and_restores(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 10
-        while len(list(Path(f"/proc/{proc.pid}/task").iterdir())) < 2 and time.monotonic() < deadline:
+        while (
+            len(list(Path(f"/proc/{proc.pid}/task").iterdir())) < 2 and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         tids = [int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir()]
         assert len(tids) == 2

@@ -20,12 +20,31 @@ def test_bench_against_transformers_serve(
 ) -> None:
     log_before = transformers_server.log_path.read_text(errors="replace")
     out = tmp_path / "out.json"
-    proc = infmon("bench", transformers_server.url, "--model", str(rs.model_dir()),
-                  "--endpoint", endpoint, "--concurrency", "1,2", "--step-duration", "6s",
-                  "--warmup", "1s", "--prompt-tokens", "16", "--output-tokens", "16",
-                  "--json", str(out), "--session-dir", str(tmp_path / "session"), cwd=tmp_path)  # fmt: skip
+    proc = infmon(
+        "bench",
+        transformers_server.url,
+        "--model",
+        str(rs.model_dir()),
+        "--endpoint",
+        endpoint,
+        "--concurrency",
+        "1,2",
+        "--step-duration",
+        "6s",
+        "--warmup",
+        "1s",
+        "--prompt-tokens",
+        "16",
+        "--output-tokens",
+        "16",
+        "--json",
+        str(out),
+        "--session-dir",
+        str(tmp_path / "session"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, explain(proc)
-    new_log = transformers_server.log_path.read_text(errors="replace")[len(log_before):]
+    new_log = transformers_server.log_path.read_text(errors="replace")[len(log_before) :]
     # At most one 422: the one probe that tells infmon this server refuses vLLM's extra fields;
     # every measured request is sent without them.
     rejected = [line for line in new_log.splitlines() if " 422 " in line]
@@ -41,8 +60,9 @@ def test_bench_against_transformers_serve(
 
 def test_tui_shows_no_server_metrics(transformers_server: rs.Server, tui) -> None:
     tmux, _ = tui(transformers_server.url, "--model", str(rs.model_dir()))
-    tmux.wait_for(lambda s: "no server metrics" in s.lower(), timeout_s=60,
-                  what='"no server metrics"')  # fmt: skip
+    tmux.wait_for(
+        lambda s: "no server metrics" in s.lower(), timeout_s=60, what='"no server metrics"'
+    )
     time.sleep(5)  # a few scrape intervals: the message must stay put, not become a storm
     screen = tmux.screen()
     assert "Traceback" not in screen and "waiting for the first scrape" not in screen, screen

@@ -37,7 +37,8 @@ def test_tui_against_real_vllm(vllm: rs.Server, tui) -> None:
     tmux, session = tui(vllm.url)
     screen = tmux.wait_for(
         lambda s: all(p in s for p in PANES) and TOKS.search(s) is not None,
-        timeout_s=60, what="panes with live figures",
+        timeout_s=60,
+        what="panes with live figures",
     )
     assert "Traceback" not in screen, screen
     print(f"\nTUI against real vLLM:\n{screen}")

@@ -22,11 +22,22 @@ pytestmark = pytest.mark.real_server
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
 
 
-def _bench(url: str, tmp: Path, name: str, *args: str, cpus: set[int] | None = None
-           ) -> tuple[dict, Path]:  # fmt: skip
+def _bench(
+    url: str, tmp: Path, name: str, *args: str, cpus: set[int] | None = None
+) -> tuple[dict, Path]:
     out, session = tmp / f"{name}.json", tmp / f"{name}-session"
-    proc = infmon("bench", url, *LOAD, *args, "--json", str(out), "--session-dir", str(session),
-                  cwd=tmp, cpus=cpus)  # fmt: skip
+    proc = infmon(
+        "bench",
+        url,
+        *LOAD,
+        *args,
+        "--json",
+        str(out),
+        "--session-dir",
+        str(session),
+        cwd=tmp,
+        cpus=cpus,
+    )
     assert proc.returncode == 0, explain(proc)
     assert str(session) in proc.stdout + proc.stderr, "the session directory is printed"
     return json.loads(out.read_text()), session
@@ -40,14 +51,26 @@ def test_bench_concurrency_steps(vllm: rs.Server, tmp_path: Path) -> None:
     """
     before = get_text(vllm.url + "/metrics")
     with split_cpus(vllm) as (client_cpus, pinning):
-        data, session = _bench(vllm.url, tmp_path, "steps", "--concurrency", "1,4,16",
-                               "--step-duration", "8s", "--warmup", "1s", cpus=client_cpus)  # fmt: skip
+        data, session = _bench(
+            vllm.url,
+            tmp_path,
+            "steps",
+            "--concurrency",
+            "1,4,16",
+            "--step-duration",
+            "8s",
+            "--warmup",
+            "1s",
+            cpus=client_cpus,
+        )
     after = get_text(vllm.url + "/metrics")
     print(f"\ninfmon bench c=1,4,16 ({pinning}):")
     for s in data["steps"]:
-        print(f"  c={s['concurrency']:<3} {s['output_throughput_tok_s']:8.1f} tok/s  "
-              f"TTFT p50 {s['ttft_ms']['p50']:7.2f} ms  TPOT p50 {s['tpot_ms']['p50']:6.3f} ms  "
-              f"completed {s['completed']}")  # fmt: skip
+        print(
+            f"  c={s['concurrency']:<3} {s['output_throughput_tok_s']:8.1f} tok/s  "
+            f"TTFT p50 {s['ttft_ms']['p50']:7.2f} ms  TPOT p50 {s['tpot_ms']['p50']:6.3f} ms  "
+            f"completed {s['completed']}"
+        )
 
     assert data["schema"] == "infmon.bench/1"
     assert data["target"]["model"] == rs.MODEL_NAME
@@ -67,13 +90,19 @@ def test_bench_concurrency_steps(vllm: rs.Server, tmp_path: Path) -> None:
     # The server saw at least everything infmon counted as completed (32 tokens each).
     completed = sum(s["completed"] for s in steps)
     ok = "vllm:request_success_total"
-    finished = sample_sum(after, ok, finished_reason="length") - sample_sum(before, ok, finished_reason="length")
-    generated = sample_sum(after, "vllm:generation_tokens_total") - sample_sum(before, "vllm:generation_tokens_total")
+    finished = sample_sum(after, ok, finished_reason="length") - sample_sum(
+        before, ok, finished_reason="length"
+    )
+    generated = sample_sum(after, "vllm:generation_tokens_total") - sample_sum(
+        before, "vllm:generation_tokens_total"
+    )
     assert finished >= completed and generated >= 32 * completed, (finished, generated, completed)
 
     # A session was recorded (one journal line per request at least) and reports are written from it.
     records = session / "records.jsonl"
-    assert records.is_file(), f"no journal in {session}: {sorted(p.name for p in session.iterdir())}"
+    assert records.is_file(), (
+        f"no journal in {session}: {sorted(p.name for p in session.iterdir())}"
+    )
     assert sum(1 for _ in records.open()) >= completed
     proc = infmon("report", str(session), cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
@@ -113,8 +142,11 @@ def pooled(runs: list[Run]) -> dict[str, float]:
     ttft = [t for r in runs for t in r.ttft_ms]
     tpot = [t for r in runs for t in r.tpot_ms]
     tokens = sum(r.output_tokens for r in runs)
-    return {TTFT: float(np.median(ttft)), TPOT: float(np.median(tpot)),
-            TOKS: tokens / sum(r.duration_s for r in runs)}  # fmt: skip
+    return {
+        TTFT: float(np.median(ttft)),
+        TPOT: float(np.median(tpot)),
+        TOKS: tokens / sum(r.duration_s for r in runs),
+    }
 
 
 @contextlib.contextmanager
@@ -131,31 +163,60 @@ def split_cpus(server: rs.Server) -> Iterator[tuple[set[int] | None, str]]:
         return
     with rs.pinned_tree(server.pid, {cpus[0]}) as threads:
         complete(server.url, "settle on the new CPU", max_tokens=8)  # the same for every client
-        yield {cpus[1]}, (f"vLLM ({threads} threads) pinned to CPU {cpus[0]}, "
-                          f"the client(s) to CPU {cpus[1]}")  # fmt: skip
+        yield (
+            {cpus[1]},
+            (f"vLLM ({threads} threads) pinned to CPU {cpus[0]}, the client(s) to CPU {cpus[1]}"),
+        )
 
 
 def _run_ref(vllm: rs.Server, tmp_path: Path, run: int, client_cpus) -> Run:
-    ref = rs.bench_ref(vllm.url, tmp_path / f"ref{run}", concurrency=4, num_prompts=40,
-                       cpus=client_cpus)  # fmt: skip
+    ref = rs.bench_ref(
+        vllm.url, tmp_path / f"ref{run}", concurrency=4, num_prompts=40, cpus=client_cpus
+    )
     assert ref["completed"] == 40 and ref["failed"] == 0, ref
-    tpot = [(lat - ttft) / (n - 1) for lat, ttft, n in zip(ref["latencies"], ref["ttfts"], ref["output_lens"],
-                                                          strict=True) if n > 1]  # fmt: skip
-    return Run("vllm", [1e3 * t for t in ref["ttfts"]], [1e3 * t for t in tpot],
-               ref["total_output_tokens"], ref["duration"])  # fmt: skip
+    tpot = [
+        (lat - ttft) / (n - 1)
+        for lat, ttft, n in zip(ref["latencies"], ref["ttfts"], ref["output_lens"], strict=True)
+        if n > 1
+    ]
+    return Run(
+        "vllm",
+        [1e3 * t for t in ref["ttfts"]],
+        [1e3 * t for t in tpot],
+        ref["total_output_tokens"],
+        ref["duration"],
+    )
 
 
 def _run_ours(vllm: rs.Server, tmp_path: Path, run: int, client_cpus, prompts: Path) -> Run:
-    ours, session = _bench(vllm.url, tmp_path, f"ours{run}", "--dataset", str(prompts),
-                           "--concurrency", "4", "--step-requests", "40", "--step-duration", "300s",
-                           "--warmup", "0s", cpus=client_cpus)  # fmt: skip
+    ours, session = _bench(
+        vllm.url,
+        tmp_path,
+        f"ours{run}",
+        "--dataset",
+        str(prompts),
+        "--concurrency",
+        "4",
+        "--step-requests",
+        "40",
+        "--step-duration",
+        "300s",
+        "--warmup",
+        "0s",
+        cpus=client_cpus,
+    )
     step = ours["steps"][0]
     assert step["failed"] == 0 and step["completed"] == 40, step
     recs = [r for r in SessionReader(session).iter_records() if r.ok and not r.warmup]
     assert len(recs) == 40, len(recs)
     tpot = [r.tpot_s for r in recs if not math.isnan(r.tpot_s)]
-    return Run("infmon", [1e3 * r.ttft_s for r in recs], [1e3 * t for t in tpot],
-               step["output_tokens"], step["duration_s"])  # fmt: skip
+    return Run(
+        "infmon",
+        [1e3 * r.ttft_s for r in recs],
+        [1e3 * t for t in tpot],
+        step["output_tokens"],
+        step["duration_s"],
+    )
 
 
 def _like_with_like(figures: dict[str, float], delay: client_delay.ClientDelay) -> dict[str, float]:
@@ -174,41 +235,67 @@ class Block:
     def __post_init__(self) -> None:
         self.typical = float(np.median([r.figures()[TPOT] for r in self.runs]))
         self.stalled = {id(r) for r in self.runs if r.figures()[TPOT] > STALL * self.typical}
-        self.kept = {c: [r for r in self.runs if r.client == c and id(r) not in self.stalled]
-                     for c in ("vllm", "infmon")}  # fmt: skip
+        self.kept = {
+            c: [r for r in self.runs if r.client == c and id(r) not in self.stalled]
+            for c in ("vllm", "infmon")
+        }
         self.ref, self.ours = pooled(self.kept["vllm"]), pooled(self.kept["infmon"])
         self.like = _like_with_like(self.ours, self.delay)
-        self.off = {label: rel_diff(self.ref[label], self.like[label]) for label in (TTFT, TPOT, TOKS)}
+        self.off = {
+            label: rel_diff(self.ref[label], self.like[label]) for label in (TTFT, TPOT, TOKS)
+        }
         numbers = (*self.ref.values(), *self.ours.values())
-        self.agrees = (all(len(k) >= MIN_KEPT for k in self.kept.values())
-                       and not any(math.isnan(v) for v in numbers)
-                       and all(d <= TOLERANCE for d in self.off.values()))  # fmt: skip
+        self.agrees = (
+            all(len(k) >= MIN_KEPT for k in self.kept.values())
+            and not any(math.isnan(v) for v in numbers)
+            and all(d <= TOLERANCE for d in self.off.values())
+        )
 
     def report(self, delay: client_delay.ClientDelay) -> None:
         for n, run in enumerate(self.runs, 1):
             f = run.figures()
-            note = (f"  left out: TPOT > {STALL}x the runs' median {self.typical:.3f} ms"
-                    if id(run) in self.stalled else "")  # fmt: skip
-            print(f"    run {n:2d} {run.client:6s}  TTFT {f[TTFT]:7.3f} ms  TPOT {f[TPOT]:6.3f} ms  "
-                  f"{f[TOKS]:8.1f} tok/s  ({run.duration_s:.2f} s){note}")  # fmt: skip
-        print(f"    over all requests of the runs kept (vllm {len(self.kept['vllm'])}, "
-              f"infmon {len(self.kept['infmon'])}):")  # fmt: skip
+            note = (
+                f"  left out: TPOT > {STALL}x the runs' median {self.typical:.3f} ms"
+                if id(run) in self.stalled
+                else ""
+            )
+            print(
+                f"    run {n:2d} {run.client:6s}  TTFT {f[TTFT]:7.3f} ms  TPOT {f[TPOT]:6.3f} ms  "
+                f"{f[TOKS]:8.1f} tok/s  ({run.duration_s:.2f} s){note}"
+            )
+        print(
+            f"    over all requests of the runs kept (vllm {len(self.kept['vllm'])}, "
+            f"infmon {len(self.kept['infmon'])}):"
+        )
         for label in (TTFT, TPOT, TOKS):
-            print(f"      {label:15s} vllm {self.ref[label]:9.3f}  infmon {self.ours[label]:9.3f}"
-                  f"  diff {100 * rel_diff(self.ref[label], self.ours[label]):5.1f}%")  # fmt: skip
-        print(f"      {'TTFT like/like':15s} vllm {self.ref[TTFT]:9.3f}  infmon {self.like[TTFT]:9.3f}"
-              f"  diff {100 * self.off[TTFT]:5.1f}%  (infmon + {delay.extra_ms:.3f} ms)")  # fmt: skip
+            print(
+                f"      {label:15s} vllm {self.ref[label]:9.3f}  infmon {self.ours[label]:9.3f}"
+                f"  diff {100 * rel_diff(self.ref[label], self.ours[label]):5.1f}%"
+            )
+        print(
+            f"      {'TTFT like/like':15s} vllm {self.ref[TTFT]:9.3f}  infmon {self.like[TTFT]:9.3f}"
+            f"  diff {100 * self.off[TTFT]:5.1f}%  (infmon + {delay.extra_ms:.3f} ms)"
+        )
         print(f"    {'agrees: all three within 10%' if self.agrees else 'disagrees'}")
 
 
-def _block(vllm: rs.Server, tmp_path: Path, attempt: int, client_cpus, prompts: Path,
-           delay: client_delay.ClientDelay) -> Block:  # fmt: skip
+def _block(
+    vllm: rs.Server,
+    tmp_path: Path,
+    attempt: int,
+    client_cpus,
+    prompts: Path,
+    delay: client_delay.ClientDelay,
+) -> Block:
     runs: list[Run] = []
     for i in range(RUNS):
         for client in ("vllm", "infmon") if i % 2 == 0 else ("infmon", "vllm"):
             n = attempt * 2 * RUNS + len(runs) + 1
-            runs.append(_run_ref(vllm, tmp_path, n, client_cpus) if client == "vllm"
-                        else _run_ours(vllm, tmp_path, n, client_cpus, prompts))  # fmt: skip
+            runs.append(
+                _run_ref(vllm, tmp_path, n, client_cpus)
+                if client == "vllm"
+                else _run_ours(vllm, tmp_path, n, client_cpus, prompts)
+            )
     return Block(runs, delay)
 
 
@@ -244,8 +331,9 @@ def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
         server_cpus = None if client_cpus is None else set(os.sched_getaffinity(0)) - client_cpus
         twice = tmp_path / "prompts-32-twice.jsonl"  # 80 requests: a steadier median
         twice.write_text(prompts.read_text() * 2)
-        delay = client_delay.measure(twice, tmp_path / "client-delay", server_cpus=server_cpus,
-                                     client_cpus=client_cpus)  # fmt: skip
+        delay = client_delay.measure(
+            twice, tmp_path / "client-delay", server_cpus=server_cpus, client_cpus=client_cpus
+        )
         # vLLM on CPU is slower for the first batches of a new shape: a discarded run first.
         _run_ours(vllm, tmp_path, 0, client_cpus, prompts)
         for attempt in range(ATTEMPTS):
@@ -253,11 +341,15 @@ def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
             if blocks[-1].agrees:
                 break
 
-    print(f"\ninfmon bench vs vllm bench serve (concurrency 4, 40 requests, 32 in / 32 out, "
-          f"ignore_eos; {pinning}); {RUNS} runs each, A-B-B-A")  # fmt: skip
-    print(f"  client-added TTFT (median over {delay.n_vllm}/{delay.n_infmon} requests, against "
-          f"infmon sim's timing trace): vLLM's request function {delay.vllm_ms:.3f} ms, infmon "
-          f"{delay.infmon_ms:.3f} ms: extra {delay.extra_ms:+.3f} ms")  # fmt: skip
+    print(
+        f"\ninfmon bench vs vllm bench serve (concurrency 4, 40 requests, 32 in / 32 out, "
+        f"ignore_eos; {pinning}); {RUNS} runs each, A-B-B-A"
+    )
+    print(
+        f"  client-added TTFT (median over {delay.n_vllm}/{delay.n_infmon} requests, against "
+        f"infmon sim's timing trace): vLLM's request function {delay.vllm_ms:.3f} ms, infmon "
+        f"{delay.infmon_ms:.3f} ms: extra {delay.extra_ms:+.3f} ms"
+    )
     for i, block in enumerate(blocks, 1):
         print(f"  block {i} of {len(blocks)}:")
         block.report(delay)
@@ -267,8 +359,11 @@ def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
     last = blocks[-1]
     assert all(len(k) >= MIN_KEPT for k in last.kept.values()), (
         f"the host slowed the server down in too many runs to compare: kept "
-        f"{len(last.kept['vllm'])} of vllm's and {len(last.kept['infmon'])} of infmon's {RUNS}")
+        f"{len(last.kept['vllm'])} of vllm's and {len(last.kept['infmon'])} of infmon's {RUNS}"
+    )
     assert last.agrees, (
         "infmon and vllm bench serve disagree by more than 10% in every block: "
-        + "; ".join(", ".join(f"{label} {100 * d:.1f}%" for label, d in b.off.items()) for b in blocks)
+        + "; ".join(
+            ", ".join(f"{label} {100 * d:.1f}%" for label, d in b.off.items()) for b in blocks
+        )
     )

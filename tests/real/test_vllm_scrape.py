@@ -66,7 +66,9 @@ def test_scrape_maps_every_concept_on_the_page(vllm: rs.Server, tmp_path: Path) 
     (config,) = sample_labels(page, "vllm:cache_config_info")
     block_size, blocks = int(config["block_size"]), int(config["num_gpu_blocks"])
     got = {k: str(v) for k, v in data["cache_config"].items()}
-    assert got.get("block_size") == str(block_size) and got.get("num_gpu_blocks") == str(blocks), got
+    assert got.get("block_size") == str(block_size) and got.get("num_gpu_blocks") == str(blocks), (
+        got
+    )
     assert data["kv_capacity_tokens"] == block_size * blocks
     assert data["spec_decode"] is None  # no spec decoding on this server
 
@@ -82,8 +84,10 @@ def parity_problems(real: dict[str, Family], sim: dict[str, Family], names) -> l
         if got.type != want.type:
             problems.append(f"{name}: type {got.type!r} in sim, {want.type!r} in vLLM")
         if got.label_names != want.label_names:
-            problems.append(f"{name}: labels missing in sim {sorted(want.label_names - got.label_names)}, "
-                            f"extra in sim {sorted(got.label_names - want.label_names)}")  # fmt: skip
+            problems.append(
+                f"{name}: labels missing in sim {sorted(want.label_names - got.label_names)}, "
+                f"extra in sim {sorted(got.label_names - want.label_names)}"
+            )
         if got.buckets != want.buckets:
             problems.append(f"{name}: buckets {got.buckets} in sim, {want.buckets} in vLLM")
     return problems

@@ -48,13 +48,19 @@ def test_spec_decode_figures_equal_the_counters(vllm_spec: rs.Server, tmp_path: 
     for key, value in c.items():
         assert spec[key] == pytest.approx(value), (key, spec)
     # From one page the figures are the counters' ratios since the server started.
-    assert spec["acceptance_rate"] == pytest.approx(c["accepted_tokens_total"] / c["draft_tokens_total"])
+    assert spec["acceptance_rate"] == pytest.approx(
+        c["accepted_tokens_total"] / c["draft_tokens_total"]
+    )
     assert spec["mean_acceptance_length"] == pytest.approx(
         1 + c["accepted_tokens_total"] / c["drafts_total"]
     )
-    per_pos = [sample_sum(page, "vllm:spec_decode_num_accepted_tokens_per_pos_total", position=str(i))
-               for i in range(rs.SPEC_CONFIG["num_speculative_tokens"])]  # fmt: skip
-    assert spec["acceptance_per_position"] == pytest.approx([n / c["drafts_total"] for n in per_pos])
+    per_pos = [
+        sample_sum(page, "vllm:spec_decode_num_accepted_tokens_per_pos_total", position=str(i))
+        for i in range(rs.SPEC_CONFIG["num_speculative_tokens"])
+    ]
+    assert spec["acceptance_per_position"] == pytest.approx(
+        [n / c["drafts_total"] for n in per_pos]
+    )
     print(f"\nreal ngram spec decoding: {c}, acceptance {spec['acceptance_rate']:.3f}")
 
 
@@ -73,8 +79,12 @@ def test_spec_decode_window_between_two_pages(vllm_spec: rs.Server, tmp_path: Pa
     assert 0 < d["accepted_tokens_total"] < d["draft_tokens_total"], d
     assert data["window_s"] == pytest.approx(5)
     window = data["spec_decode"]  # with two pages: the window between them
-    assert window["acceptance_rate"] == pytest.approx(d["accepted_tokens_total"] / d["draft_tokens_total"])
-    assert window["mean_acceptance_length"] == pytest.approx(1 + d["accepted_tokens_total"] / d["drafts_total"])
+    assert window["acceptance_rate"] == pytest.approx(
+        d["accepted_tokens_total"] / d["draft_tokens_total"]
+    )
+    assert window["mean_acceptance_length"] == pytest.approx(
+        1 + d["accepted_tokens_total"] / d["drafts_total"]
+    )
 
 
 def test_spec_metric_parity_with_sim(vllm_spec: rs.Server) -> None:

@@ -12,7 +12,9 @@ from tests.ui.fakes import FakeDriver, FakeRecorder
 
 def make_app(session: Session | None = None, clock: FakeClock | None = None, **kw) -> InfmonApp:
     clock = clock or FakeClock(0.0)
-    session = session or Session(SessionConfig(endpoint="http://127.0.0.1:8000"), start_s=clock.now())
+    session = session or Session(
+        SessionConfig(endpoint="http://127.0.0.1:8000"), start_s=clock.now()
+    )
     kw.setdefault("driver", FakeDriver())
     kw.setdefault("recorder", FakeRecorder())
     return InfmonApp(session, clock=clock, ui_hz=0, handle_signals=False, user_theme_dir=None, **kw)

@@ -19,8 +19,12 @@ async def test_dial_keys_change_the_driver_and_the_header(clock):
         assert app.concurrency == 3
         await pilot.press("right_square_bracket")
         assert app.concurrency == 6
-        await pilot.press("left_square_bracket", "left_square_bracket", "left_square_bracket",
-                          "left_square_bracket")
+        await pilot.press(
+            "left_square_bracket",
+            "left_square_bracket",
+            "left_square_bracket",
+            "left_square_bracket",
+        )
         assert app.concurrency == 1  # never below one stream
         calls = [c for c in app.driver.calls if c[0] == "set_concurrency"]
         assert [n for _, n in calls] == [4, 5, 4, 3, 6, 3, 1, 1, 1]
@@ -97,7 +101,7 @@ async def test_s_writes_a_report_with_the_screenshot(clock):
         await pilot.press("s")
         await app.workers.wait_for_complete()
         await pilot.pause()
-        (svg, final), = app.recorder.reports
+        ((svg, final),) = app.recorder.reports
         assert svg.startswith("<svg") and final is False
         assert app.reports_written == [app.recorder.path]
         app.render_tick()

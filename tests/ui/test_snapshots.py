@@ -26,8 +26,13 @@ async def settle(pilot) -> None:
 @pytest.mark.parametrize("theme", THEMES)
 def test_running_sweep(snap_compare, size, theme):
     clock = FakeClock(0.0)
-    app = make_app(populated_session(clock, spec=True), clock=clock, concurrency=16,
-                   start_paused=False, theme_name=theme)
+    app = make_app(
+        populated_session(clock, spec=True),
+        clock=clock,
+        concurrency=16,
+        start_paused=False,
+        theme_name=theme,
+    )
     assert snap_compare(app, terminal_size=size, run_before=settle)
 
 

@@ -19,12 +19,17 @@ def test_builtins_ship_as_the_infmon_themes_package():
 
 
 def test_user_themes_load_and_bad_ones_are_reported(tmp_path):
-    (tmp_path / "mine.toml").write_text('name = "mine"\nprimary = "#ff00ff"\n[variables]\nclient = "#00ff00"\n')
+    (tmp_path / "mine.toml").write_text(
+        'name = "mine"\nprimary = "#ff00ff"\n[variables]\nclient = "#00ff00"\n'
+    )
     (tmp_path / "broken.toml").write_text("name = [\n")
     (tmp_path / "nameless.toml").write_text('primary = "#000000"\n')
     themes, problems = load_themes(tmp_path)
     mine = next(t for t in themes if t.name == "mine")
-    assert mine.variables["client"] == "#00ff00" and mine.variables["server"] == APP_VARIABLES["server"]
+    assert (
+        mine.variables["client"] == "#00ff00"
+        and mine.variables["server"] == APP_VARIABLES["server"]
+    )
     assert len(problems) == 2 and any("broken.toml" in p for p in problems)
 
 
@@ -36,8 +41,14 @@ def test_short_names_resolve():
 async def test_user_theme_is_selectable_in_the_app(tmp_path, clock):
     (tmp_path / "mine.toml").write_text('name = "mine"\nprimary = "#ff00ff"\n')
     app = make_app(clock=clock, theme_name="mine")
-    app2 = type(app)(app.session, clock=clock, ui_hz=0, handle_signals=False,
-                     user_theme_dir=tmp_path, theme_name="mine")
+    app2 = type(app)(
+        app.session,
+        clock=clock,
+        ui_hz=0,
+        handle_signals=False,
+        user_theme_dir=tmp_path,
+        theme_name="mine",
+    )
     async with app2.run_test():
         assert app2.theme == "mine"
         assert app2.theme_variables["client"] == APP_VARIABLES["client"]

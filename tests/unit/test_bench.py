@@ -15,8 +15,12 @@ from infmon.model.stats import summarize
 
 
 def stats(c: int, ok: int, failed: int = 0):
-    recs = [RequestRecord(request_id=i, sent_s=0.0, chunk_times_s=(0.1, 0.2), end_s=0.2, output_tokens=2)
-            for i in range(ok)]  # fmt: skip
+    recs = [
+        RequestRecord(
+            request_id=i, sent_s=0.0, chunk_times_s=(0.1, 0.2), end_s=0.2, output_tokens=2
+        )
+        for i in range(ok)
+    ]
     recs += [RequestRecord(request_id=99, sent_s=0.0, end_s=0.1, error_kind="reset")] * failed
     return summarize(recs, 1.0, concurrency=c, achieved_concurrency=float(c))
 
@@ -36,9 +40,18 @@ def test_row_shows_missing_values_as_dashes() -> None:
 
 
 def test_verdict_exit_codes(capsys) -> None:
-    ok = {"steps": [stats(1, 3).to_dict()], "knee": None, "slo_max_concurrency": None, "top_errors": []}
+    ok = {
+        "steps": [stats(1, 3).to_dict()],
+        "knee": None,
+        "slo_max_concurrency": None,
+        "top_errors": [],
+    }
     assert _verdict(ok) == 0
-    some = {**ok, "steps": [stats(1, 3, failed=1).to_dict()], "top_errors": [{"error": "reset: x", "count": 1}]}
+    some = {
+        **ok,
+        "steps": [stats(1, 3, failed=1).to_dict()],
+        "top_errors": [{"error": "reset: x", "count": 1}],
+    }
     assert _verdict(some) == 1 and "1 of 4 requests failed" in capsys.readouterr().err
     with pytest.raises(CliError, match="no request succeeded"):
         _verdict({**some, "steps": [stats(1, 0, failed=2).to_dict()]})

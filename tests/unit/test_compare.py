@@ -19,21 +19,31 @@ C = (1, 4, 16)
 
 def _quality(correct: int, outputs: list[str]) -> dict:
     results = [{"id": f"p{i}", "output": o, "correct": i < correct} for i, o in enumerate(outputs)]
-    return {"probes": len(outputs), "correct": correct, "accuracy": correct / len(outputs),
-            "results": results}
+    return {
+        "probes": len(outputs),
+        "correct": correct,
+        "accuracy": correct / len(outputs),
+        "results": results,
+    }
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("cmp")
     write_synthetic_session(root / "base", concurrencies=C, step_duration_s=6)
-    write_synthetic_session(root / "spec", concurrencies=C, step_duration_s=6,
-                            server=SyntheticServer(tpot_s=0.07, spec_acceptance=0.12,
-                                                   kv_capacity_tokens=40000))
-    write_synthetic_session(root / "fp8", concurrencies=C, step_duration_s=6,
-                            server=SyntheticServer(tpot_s=0.012))
-    for name, q in (("base", _quality(4, ["a", "b", "c", "d"])),
-                    ("fp8", _quality(3, ["a", "b", "x", "d"]))):
+    write_synthetic_session(
+        root / "spec",
+        concurrencies=C,
+        step_duration_s=6,
+        server=SyntheticServer(tpot_s=0.07, spec_acceptance=0.12, kv_capacity_tokens=40000),
+    )
+    write_synthetic_session(
+        root / "fp8", concurrencies=C, step_duration_s=6, server=SyntheticServer(tpot_s=0.012)
+    )
+    for name, q in (
+        ("base", _quality(4, ["a", "b", "c", "d"])),
+        ("fp8", _quality(3, ["a", "b", "x", "d"])),
+    ):
         with JournalWriter(root / name, autoflush=False) as j:
             j.write_quality(q)
     return [load_run(root / n) for n in ("base", "spec", "fp8")]
@@ -94,9 +104,13 @@ def test_unknown_input_is_a_clear_error(tmp_path):
 
 def test_cli_compare_json_and_html(runs, tmp_path):
     base, spec = runs[0].source, runs[1].source
-    out = subprocess.run(infmon_cmd("compare", base, spec, "--json", "--html",
-                                    str(tmp_path / "c.html")),
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        infmon_cmd("compare", base, spec, "--json", "--html", str(tmp_path / "c.html")),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["schema"] == "infmon.compare/1" and len(doc["runs"]) == 2

@@ -39,10 +39,19 @@ def test_defaults() -> None:
 
 def test_precedence_cli_over_env_over_file(tmp_path: Path) -> None:
     write(tmp_path, 'model = "from-file"\nprompt_tokens = 11\noutput_tokens = "5-9"\nlabel = "f"\n')
-    env = {"XDG_CONFIG_HOME": str(tmp_path), "INFMON_MODEL": "from-env", "INFMON_PROMPT_TOKENS": "22"}
+    env = {
+        "XDG_CONFIG_HOME": str(tmp_path),
+        "INFMON_MODEL": "from-env",
+        "INFMON_PROMPT_TOKENS": "22",
+    }
     c = build_config({"model": "from-cli"}, environ=env)
     assert (c.model, c.prompt_tokens, c.output_tokens_min, c.output_tokens_max, c.label) == (
-        "from-cli", 22, 5, 9, "f")  # fmt: skip
+        "from-cli",
+        22,
+        5,
+        9,
+        "f",
+    )
     assert config_path(env) == tmp_path / "infmon" / "config.toml"
 
 
@@ -59,23 +68,40 @@ def test_api_key_sources_and_redaction(tmp_path: Path) -> None:
 
 
 def test_values_parse() -> None:
-    assert parse_duration_s("500ms") == 0.5 and parse_duration_s("2m") == 120 and parse_duration_s("3") == 3
+    assert (
+        parse_duration_s("500ms") == 0.5
+        and parse_duration_s("2m") == 120
+        and parse_duration_s("3") == 3
+    )
     assert parse_slo("ttft=500ms,tpot=50ms,e2el=10s") == SLO(0.5, 0.05, 10.0)
     assert parse_token_range("100-200") == (100, 200) and parse_token_range(64) == (64, 64)
-    c = build_config({"concurrency": "1,4,16", "rate": "0.5,2", "url": "localhost:8000/v1/",
-                      "ignore_eos": False, "step_duration": "30s"}, environ={})  # fmt: skip
+    c = build_config(
+        {
+            "concurrency": "1,4,16",
+            "rate": "0.5,2",
+            "url": "localhost:8000/v1/",
+            "ignore_eos": False,
+            "step_duration": "30s",
+        },
+        environ={},
+    )
     assert c.concurrency == (1, 4, 16) and c.rate == (0.5, 2.0) and c.url == "http://localhost:8000"
     assert not c.ignore_eos and c.step_duration_s == 30.0
 
 
 @pytest.mark.parametrize(
     ("cli", "message"),
-    [({"slo": "ttft=fast"}, "duration"), ({"slo": "foo=1s"}, "bad --slo"),
-     ({"output_tokens": "9-3"}, "token range"), ({"concurrency": "1,x"}, "integers"),
-     ({"url": "ftp://x"}, "http"), ({"endpoint": "embeddings"}, "not one of"),
-     ({"api_key_file": "/nonexistent/key"}, "cannot read API key file"),
-     ({"api_key_file": "\x00"}, "cannot read API key file")],  # hypothesis found a NUL once
-)  # fmt: skip
+    [
+        ({"slo": "ttft=fast"}, "duration"),
+        ({"slo": "foo=1s"}, "bad --slo"),
+        ({"output_tokens": "9-3"}, "token range"),
+        ({"concurrency": "1,x"}, "integers"),
+        ({"url": "ftp://x"}, "http"),
+        ({"endpoint": "embeddings"}, "not one of"),
+        ({"api_key_file": "/nonexistent/key"}, "cannot read API key file"),
+        ({"api_key_file": "\x00"}, "cannot read API key file"),
+    ],  # hypothesis found a NUL once
+)
 def test_bad_values_are_one_line_errors(cli: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
         build_config(cli, environ={})
@@ -99,8 +125,21 @@ def test_cli_options_reach_the_config(monkeypatch: pytest.MonkeyPatch, capsys) -
     p = argparse.ArgumentParser()
     p.add_argument("url")
     add_load_arguments(p)
-    args = p.parse_args(["h:1", "--concurrency", "2,4", "--no-ignore-eos", "--insecure", "--slo", "ttft=1s",
-                         "--read-timeout", "30s", "--api-key", "sk-cli"])  # fmt: skip
+    args = p.parse_args(
+        [
+            "h:1",
+            "--concurrency",
+            "2,4",
+            "--no-ignore-eos",
+            "--insecure",
+            "--slo",
+            "ttft=1s",
+            "--read-timeout",
+            "30s",
+            "--api-key",
+            "sk-cli",
+        ]
+    )
     c = config_from_args(args)
     assert c.concurrency == (2, 4) and not c.ignore_eos and c.insecure and c.read_timeout_s == 30.0
     assert c.slo.ttft_s == 1.0 and c.api_key == "sk-cli" and c.url == "http://h:1"
@@ -127,8 +166,25 @@ def test_fuzzed_config_files_raise_only_config_errors(text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.sampled_from(["slo", "output_tokens", "concurrency", "rate", "warmup", "seed",
-                                        "prompt_tokens", "arrival", "insecure", "url"]), st.text(max_size=20)))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "slo",
+                "output_tokens",
+                "concurrency",
+                "rate",
+                "warmup",
+                "seed",
+                "prompt_tokens",
+                "arrival",
+                "insecure",
+                "url",
+            ]
+        ),
+        st.text(max_size=20),
+    )
+)
 def test_fuzzed_values_raise_only_config_errors(cli: dict) -> None:
     with contextlib.suppress(ConfigError):
         build_config(cli, environ={})

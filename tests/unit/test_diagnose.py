@@ -5,9 +5,16 @@ from infmon.model.diagnose import DiagnosisInputs, diagnose
 
 
 def inputs(server=None, **kw):
-    base = dict(server=server or ServerView(has_data=True), client_output_tokens_per_s=math.nan,
-                recent_client_series=(), step_age_s=60.0, load_mode="closed", load_level=8.0,
-                inflight_requests=8, paused=False)
+    base = dict(
+        server=server or ServerView(has_data=True),
+        client_output_tokens_per_s=math.nan,
+        recent_client_series=(),
+        step_age_s=60.0,
+        load_mode="closed",
+        load_level=8.0,
+        inflight_requests=8,
+        paused=False,
+    )
     base.update(kw)
     return DiagnosisInputs(**base)
 
@@ -23,7 +30,9 @@ def test_quiet_when_nothing_is_wrong():
 def test_kv_full_with_preemptions():
     sv = ServerView(has_data=True, kv_usage_fraction=0.97, preemptions_per_s=12.4)
     assert "KV cache full: 12 preemptions/s" in texts(inputs(sv))
-    assert texts(inputs(ServerView(has_data=True, kv_usage_fraction=0.97, preemptions_per_s=0))) == []
+    assert (
+        texts(inputs(ServerView(has_data=True, kv_usage_fraction=0.97, preemptions_per_s=0))) == []
+    )
 
 
 def test_queueing_at_max_num_seqs():
@@ -39,7 +48,9 @@ def test_client_bottleneck():
 
 def test_throughput_fell_at_constant_load():
     series = (1000.0,) * 20 + (700.0,) * 5
-    out = texts(inputs(client_output_tokens_per_s=700.0, recent_client_series=series, step_age_s=60))
+    out = texts(
+        inputs(client_output_tokens_per_s=700.0, recent_client_series=series, step_age_s=60)
+    )
     assert out == ["throughput fell 30% at constant load: contention?"]
     # with a queue building it is not contention
     sv = ServerView(has_data=True, waiting=5)

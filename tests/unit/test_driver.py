@@ -16,9 +16,15 @@ from infmon.model.records import ErrorKind, RequestRecord
 class FakeStreamClient:
     """Takes ``latency_s`` per request; every ``fail_every``-th request fails; hangs if told."""
 
-    def __init__(self, latency_s: float = 0.02, fail_every: int = 0, hang: bool = False,
-                 raise_every: int = 0) -> None:  # fmt: skip
-        self.latency_s, self.fail_every, self.hang, self.raise_every = latency_s, fail_every, hang, raise_every
+    def __init__(
+        self, latency_s: float = 0.02, fail_every: int = 0, hang: bool = False, raise_every: int = 0
+    ) -> None:
+        self.latency_s, self.fail_every, self.hang, self.raise_every = (
+            latency_s,
+            fail_every,
+            hang,
+            raise_every,
+        )
         self.clock = MonotonicClock()
         self.kwargs: list[dict] = []
         self.max_inflight = 0
@@ -35,20 +41,33 @@ class FakeStreamClient:
             await asyncio.sleep(3600 if self.hang else self.latency_s)
         except asyncio.CancelledError:
             if on_cancel:
-                on_cancel(RequestRecord(request_id=rid, sent_s=sent, end_s=self.clock.now(),
-                                        error_kind=ErrorKind.CANCELLED, **kw))  # fmt: skip
+                on_cancel(
+                    RequestRecord(
+                        request_id=rid,
+                        sent_s=sent,
+                        end_s=self.clock.now(),
+                        error_kind=ErrorKind.CANCELLED,
+                        **kw,
+                    )
+                )
             raise
         finally:
             self._inflight -= 1
         t = self.clock.now()
         if self.fail_every and rid % self.fail_every == 0:
-            return RequestRecord(request_id=rid, sent_s=sent, end_s=t, error_kind=ErrorKind.RESET, **kw)
-        return RequestRecord(request_id=rid, sent_s=sent, chunk_times_s=(t,), end_s=t, output_tokens=1, **kw)
+            return RequestRecord(
+                request_id=rid, sent_s=sent, end_s=t, error_kind=ErrorKind.RESET, **kw
+            )
+        return RequestRecord(
+            request_id=rid, sent_s=sent, chunk_times_s=(t,), end_s=t, output_tokens=1, **kw
+        )
 
 
 def make(client: FakeStreamClient) -> tuple[LoadDriver, list[RequestRecord]]:
     records: list[RequestRecord] = []
-    d = LoadDriver(client, Workload(prompt_tokens=4, output_tokens=(2, 2)), records.append, MonotonicClock())
+    d = LoadDriver(
+        client, Workload(prompt_tokens=4, output_tokens=(2, 2)), records.append, MonotonicClock()
+    )
     return d, records
 
 

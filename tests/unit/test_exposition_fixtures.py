@@ -12,16 +12,9 @@ import pytest
 
 from infmon.sources.canonical import snapshot_of_page
 from infmon.sources.exposition import ExpositionError, parse_exposition
+from tests.conftest import FIXTURES
 
-_REPO = Path(__file__).resolve().parents[2]
-METRICS = next(
-    (
-        d / "shared" / "fixtures" / "metrics"
-        for d in (_REPO.parent, _REPO.parent.parent)
-        if (d / "shared" / "fixtures" / "metrics").is_dir()
-    ),
-    _REPO.parent / "shared" / "fixtures" / "metrics",
-)
+METRICS = FIXTURES / "metrics"
 PAGES = sorted(METRICS.glob("*.prom"))
 
 EXPECTED_BACKEND = {

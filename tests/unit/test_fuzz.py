@@ -37,13 +37,24 @@ json_values = st.recursive(
 stream_objects = st.fixed_dictionaries(
     {},
     optional={
-        "choices": json_values | st.lists(st.fixed_dictionaries({}, optional={
-            "text": json_values, "delta": json_values | st.fixed_dictionaries({"content": json_values}),
-            "finish_reason": json_values, "token_ids": json_values}), max_size=2),
-        "usage": json_values | st.fixed_dictionaries({"prompt_tokens": json_values, "completion_tokens": json_values}),
+        "choices": json_values
+        | st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "text": json_values,
+                    "delta": json_values | st.fixed_dictionaries({"content": json_values}),
+                    "finish_reason": json_values,
+                    "token_ids": json_values,
+                },
+            ),
+            max_size=2,
+        ),
+        "usage": json_values
+        | st.fixed_dictionaries({"prompt_tokens": json_values, "completion_tokens": json_values}),
         "error": json_values,
     },
-)  # fmt: skip
+)
 
 
 def _split(data: bytes, cuts: list[int]) -> list[bytes]:
@@ -62,9 +73,13 @@ def _decode(chunks: list[bytes], limit: int = 4 * 1024 * 1024) -> list:
 # ------------------------------------------------------------------------------------------ SSE
 
 sse_fields = st.sampled_from([b"data", b"event", b"id", b"retry", b"", b":", b"dat", b"data "])
-sse_lines = st.tuples(sse_fields, st.sampled_from([b":", b": ", b""]), st.binary(max_size=20)).map(b"".join)
-sse_streams = st.lists(st.tuples(sse_lines, st.sampled_from([b"\n", b"\r\n", b"\r", b"\n\n", b"\r\n\r\n"])),
-                       max_size=12).map(lambda parts: b"".join(a + b for a, b in parts))  # fmt: skip
+sse_lines = st.tuples(sse_fields, st.sampled_from([b":", b": ", b""]), st.binary(max_size=20)).map(
+    b"".join
+)
+sse_streams = st.lists(
+    st.tuples(sse_lines, st.sampled_from([b"\n", b"\r\n", b"\r", b"\n\n", b"\r\n\r\n"])),
+    max_size=12,
+).map(lambda parts: b"".join(a + b for a, b in parts))
 
 
 @FUZZ
@@ -112,10 +127,31 @@ def _mutate(data: bytes, ops: list[tuple[int, int, bytes]]) -> bytes:
     return data
 
 
-_BLOBS = [b"{", b"}", b'"', b"\\", b"\n", b"#", b" ", b"NaN", b"+Inf", b"-1e308", b"\xff", b"\x00", b"=", b",",
-          b"_total", b"# EOF\n", b"# TYPE x histogram\n", b'le="', b"\t"]  # fmt: skip
+_BLOBS = [
+    b"{",
+    b"}",
+    b'"',
+    b"\\",
+    b"\n",
+    b"#",
+    b" ",
+    b"NaN",
+    b"+Inf",
+    b"-1e308",
+    b"\xff",
+    b"\x00",
+    b"=",
+    b",",
+    b"_total",
+    b"# EOF\n",
+    b"# TYPE x histogram\n",
+    b'le="',
+    b"\t",
+]
 mutations = st.lists(
-    st.tuples(st.integers(min_value=0), st.integers(0, 2), st.sampled_from(_BLOBS) | st.binary(max_size=4)),
+    st.tuples(
+        st.integers(min_value=0), st.integers(0, 2), st.sampled_from(_BLOBS) | st.binary(max_size=4)
+    ),
     max_size=6,
 )
 
@@ -150,15 +186,32 @@ def test_rates_between_two_mutated_pages_never_raise(page: bytes, ops1: list, op
     assert rate is None or not math.isinf(rate)
 
 
-label_values = st.text(max_size=12).map(lambda s: s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n"))
+label_values = st.text(max_size=12).map(
+    lambda s: s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+)
 
 
 @FUZZ
-@given(st.lists(st.tuples(st.sampled_from(["vllm:num_requests_running", "vllm:kv_cache_usage_perc",
-                                           "vllm:generation_tokens_total", "sglang:num_queue_reqs", "x"]),
-                          st.dictionaries(st.sampled_from(["model_name", "engine", "le", "[bold]"]),
-                                          label_values, max_size=3),
-                          st.floats() | st.integers(-(2**70), 2**70)), max_size=10))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "vllm:num_requests_running",
+                    "vllm:kv_cache_usage_perc",
+                    "vllm:generation_tokens_total",
+                    "sglang:num_queue_reqs",
+                    "x",
+                ]
+            ),
+            st.dictionaries(
+                st.sampled_from(["model_name", "engine", "le", "[bold]"]), label_values, max_size=3
+            ),
+            st.floats() | st.integers(-(2**70), 2**70),
+        ),
+        max_size=10,
+    )
+)
 def test_generated_pages_with_any_labels_and_values(samples: list) -> None:
     lines = []
     for name, labels, value in samples:
@@ -191,11 +244,33 @@ def test_dataset_bytes(content: bytes) -> None:
     _load(content)
 
 
-conversation = st.fixed_dictionaries({}, optional={"conversations": json_values | st.lists(
-    st.fixed_dictionaries({}, optional={"from": st.sampled_from(["human", "user", "gpt", 3]), "value": json_values}),
-    max_size=3)})  # fmt: skip
-dataset_line = st.fixed_dictionaries({}, optional={"prompt": json_values, "messages": json_values | st.lists(
-    st.fixed_dictionaries({}, optional={"role": json_values, "content": json_values}), max_size=3)})  # fmt: skip
+conversation = st.fixed_dictionaries(
+    {},
+    optional={
+        "conversations": json_values
+        | st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "from": st.sampled_from(["human", "user", "gpt", 3]),
+                    "value": json_values,
+                },
+            ),
+            max_size=3,
+        )
+    },
+)
+dataset_line = st.fixed_dictionaries(
+    {},
+    optional={
+        "prompt": json_values,
+        "messages": json_values
+        | st.lists(
+            st.fixed_dictionaries({}, optional={"role": json_values, "content": json_values}),
+            max_size=3,
+        ),
+    },
+)
 
 
 @FUZZ
@@ -212,19 +287,49 @@ def test_dataset_sharegpt_structures(convs: list) -> None:
 
 # ----------------------------------------------------------------------------------------- config
 
-KEYS = ["url", "api_key", "model", "endpoint", "prompt_tokens", "output_tokens", "dataset", "seed", "slo",
-        "session_dir", "label", "concurrency", "rate", "max_concurrency", "arrival", "step_duration",
-        "step_requests", "warmup", "ignore_eos", "connect_timeout", "read_timeout", "ca_bundle", "insecure",
-        "api_key_file", "unknown_key"]  # fmt: skip
-toml_scalars = (st.integers(-(2**63), 2**63 - 1) | st.floats() | st.booleans() | st.text(max_size=12)
-                | st.sampled_from(["1979-05-27", "07:32:00", "1979-05-27T07:32:00Z"]))  # fmt: skip
+KEYS = [
+    "url",
+    "api_key",
+    "model",
+    "endpoint",
+    "prompt_tokens",
+    "output_tokens",
+    "dataset",
+    "seed",
+    "slo",
+    "session_dir",
+    "label",
+    "concurrency",
+    "rate",
+    "max_concurrency",
+    "arrival",
+    "step_duration",
+    "step_requests",
+    "warmup",
+    "ignore_eos",
+    "connect_timeout",
+    "read_timeout",
+    "ca_bundle",
+    "insecure",
+    "api_key_file",
+    "unknown_key",
+]
+toml_scalars = (
+    st.integers(-(2**63), 2**63 - 1)
+    | st.floats()
+    | st.booleans()
+    | st.text(max_size=12)
+    | st.sampled_from(["1979-05-27", "07:32:00", "1979-05-27T07:32:00Z"])
+)
 
 
 def _toml_value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+        return (
+            "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+        )
     if (isinstance(v, str) and v[:4].isdigit()) or isinstance(v, int):
         return str(v)
     if isinstance(v, list):
@@ -238,7 +343,9 @@ def _build(text: str | None = None, env: dict | None = None, cli: dict | None = 
         if text is not None:
             path.write_text(text, encoding="utf-8")
         try:
-            config = build_config(cli or {}, environ=env or {}, config_file=str(path) if text is not None else None)
+            config = build_config(
+                cli or {}, environ=env or {}, config_file=str(path) if text is not None else None
+            )
         except ConfigError as exc:
             assert str(exc)
             return
@@ -249,7 +356,11 @@ def _build(text: str | None = None, env: dict | None = None, cli: dict | None = 
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(KEYS), toml_scalars | st.lists(toml_scalars, max_size=3), max_size=6))
+@given(
+    st.dictionaries(
+        st.sampled_from(KEYS), toml_scalars | st.lists(toml_scalars, max_size=3), max_size=6
+    )
+)
 def test_config_files_with_any_keys_and_values(raw: dict) -> None:
     _build("\n".join(f"{k} = {_toml_value(v)}" for k, v in raw.items()) + "\n")
 
@@ -257,12 +368,18 @@ def test_config_files_with_any_keys_and_values(raw: dict) -> None:
 @FUZZ
 @given(st.binary(max_size=200))
 def test_config_file_bytes(content: bytes) -> None:
-    _build(content.decode("utf-8", "surrogateescape").encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+    _build(
+        content.decode("utf-8", "surrogateescape")
+        .encode("utf-8", "surrogateescape")
+        .decode("utf-8", "replace")
+    )
 
 
 @FUZZ
-@given(st.dictionaries(st.sampled_from(KEYS), st.text(max_size=16), max_size=6),
-       st.dictionaries(st.sampled_from(KEYS), st.text(max_size=16), max_size=6))  # fmt: skip
+@given(
+    st.dictionaries(st.sampled_from(KEYS), st.text(max_size=16), max_size=6),
+    st.dictionaries(st.sampled_from(KEYS), st.text(max_size=16), max_size=6),
+)
 def test_env_and_cli_values(env_raw: dict, cli: dict) -> None:
     env = {f"INFMON_{k.upper()}": v.replace("\x00", "") for k, v in env_raw.items()}
     _build(env=env, cli={k: v for k, v in cli.items() if k != "unknown_key"})

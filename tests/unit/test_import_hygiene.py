@@ -34,7 +34,9 @@ print(",".join(bad))
 def test_domain_imports_no_textual():
     out = subprocess.run(
         [sys.executable, "-c", CHECK.format(mods=DOMAIN)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == "", f"domain modules pulled in: {out.stdout.strip()}"
 
@@ -42,6 +44,8 @@ def test_domain_imports_no_textual():
 def test_import_linter_contract():
     out = subprocess.run(
         [str(Path(sys.executable).with_name("lint-imports")), "--no-cache"],
-        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert out.returncode == 0, out.stdout + out.stderr

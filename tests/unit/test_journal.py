@@ -21,9 +21,17 @@ from infmon.model.records import RequestRecord
 def _rec(i: int, **kw) -> RequestRecord:
     sent = 1000.0 + i
     base = dict(
-        request_id=i, sent_s=sent, chunk_times_s=(sent + 0.1234567, sent + 0.15, sent + 0.2),
-        end_s=sent + 0.2001, chunk_tokens=(1, 1, 1), prompt_tokens=12, output_tokens=3,
-        finish_reason="length", http_status=200, step=2, concurrency=8,
+        request_id=i,
+        sent_s=sent,
+        chunk_times_s=(sent + 0.1234567, sent + 0.15, sent + 0.2),
+        end_s=sent + 0.2001,
+        chunk_tokens=(1, 1, 1),
+        prompt_tokens=12,
+        output_tokens=3,
+        finish_reason="length",
+        http_status=200,
+        step=2,
+        concurrency=8,
     )
     base.update(kw)
     return RequestRecord(**base)
@@ -34,8 +42,17 @@ def _rec(i: int, **kw) -> RequestRecord:
     [
         _rec(1),
         _rec(2, chunk_tokens=(2, 3, 1), output_tokens=None, warmup=True, output_text="<b>hi</b>"),
-        _rec(3, chunk_times_s=(), end_s=math.nan, chunk_tokens=(), output_tokens=None,
-             error_kind="http", error_message="HTTP 500", http_status=500, step=0),
+        _rec(
+            3,
+            chunk_times_s=(),
+            end_s=math.nan,
+            chunk_tokens=(),
+            output_tokens=None,
+            error_kind="http",
+            error_message="HTTP 500",
+            http_status=500,
+            step=0,
+        ),
         _rec(4, rate=2.5, concurrency=None),
     ],
 )
@@ -46,9 +63,20 @@ def test_codec_round_trip_to_the_microsecond(rec):
     for a, b in zip(back.chunk_times_s, rec.chunk_times_s, strict=True):
         assert abs(a - b) < 1e-6
     assert (math.isnan(back.end_s) and math.isnan(rec.end_s)) or abs(back.end_s - rec.end_s) < 1e-6
-    for name in ("chunk_tokens", "prompt_tokens", "output_tokens", "finish_reason", "http_status",
-                 "error_kind", "error_message", "step", "concurrency", "rate", "warmup",
-                 "output_text"):
+    for name in (
+        "chunk_tokens",
+        "prompt_tokens",
+        "output_tokens",
+        "finish_reason",
+        "http_status",
+        "error_kind",
+        "error_message",
+        "step",
+        "concurrency",
+        "rate",
+        "warmup",
+        "output_text",
+    ):
         assert getattr(back, name) == getattr(rec, name), name
     assert back.ttft_s == pytest.approx(rec.ttft_s, abs=1e-6, nan_ok=True)
     assert back.tpot_s == pytest.approx(rec.tpot_s, abs=1e-6, nan_ok=True)
@@ -68,10 +96,13 @@ def test_long_chunk_lists_encode_as_the_plain_path_does(sent, gaps):
 
 def test_redaction_masks_secrets_keeps_token_counts():
     cfg = {
-        "api_key": "sk-123", "max_tokens": 64, "prompt_tokens": 128,
+        "api_key": "sk-123",
+        "max_tokens": 64,
+        "prompt_tokens": 128,
         "headers": {"Authorization": "Bearer abc", "X-Trace": "ok"},
         "nested": [{"password": "pw", "hf_token": "hf_x"}],
-        "url": "http://user:pa55@host:8000/v1", "note": "curl -H 'Authorization: Bearer zzz'",
+        "url": "http://user:pa55@host:8000/v1",
+        "note": "curl -H 'Authorization: Bearer zzz'",
         "empty_token": None,
     }
     out = redact(cfg)

@@ -9,8 +9,15 @@ from infmon.model.knee import find_knee, growth_per_doubling, slo_max_concurrenc
 
 def steps(cs, tputs, p50s_ms, attain=None):
     attain = attain or [None] * len(cs)
-    return [{"concurrency": c, "output_throughput_tok_s": t, "e2el_ms": {"p50": p50}, "slo_attainment": a}
-            for c, t, p50, a in zip(cs, tputs, p50s_ms, attain, strict=True)]  # fmt: skip
+    return [
+        {
+            "concurrency": c,
+            "output_throughput_tok_s": t,
+            "e2el_ms": {"p50": p50},
+            "slo_attainment": a,
+        }
+        for c, t, p50, a in zip(cs, tputs, p50s_ms, attain, strict=True)
+    ]
 
 
 def test_growth_is_normalised_per_doubling() -> None:
@@ -19,7 +26,9 @@ def test_growth_is_normalised_per_doubling() -> None:
 
 
 def test_knee_where_throughput_flattens_and_latency_climbs() -> None:
-    s = steps([1, 2, 4, 8, 16, 32], [100, 200, 400, 780, 820, 830], [1000, 1000, 1010, 1050, 2000, 4000])
+    s = steps(
+        [1, 2, 4, 8, 16, 32], [100, 200, 400, 780, 820, 830], [1000, 1000, 1010, 1050, 2000, 4000]
+    )
     knee = find_knee(s)
     assert knee is not None and knee["concurrency"] == 8
     assert "c=8" in knee["reason"] and "c=16" in knee["reason"]

@@ -28,7 +28,9 @@ def chunked(data: bytes) -> bytes:
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
-async def stream_tokens(w: asyncio.StreamWriter, n: int, gap_s: float = 0.0, end: bool = True) -> None:
+async def stream_tokens(
+    w: asyncio.StreamWriter, n: int, gap_s: float = 0.0, end: bool = True
+) -> None:
     w.write(HEAD)
     for i in range(n):
         finish = "length" if i == n - 1 else None
@@ -44,7 +46,9 @@ async def stream_tokens(w: asyncio.StreamWriter, n: int, gap_s: float = 0.0, end
 
 
 @asynccontextmanager
-async def server(script: Script, heads: list[bytes] | None = None) -> AsyncIterator[tuple[str, list[int]]]:
+async def server(
+    script: Script, heads: list[bytes] | None = None
+) -> AsyncIterator[tuple[str, list[int]]]:
     """A raw HTTP/1.1 server: ``script(writer, request_index)`` answers each request."""
     connections: list[int] = []
     requests = 0
@@ -57,8 +61,11 @@ async def server(script: Script, heads: list[bytes] | None = None) -> AsyncItera
                 head = await reader.readuntil(b"\r\n\r\n")
                 if heads is not None:
                     heads.append(head)
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length"))  # fmt: skip
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length")
+                )
                 await reader.readexactly(length)
                 requests += 1
                 await script(writer, requests)
@@ -118,8 +125,10 @@ async def test_done_without_end_of_body_still_completes() -> None:
 async def test_http_error_body_is_the_message() -> None:
     async def fail(w: asyncio.StreamWriter, i: int) -> None:
         body = json.dumps({"error": {"message": "model is sleeping"}}).encode()
-        w.write(b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-                b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+        w.write(
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body)
+        )
         await w.drain()
 
     async with server(fail) as (url, _):
@@ -132,7 +141,9 @@ async def test_http_error_body_is_the_message() -> None:
 
 async def test_connection_closed_mid_stream_is_a_reset() -> None:
     async def cut(w: asyncio.StreamWriter, i: int) -> None:
-        w.write(HEAD + chunked(sse({"choices": [{"index": 0, "text": "x", "finish_reason": None}]})))
+        w.write(
+            HEAD + chunked(sse({"choices": [{"index": 0, "text": "x", "finish_reason": None}]}))
+        )
         await w.drain()
         w.close()
 
@@ -172,8 +183,12 @@ async def test_every_request_carries_a_unique_request_id() -> None:
         for c in (c1, c2):
             assert (await c.stream(7, Prompt(text="hi"), 1)).ok
             await c.aclose()
-    ids = [line.split(b":", 1)[1].strip().decode() for h in heads for line in h.split(b"\r\n")
-           if line.lower().startswith(b"x-request-id")]  # fmt: skip
+    ids = [
+        line.split(b":", 1)[1].strip().decode()
+        for h in heads
+        for line in h.split(b"\r\n")
+        if line.lower().startswith(b"x-request-id")
+    ]
     assert ids == [f"{c1.request_id_prefix}7", f"{c2.request_id_prefix}7"] and ids[0] != ids[1]
 
 
@@ -189,7 +204,21 @@ async def test_chunks_are_stamped_when_read_before_any_decoding(monkeypatch) -> 
         w.write(HEAD)
         for k in range(n):
             await asyncio.sleep(gap_s)
-            w.write(chunked(sse({"choices": [{"index": 0, "text": "x", "finish_reason": "length" if k == n - 1 else None}]})))
+            w.write(
+                chunked(
+                    sse(
+                        {
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "text": "x",
+                                    "finish_reason": "length" if k == n - 1 else None,
+                                }
+                            ]
+                        }
+                    )
+                )
+            )
             written_s.append(time.perf_counter())
         w.write(chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await w.drain()
@@ -236,15 +265,38 @@ async def test_https_with_the_servers_certificate_as_ca_bundle(tmp_path) -> None
     if shutil.which("openssl") is None:
         pytest.skip("needs the openssl command to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-                    "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length"))
+        length = next(
+            int(x.split(b":")[1])
+            for x in head.split(b"\r\n")
+            if x.lower().startswith(b"content-length")
+        )
         await reader.readexactly(length)
         await stream_tokens(writer, 3)
         writer.close()
@@ -262,4 +314,7 @@ async def test_https_with_the_servers_certificate_as_ca_bundle(tmp_path) -> None
     finally:
         srv.close()
     assert ok.ok and len(ok.chunk_times_s) == 3, ok
-    assert refused.error_kind == ErrorKind.CONNECT and "certificate" in (refused.error_message or "").lower()
+    assert (
+        refused.error_kind == ErrorKind.CONNECT
+        and "certificate" in (refused.error_message or "").lower()
+    )

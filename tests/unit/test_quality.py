@@ -44,10 +44,18 @@ def test_normalise_keeps_braces():
 
 
 def test_drift_against_baseline():
-    base = [{"id": "a", "output": "42"}, {"id": "b", "output": "Paris"},
-            {"id": "c", "output": "abcdef"}, {"id": "d", "output": None}]
-    run = [{"id": "a", "output": "42 "}, {"id": "b", "output": "Parus"},
-           {"id": "c", "output": "abc"}, {"id": "d", "output": "x"}]
+    base = [
+        {"id": "a", "output": "42"},
+        {"id": "b", "output": "Paris"},
+        {"id": "c", "output": "abcdef"},
+        {"id": "d", "output": None},
+    ]
+    run = [
+        {"id": "a", "output": "42 "},
+        {"id": "b", "output": "Parus"},
+        {"id": "c", "output": "abc"},
+        {"id": "d", "output": "x"},
+    ]
     d = drift(run, base)
     assert d.compared == 3
     assert d.agreement == pytest.approx(1 / 3)

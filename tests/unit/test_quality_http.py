@@ -22,8 +22,10 @@ def _transport(wrong_ids: set[str]) -> httpx.MockTransport:
         prompt = body["messages"][0]["content"]
         pid, answer = answers.get(prompt, ("?", "30"))
         text = "wrong" if pid in wrong_ids else answer
-        return httpx.Response(200, json={"choices": [{"message": {"content": text}}],
-                                         "usage": {"completion_tokens": 1}})
+        return httpx.Response(
+            200,
+            json={"choices": [{"message": {"content": text}}], "usage": {"completion_tokens": 1}},
+        )
 
     return httpx.MockTransport(handler)
 
@@ -38,6 +40,7 @@ def patch_client(monkeypatch):
             return real(*args, **kwargs)
 
         monkeypatch.setattr(httpx, "AsyncClient", make)
+
     return use
 
 

@@ -60,18 +60,30 @@ def test_labels_are_escaped_everywhere(tmp_path):
 
 
 def test_svg_skips_missing_values_and_escapes_titles():
-    svg = render(Chart("<t>", "x", "y", (Series("s&", (1, 2, 3, 4), (1.0, None, float("nan"), 4.0)),)))
+    svg = render(
+        Chart("<t>", "x", "y", (Series("s&", (1, 2, 3, 4), (1.0, None, float("nan"), 4.0)),))
+    )
     assert "&lt;t&gt;" in svg and "s&amp;" in svg
     assert svg.count("M") >= 2
 
 
 def test_cli_report(session, tmp_path):
     path, _ = session
-    out = subprocess.run(infmon_cmd("report", str(path), "--out", str(tmp_path)), cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        infmon_cmd("report", str(path), "--out", str(tmp_path)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "report.html").exists()
-    bad = subprocess.run(infmon_cmd("report", str(tmp_path / "nope")), cwd=REPO,
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        infmon_cmd("report", str(tmp_path / "nope")),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "not a session directory" in bad.stderr
     assert "Traceback" not in bad.stderr

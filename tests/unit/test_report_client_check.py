@@ -16,8 +16,12 @@ from infmon.report.fmt import STEP_HEADER, step_row
 
 
 def _step(c: int, notes: list[str], lag_ms: float | None) -> dict:
-    return {"concurrency": c, "client_notes": notes, "loop_lag_p99_ms": lag_ms,
-            "achieved_concurrency": float(c)}
+    return {
+        "concurrency": c,
+        "client_notes": notes,
+        "loop_lag_p99_ms": lag_ms,
+        "achieved_concurrency": float(c),
+    }
 
 
 def test_diagnosis_states_each_client_note():
@@ -36,8 +40,9 @@ def test_step_row_has_the_loop_lag_column():
 
 
 def test_reports_show_a_late_client(tmp_path):
-    write_synthetic_session(tmp_path, concurrencies=(2, 64), step_duration_s=3,
-                            loop_lag_ms_per_stream=3.0)
+    write_synthetic_session(
+        tmp_path, concurrencies=(2, 64), step_duration_s=3, loop_lag_ms_per_stream=3.0
+    )
     write_reports(tmp_path)
     md = (tmp_path / "report.md").read_text()
     html = (tmp_path / "report.html").read_text()
@@ -90,7 +95,8 @@ def test_the_monitor_journals_each_steps_loop_lag():
     ends = [p for k, p in journal.events if k == "step_end"]
     assert ends == [
         {"index": 1, "stats": {"achieved_concurrency": 3.8, "loop_lag_p99_ms": 200.0}},
-        {"index": 2, "stats": {"achieved_concurrency": None, "loop_lag_p99_ms": None}}]
+        {"index": 2, "stats": {"achieved_concurrency": None, "loop_lag_p99_ms": None}},
+    ]
     assert driver.since == [10.0, 15.0]
 
 
@@ -115,4 +121,6 @@ def test_a_step_without_records_does_not_shift_the_others_self_check(tmp_path):
     write_reports(tmp_path)
     steps = json.loads((tmp_path / "report.json").read_text())["steps"]
     assert [(s["step"], s["loop_lag_p99_ms"], s["complete"]) for s in steps] == [
-        (2, 80.0, True), (3, None, False)]
+        (2, 80.0, True),
+        (3, None, False),
+    ]

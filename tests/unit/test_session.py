@@ -10,8 +10,9 @@ from infmon.model.stats import SLO
 def rec(i, sent, ttft=0.1, n=10, gap=0.02, error=None):
     chunks = tuple(sent + ttft + k * gap for k in range(n)) if error is None else ()
     end = chunks[-1] if chunks else sent + ttft
-    return RequestRecord(i, sent, chunks, end, output_tokens=n if error is None else None,
-                         error_kind=error)
+    return RequestRecord(
+        i, sent, chunks, end, output_tokens=n if error is None else None, error_kind=error
+    )
 
 
 def test_percentiles_match_numpy_linear():
@@ -40,7 +41,9 @@ def test_throughput_latency_and_series():
         s.add_record(rec(i, sent=i * 0.5, ttft=0.2, n=11, gap=0.01))
     snap = s.snapshot(10.5)
     # records finished in (0.5, 10.5]: 20 records each 11 tokens, all but none outside
-    done = [r for r in (rec(i, i * 0.5, 0.2, 11, 0.01) for i in range(20)) if 0.5 <= r.end_s <= 10.5]
+    done = [
+        r for r in (rec(i, i * 0.5, 0.2, 11, 0.01) for i in range(20)) if 0.5 <= r.end_s <= 10.5
+    ]
     assert snap.throughput.client_output_tokens_per_s == len(done) * 11 / 10
     assert abs(snap.latency.ttft.p50_s - 0.2) < 1e-9
     assert abs(snap.latency.tpot.p50_s - 0.01) < 1e-9
@@ -154,13 +157,23 @@ def test_ingests_the_canonical_server_snapshot():
     s = Session()
     s.add_record(RequestRecord(0, 0.0, (0.1, 0.2), 0.2, prompt_tokens=100, output_tokens=28))
     snap = ServerSnapshot(
-        timestamp_s=1.0, backend="vllm-v1", backend_version="0.32", models=("m",), running=4.0,
-        waiting=1.0, kv_cache_usage=0.5, prefix_cache_hit_rate=0.25, preemptions_per_s=0.5,
-        generation_tokens_per_s=300.0, latency_s={"queue": WindowStat(mean=0.003),
-                                                  "prefill": WindowStat(mean=0.04)},
-        spec_decode=SpecDecode(acceptance_rate=0.7, mean_acceptance_length=2.4,
-                               acceptance_per_position=(0.8, 0.6)),
-        kv_capacity_tokens=16 * 1000, kv_block_size_tokens=16, kv_num_gpu_blocks=1000,
+        timestamp_s=1.0,
+        backend="vllm-v1",
+        backend_version="0.32",
+        models=("m",),
+        running=4.0,
+        waiting=1.0,
+        kv_cache_usage=0.5,
+        prefix_cache_hit_rate=0.25,
+        preemptions_per_s=0.5,
+        generation_tokens_per_s=300.0,
+        latency_s={"queue": WindowStat(mean=0.003), "prefill": WindowStat(mean=0.04)},
+        spec_decode=SpecDecode(
+            acceptance_rate=0.7, mean_acceptance_length=2.4, acceptance_per_position=(0.8, 0.6)
+        ),
+        kv_capacity_tokens=16 * 1000,
+        kv_block_size_tokens=16,
+        kv_num_gpu_blocks=1000,
     )
     s.ingest_server_snapshot(snap, 1.0)
     view = s.snapshot(1.0)
@@ -183,8 +196,9 @@ def test_server_generation_rate_spans_the_clients_window():
 
     s = Session(SessionConfig(throughput_window_s=10.0))
     for i in range(1, 21):  # 3k and 9k tokens/s alternating, one scrape per second
-        snap = ServerSnapshot(timestamp_s=float(i), generation_tokens_per_s=3000.0 if i % 2 else 9000.0,
-                              window_s=1.0)  # fmt: skip
+        snap = ServerSnapshot(
+            timestamp_s=float(i), generation_tokens_per_s=3000.0 if i % 2 else 9000.0, window_s=1.0
+        )
         s.ingest_server_snapshot(snap, float(i))
         s.add_record(RequestRecord(i, i - 0.5, (i - 0.4, i - 0.1), i - 0.1, output_tokens=2))
     assert s.snapshot(20.0).throughput.server_generation_tokens_per_s == 6000.0
@@ -192,6 +206,10 @@ def test_server_generation_rate_spans_the_clients_window():
     assert all(abs(v - 6000.0) <= 600.0 for v in tail), tail  # no longer 3k, 9k, 3k …
     # A window of unequal scrape intervals weighs each rate by the time it covers.
     lone = Session(SessionConfig(throughput_window_s=10.0))
-    lone.ingest_server_snapshot(ServerSnapshot(timestamp_s=1.0, generation_tokens_per_s=100.0, window_s=3.0), 1.0)
-    lone.ingest_server_snapshot(ServerSnapshot(timestamp_s=2.0, generation_tokens_per_s=500.0, window_s=1.0), 2.0)
+    lone.ingest_server_snapshot(
+        ServerSnapshot(timestamp_s=1.0, generation_tokens_per_s=100.0, window_s=3.0), 1.0
+    )
+    lone.ingest_server_snapshot(
+        ServerSnapshot(timestamp_s=2.0, generation_tokens_per_s=500.0, window_s=1.0), 2.0
+    )
     assert lone.snapshot(2.0).throughput.server_generation_tokens_per_s == 200.0

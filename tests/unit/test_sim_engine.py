@@ -51,13 +51,16 @@ def test_scenarios_move_single_stream_the_right_way_by_the_right_amount():
 
 def test_throughput_curve_rises_nearly_linearly_then_flattens():
     cfg = cfg_of("baseline")
-    curve = {c: closed_loop(cfg, c, 256, 256, duration_s=30, warmup_s=8)
-             for c in (1, 2, 4, 8, 16, 64, 256, 512)}
+    curve = {
+        c: closed_loop(cfg, c, 256, 256, duration_s=30, warmup_s=8)
+        for c in (1, 2, 4, 8, 16, 64, 256, 512)
+    }
     one = curve[1].output_tok_s
     for c in (2, 4, 8, 16):  # memory-bound decode: nearly flat step time
         assert curve[c].output_tok_s >= 0.85 * c * one
         assert curve[c].output_tok_s == pytest.approx(
-            predicted_decode_tok_s(cfg, c, 256 + 128), rel=0.10)
+            predicted_decode_tok_s(cfg, c, 256 + 128), rel=0.10
+        )
     assert curve[256].output_tok_s < 0.75 * 256 * one  # bending: KV reads and prefill interfere
     assert curve[512].output_tok_s == pytest.approx(curve[256].output_tok_s, rel=0.05)  # flat
     assert curve[512].max_waiting > 200  # past max_num_seqs the rest queue

@@ -25,9 +25,10 @@ def families(text: str) -> dict:
 
 def shape(family) -> set:
     """Sample names with their label names and every label value except the model name."""
-    return {(s.name, tuple(sorted((k, "" if k == "model_name" else v)
-                                  for k, v in s.labels.items())))
-            for s in family.samples}
+    return {
+        (s.name, tuple(sorted((k, "" if k == "model_name" else v) for k, v in s.labels.items())))
+        for s in family.samples
+    }
 
 
 def sim_page(scenario: str = "baseline", schema: str = "v1", **kw) -> str:
@@ -61,19 +62,31 @@ def test_spec_decode_counters_only_with_a_drafter():
     page = families(sim_page("spec-good"))
     per_pos = page["vllm:spec_decode_num_accepted_tokens_per_pos"]
     assert {s.labels["position"] for s in per_pos.samples if s.name.endswith("_total")} == {
-        "0", "1", "2", "3"}
+        "0",
+        "1",
+        "2",
+        "3",
+    }
     for n in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
         assert page[f"vllm:spec_decode_{n}"].type == "counter"
 
 
 def test_v0_schema_serves_the_older_names():
     page = families(sim_page("spec-good", "v0"))
-    for name in ("vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds",
-                 "vllm:num_requests_swapped", "vllm:spec_decode_draft_acceptance_rate"):
+    for name in (
+        "vllm:gpu_cache_usage_perc",
+        "vllm:time_per_output_token_seconds",
+        "vllm:num_requests_swapped",
+        "vllm:spec_decode_draft_acceptance_rate",
+    ):
         assert name in page
     assert "vllm:kv_cache_usage_perc" not in page
-    assert all(set(s.labels) <= {"model_name", "finished_reason", "le"}
-               for f in page.values() if f.name != "vllm:cache_config_info" for s in f.samples)
+    assert all(
+        set(s.labels) <= {"model_name", "finished_reason", "le"}
+        for f in page.values()
+        if f.name != "vllm:cache_config_info"
+        for s in f.samples
+    )
 
 
 def test_counters_follow_delivered_steps():
@@ -91,8 +104,12 @@ def test_counters_follow_delivered_steps():
             metrics.on_finished(seq)
             finished.append(seq)
     fams = families(metrics.render().decode())
-    value = {s.name: s.value for f in fams.values() for s in f.samples if not s.labels.get("le")
-             and s.labels.get("finished_reason", "length") == "length"}
+    value = {
+        s.name: s.value
+        for f in fams.values()
+        for s in f.samples
+        if not s.labels.get("le") and s.labels.get("finished_reason", "length") == "length"
+    }
     assert value["vllm:generation_tokens_total"] == sum(s.output_len for s in finished) == 33
     assert value["vllm:prompt_tokens_total"] == 300
     assert value["vllm:request_success_total"] == 3

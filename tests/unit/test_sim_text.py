@@ -19,12 +19,20 @@ from infmon.sim.text import (
 )
 
 PROBES = [
-    {"id": "a", "prompt": "What is 17 + 25? Answer with the number only.", "expect": "42",
-     "match": "exact"},
-    {"id": "b", "prompt": "What is the capital of France? Answer with the city name only.",
-     "expect": "Paris", "match": "normalised"},
+    {
+        "id": "a",
+        "prompt": "What is 17 + 25? Answer with the number only.",
+        "expect": "42",
+        "match": "exact",
+    },
+    {
+        "id": "b",
+        "prompt": "What is the capital of France? Answer with the city name only.",
+        "expect": "Paris",
+        "match": "normalised",
+    },
     {"id": "c", "prompt": "What is 15% of 200?", "expect": "^30(\\.0+)?$", "match": "regex"},
-    {"id": "d", "prompt": "Compact JSON please.", "expect": "{\"x\":1,\"y\":2}", "match": "exact"},
+    {"id": "d", "prompt": "Compact JSON please.", "expect": '{"x":1,"y":2}', "match": "exact"},
 ]
 
 
@@ -48,9 +56,15 @@ def test_generated_pieces_retokenize_one_to_one():
 def test_probe_answers_also_inside_a_chat_template(tmp_path):
     model = TextModel(write_probes(tmp_path), error_rate=0.0, seed=1)
     assert "".join(model.answer_pieces(PROBES[0]["prompt"], None)) == "42"
-    wrapped = chat_prompt([{"role": "system", "content": "Be brief."},
-                           {"role": "user", "content": "  What is the capital of France?\n"
-                            "Answer with the city name only."}])
+    wrapped = chat_prompt(
+        [
+            {"role": "system", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": "  What is the capital of France?\nAnswer with the city name only.",
+            },
+        ]
+    )
     assert "".join(model.answer_pieces(wrapped, None)) == "Paris"
     assert "".join(model.answer_pieces(PROBES[2]["prompt"], None)) == "30"
     assert "".join(model.answer_pieces(PROBES[3]["prompt"], None)) == '{"x":1,"y":2}'

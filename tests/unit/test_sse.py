@@ -10,7 +10,7 @@ from infmon.load.sse import SSEDecoder, SSEError, SSEEvent
 
 STREAM = (
     b": keep-alive comment\n"
-    b"data: {\"a\": 1}\n\n"
+    b'data: {"a": 1}\n\n'
     b"event: message\r\ndata: line one\r\ndata: line two\r\n\r\n"
     b"data:no-space\r\rdata\n\n"
     b"id: 7\nretry: 100\ndata: [DONE]\n\n"
@@ -49,7 +49,7 @@ def test_crlf_split_between_feeds_is_one_line_end() -> None:
 
 def test_event_without_final_blank_line_is_dispatched_at_finish() -> None:
     d = SSEDecoder()
-    assert d.feed(b"data: {\"x\": 2}") == []
+    assert d.feed(b'data: {"x": 2}') == []
     assert d.finish() == [SSEEvent('{"x": 2}')]
 
 

@@ -14,7 +14,9 @@ from infmon.model.stats import SLO, Distribution, summarize
 
 def rec(rid: int, sent: float, chunks: tuple[float, ...], out: int | None, **kw) -> RequestRecord:
     end = chunks[-1] if chunks else sent + 0.01
-    return RequestRecord(request_id=rid, sent_s=sent, chunk_times_s=chunks, end_s=end, output_tokens=out, **kw)
+    return RequestRecord(
+        request_id=rid, sent_s=sent, chunk_times_s=chunks, end_s=end, output_tokens=out, **kw
+    )
 
 
 RECORDS = [
@@ -42,7 +44,9 @@ def test_counts_and_throughputs() -> None:
 def test_latency_distributions_hand_computed() -> None:
     s = summarize(RECORDS, 10.0)
     # TTFT [0.1, 0.3, 0.2]: sorted [0.1, 0.2, 0.3]; p90 index 1.8 → 0.28, p99 index 1.98 → 0.298
-    assert (s.ttft.mean, s.ttft.p50, s.ttft.p90, s.ttft.p99, s.ttft.max) == pytest.approx((0.2, 0.2, 0.28, 0.298, 0.3))
+    assert (s.ttft.mean, s.ttft.p50, s.ttft.p90, s.ttft.p99, s.ttft.max) == pytest.approx(
+        (0.2, 0.2, 0.28, 0.298, 0.3)
+    )
     # TPOT: (0.5-0.1)/3 and (0.4-0.3)/1; the 1-token request has none
     assert s.tpot.count == 2
     assert s.tpot.mean == pytest.approx((0.4 / 3 + 0.1) / 2)
@@ -90,8 +94,16 @@ def test_client_self_check_flags_shortfall_and_lag() -> None:
 
 def test_to_dict_has_the_bench_schema_fields() -> None:
     d = summarize(RECORDS, 10.0, SLO(e2el_s=1.0), concurrency=4, achieved_concurrency=3.5).to_dict()
-    for key in ("concurrency", "duration_s", "completed", "failed", "output_throughput_tok_s",
-                "request_throughput_req_s", "goodput_req_s", "achieved_concurrency"):  # fmt: skip
+    for key in (
+        "concurrency",
+        "duration_s",
+        "completed",
+        "failed",
+        "output_throughput_tok_s",
+        "request_throughput_req_s",
+        "goodput_req_s",
+        "achieved_concurrency",
+    ):
         assert key in d
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
         assert set(d[key]) >= {"mean", "p50", "p90", "p95", "p99"}
@@ -111,5 +123,7 @@ def test_pooled_itl_is_every_records_gaps_in_order(chunk_lists):
     """The vectorized pooling equals the plain per-record list, empty and one-chunk records too."""
     from infmon.model.stats import pooled_itl_s
 
-    recs = [RequestRecord(i, 0.0, tuple(sorted(times)), 11.0) for i, times in enumerate(chunk_lists)]
+    recs = [
+        RequestRecord(i, 0.0, tuple(sorted(times)), 11.0) for i, times in enumerate(chunk_lists)
+    ]
     assert pooled_itl_s(recs).tolist() == [g for r in recs for g in r.itl_s]

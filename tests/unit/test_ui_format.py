@@ -8,7 +8,13 @@ from infmon.ui.format import nice_ticks, sig
 
 
 def test_sig_keeps_three_significant_digits():
-    assert [sig(x) for x in (2.5861, 941.0, 53.94, 0.0404, 0.0)] == ["2.59", "941", "53.9", "0.0404", "0"]
+    assert [sig(x) for x in (2.5861, 941.0, 53.94, 0.0404, 0.0)] == [
+        "2.59",
+        "941",
+        "53.9",
+        "0.0404",
+        "0",
+    ]
     assert [sig(x) for x in (5376.4, 12345.0, 2.5e6, 999.7)] == ["5.38k", "12.3k", "2.5M", "1000"]
     assert sig(math.nan) == "—" and sig(None) == "—"
 

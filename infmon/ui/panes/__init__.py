@@ -9,5 +9,14 @@ from infmon.ui.panes.server import KvPane, ServerPane
 from infmon.ui.panes.spec import SpecPane
 from infmon.ui.panes.throughput import ThroughputPane
 
-__all__ = ["EventsPane", "HeaderBar", "KneePane", "KvPane", "LatencyPane", "Pane", "ServerPane",
-           "SpecPane", "ThroughputPane"]
+__all__ = [
+    "EventsPane",
+    "HeaderBar",
+    "KneePane",
+    "KvPane",
+    "LatencyPane",
+    "Pane",
+    "ServerPane",
+    "SpecPane",
+    "ThroughputPane",
+]

@@ -9,7 +9,12 @@ from infmon.model.dashboard import HeaderView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 
-STATE_VARS = {"running": "success", "sweeping": "accent", "paused": "warning", "server down": "error"}
+STATE_VARS = {
+    "running": "success",
+    "sweeping": "accent",
+    "paused": "warning",
+    "server down": "error",
+}
 
 
 class HeaderBar(Pane):
@@ -21,11 +26,20 @@ class HeaderBar(Pane):
         backend = " ".join(x for x in (h.backend, h.backend_version) if x) or "backend ?"
         inflight = f" ({h.inflight_requests} in flight)" if h.inflight_requests is not None else ""
         parts: list[tuple[str, str] | str] = [
-            (" infmon ", self.style("primary", bold=True)), " ",
-            (f.level(h.load_mode, h.load_level), "bold"), inflight, sep,
+            (" infmon ", self.style("primary", bold=True)),
+            " ",
+            (f.level(h.load_mode, h.load_level), "bold"),
+            inflight,
+            sep,
             (h.state, self.style(STATE_VARS.get(h.state, "foreground"), bold=True)),
-            " ", f.clock(h.elapsed_s), sep,
-            h.endpoint or "—", sep, h.model or "model ?", sep, backend,
+            " ",
+            f.clock(h.elapsed_s),
+            sep,
+            h.endpoint or "—",
+            sep,
+            h.model or "model ?",
+            sep,
+            backend,
         ]
         if h.baseline_step is not None:
             parts += [sep, (f"baseline step {h.baseline_step}", self.style("muted"))]

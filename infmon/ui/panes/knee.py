@@ -21,8 +21,12 @@ class KneePane(Pane):
         muted = self.style("muted")
         knee = f"c={k.knee_level:g}" if k.knee_level is not None else "not yet"
         limit = f"c={k.slo_limit_level:g}" if k.slo_limit_level is not None else "—"
-        text = Text.assemble(("knee ", muted), (knee, self.style("knee", True)),
-                             ("  SLO limit ", muted), (limit, self.style("slo", True)))
+        text = Text.assemble(
+            ("knee ", muted),
+            (knee, self.style("knee", True)),
+            ("  SLO limit ", muted),
+            (limit, self.style("slo", True)),
+        )
         if not k.steps:
             text.append("\nhold a level (or press w) for points", muted)
         room = max(0, (self.content_size.height or 4) - 1)
@@ -49,9 +53,19 @@ class KneePane(Pane):
             vlines.append((k.knee_level, "knee", "knee=SLO" if same else "knee"))
         if k.slo_limit_level is not None and k.slo_limit_level != k.knee_level:
             vlines.append((k.slo_limit_level, "slo", "SLO"))
-        chart.show([Line("", tuple(p.output_tokens_per_s for p in latest), "client", xs=xs,
-                         points="●"),
-                    Line("", tuple(p.p90_e2el_s for p in latest), "latency-p90", xs=xs,
-                         points="◆", right=True)],
-                   vlines=vlines, xlabel="● tok/s  ◆ p90 E2E s  vs c",
-                   log_x=True)
+        chart.show(
+            [
+                Line("", tuple(p.output_tokens_per_s for p in latest), "client", xs=xs, points="●"),
+                Line(
+                    "",
+                    tuple(p.p90_e2el_s for p in latest),
+                    "latency-p90",
+                    xs=xs,
+                    points="◆",
+                    right=True,
+                ),
+            ],
+            vlines=vlines,
+            xlabel="● tok/s  ◆ p90 E2E s  vs c",
+            log_x=True,
+        )

@@ -28,17 +28,29 @@ class ServerPane(Pane):
             text.append(f": {s.error or 'no response'}\n", self.style("error"))
         elif not s.has_data:
             if s.no_metrics:
-                return Text("no server metrics (the server has no /metrics): client view only",
-                            style=muted)
+                return Text(
+                    "no server metrics (the server has no /metrics): client view only", style=muted
+                )
             return Text("waiting for the first scrape…", style=muted)
         values = Text.assemble(
-            ("running ", muted), (f.num(s.running), "bold"),
+            ("running ", muted),
+            (f.num(s.running), "bold"),
             ("" if f.missing(s.max_num_seqs) else f" / {f.num(s.max_num_seqs)}", muted),
-            ("  waiting ", muted), (f.num(s.waiting), self.style("warning", True) if s.waiting else "bold"),
-            "\n", ("preemptions ", muted), f.num(s.preemptions_per_s, 1), "/s",
-            ("  prefix hits ", muted), f.pct(s.prefix_hit_rate), "\n",
-            ("queue ", muted), f.ms_tight(s.queue_s), (" prefill ", muted), f.ms_tight(s.prefill_s),
-            (" decode ", muted), f.ms_tight(s.decode_s),
+            ("  waiting ", muted),
+            (f.num(s.waiting), self.style("warning", True) if s.waiting else "bold"),
+            "\n",
+            ("preemptions ", muted),
+            f.num(s.preemptions_per_s, 1),
+            "/s",
+            ("  prefix hits ", muted),
+            f.pct(s.prefix_hit_rate),
+            "\n",
+            ("queue ", muted),
+            f.ms_tight(s.queue_s),
+            (" prefill ", muted),
+            f.ms_tight(s.prefill_s),
+            (" decode ", muted),
+            f.ms_tight(s.decode_s),
         )
         if not s.up and s.has_data:
             values.stylize("dim")
@@ -62,10 +74,14 @@ class KvPane(Pane):
         filled, empty = f.bar(s.kv_usage_fraction, width)
         high = not f.missing(s.kv_usage_fraction) and s.kv_usage_fraction >= 0.9
         text = Text.assemble(
-            (filled, self.style("kv-high" if high else "kv-low")), (empty, muted),
-            (f" {f.pct(s.kv_usage_fraction):>4}", "bold"), "\n",
-            (f.si(s.kv_capacity_tokens), "bold"), (" tokens ≈ ", muted),
-            (f.num(s.kv_capacity_seqs), "bold"), (" seqs", muted),
+            (filled, self.style("kv-high" if high else "kv-low")),
+            (empty, muted),
+            (f" {f.pct(s.kv_usage_fraction):>4}", "bold"),
+            "\n",
+            (f.si(s.kv_capacity_tokens), "bold"),
+            (" tokens ≈ ", muted),
+            (f.num(s.kv_capacity_seqs), "bold"),
+            (" seqs", muted),
         )
         if not f.missing(s.tokens_per_seq):
             text.append(f"\nat {f.num(s.tokens_per_seq)} tokens each", muted)

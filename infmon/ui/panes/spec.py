@@ -30,13 +30,25 @@ class SpecPane(Pane):
         if s.spec is None:
             return
         muted = self.style("muted")
-        ratio = s.itl_p50_s / s.tpot_p50_s if not (f.missing(s.itl_p50_s) or f.missing(s.tpot_p50_s)
-                                                    or s.tpot_p50_s == 0) else float("nan")
+        ratio = (
+            s.itl_p50_s / s.tpot_p50_s
+            if not (f.missing(s.itl_p50_s) or f.missing(s.tpot_p50_s) or s.tpot_p50_s == 0)
+            else float("nan")
+        )
         text = Text.assemble(
-            ("acceptance ", muted), (f.num(s.spec.acceptance_rate, 2), "bold"),
-            ("  mean length ", muted), (f.num(s.spec.mean_acceptance_length, 1), "bold"), "\n",
-            ("per position ", muted), (f.blocks(s.spec.per_position_acceptance), self.style("accent")), "\n",
-            ("ITL ", muted), f.ms(s.itl_p50_s), (" ≈ ", muted), f.num(ratio, 1), (" × TPOT ", muted),
+            ("acceptance ", muted),
+            (f.num(s.spec.acceptance_rate, 2), "bold"),
+            ("  mean length ", muted),
+            (f.num(s.spec.mean_acceptance_length, 1), "bold"),
+            "\n",
+            ("per position ", muted),
+            (f.blocks(s.spec.per_position_acceptance), self.style("accent")),
+            "\n",
+            ("ITL ", muted),
+            f.ms(s.itl_p50_s),
+            (" ≈ ", muted),
+            f.num(ratio, 1),
+            (" × TPOT ", muted),
             f.ms(s.tpot_p50_s),
         )
         self.query_one(Body).show(text)

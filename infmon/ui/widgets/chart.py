@@ -54,17 +54,32 @@ class Chart(PlotextPlot):
     def rgb(self, var: str) -> tuple[int, int, int]:
         return Color.parse(self.app.theme_variables.get(var, "#888888")).rgb
 
-    def show(self, lines: Sequence[Line], *, vlines: Sequence[VLine] = (),
-             hline: tuple[float, str] | None = None, ylabel: str = "", xlabel: str = "",
-             force: bool = False, log_x: bool = False) -> None:
+    def show(
+        self,
+        lines: Sequence[Line],
+        *,
+        vlines: Sequence[VLine] = (),
+        hline: tuple[float, str] | None = None,
+        ylabel: str = "",
+        xlabel: str = "",
+        force: bool = False,
+        log_x: bool = False,
+    ) -> None:
         key = (tuple(lines), tuple(vlines), hline, ylabel, xlabel, log_x)
         if key == self._shown and not force:
             return
         self._shown = key
         self.refresh()
 
-    def _draw(self, lines: tuple[Line, ...], vlines: tuple[VLine, ...],
-              hline: tuple[float, str] | None, ylabel: str, xlabel: str, log_x: bool) -> None:
+    def _draw(
+        self,
+        lines: tuple[Line, ...],
+        vlines: tuple[VLine, ...],
+        hline: tuple[float, str] | None,
+        ylabel: str,
+        xlabel: str,
+        log_x: bool,
+    ) -> None:
         plt = self.plt
         plt.clear_data()
         plt.ylabel(ylabel)
@@ -76,11 +91,11 @@ class Chart(PlotextPlot):
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
             side = "right" if line.right else "left"
             kwargs = {"label": line.label} if line.label else {}
-            plt.plot(xs, ys, color=self.rgb(line.color_var), marker=line.marker, yside=side,
-                     **kwargs)
+            plt.plot(
+                xs, ys, color=self.rgb(line.color_var), marker=line.marker, yside=side, **kwargs
+            )
             if line.points:
-                plt.scatter(xs, ys, color=self.rgb(line.color_var), marker=line.points,
-                            yside=side)
+                plt.scatter(xs, ys, color=self.rgb(line.color_var), marker=line.points, yside=side)
         ranges = self._axes(series, hline, log_x)
         xs = [x for _, pts in series for x, _ in pts]
         for i, (x, var, *label) in enumerate(vlines):
@@ -88,13 +103,23 @@ class Chart(PlotextPlot):
             if label and ranges:
                 side, bottom, top = ranges[0]
                 align = "left" if x <= min(xs) else "right" if x >= max(xs) else "center"
-                plt.text(label[0], x, top if i % 2 == 0 else bottom, color=self.rgb(var),
-                         yside=side, alignment=align)
+                plt.text(
+                    label[0],
+                    x,
+                    top if i % 2 == 0 else bottom,
+                    color=self.rgb(var),
+                    yside=side,
+                    alignment=align,
+                )
         if hline is not None and series:
             plt.horizontal_line(hline[0], color=self.rgb(hline[1]))
 
-    def _axes(self, series: list[tuple[Line, list[tuple[float, float]]]],
-              hline: tuple[float, str] | None, log_x: bool) -> list[tuple[str, float, float]]:
+    def _axes(
+        self,
+        series: list[tuple[Line, list[tuple[float, float]]]],
+        hline: tuple[float, str] | None,
+        log_x: bool,
+    ) -> list[tuple[str, float, float]]:
         """Round ticks on both y axes (limits widened to them) and on x; returns the
         ``(side, lowest, highest)`` tick of each drawn y axis."""
         plt, height = self.plt, self.size.height or 12
@@ -114,8 +139,11 @@ class Chart(PlotextPlot):
                 step = max(1, math.ceil(len(xs) / max(2, (self.size.width or 40) // 6)))
                 xt = xs[::-1][::step][::-1]
             else:
-                xt = [t for t in nice_ticks(xs[0], xs[-1], max(2, (self.size.width or 40) // 12))
-                      if xs[0] <= t <= xs[-1]]
+                xt = [
+                    t
+                    for t in nice_ticks(xs[0], xs[-1], max(2, (self.size.width or 40) // 12))
+                    if xs[0] <= t <= xs[-1]
+                ]
             plt.xticks(xt, [sig(t) for t in xt])
         return tops
 
