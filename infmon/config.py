@@ -283,7 +283,7 @@ def read_api_key_file(path: str) -> str:
     """The first line of a key file (the key itself never appears in the error)."""
     try:
         key = Path(path).expanduser().read_text(encoding="utf-8").strip().splitlines()
-    except (OSError, ValueError) as exc:  # ValueError: undecodable, or a NUL in the path
+    except (OSError, ValueError, RuntimeError) as exc:  # undecodable, a NUL, ~unknown-user
         raise ConfigError(f"cannot read API key file {path!r}: {exc.__class__.__name__}") from None
     if not key or not key[0].strip():
         raise ConfigError(f"API key file {path} is empty")

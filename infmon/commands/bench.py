@@ -1,4 +1,9 @@
-"""`infmon bench URL`: run load steps, print a table as it goes, optionally write ``--json``."""
+"""`infmon bench URL`: run load steps, print a table as it goes, optionally write ``--json``.
+
+The load runs in a worker process (``infmon.engine``), the same engine as the monitor's, so
+the same load gives the same figures; ``--in-process`` runs it on this process's loop instead
+(``bench/monitor_truth.py`` compares the two). The server is scraped on a thread of its own.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from typing import Any
 
 from infmon.cli import CliError
 from infmon.clock import MonotonicClock
+from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
     StopSignals,
     add_load_arguments,
@@ -23,34 +29,17 @@ from infmon.commands.common import (
     say,
     write_session_reports,
 )
-from infmon.commands.serverwatch import ServerWatch
+from infmon.commands.wiring import RunWiring
 from infmon.config import Config
+from infmon.engine.controller import EngineError, LoadEngine, Target
+from infmon.engine.runner import EdgeRate, StepRunner, StepSpec, plan_from_config
 from infmon.journal import JournalWriter
-from infmon.load.client import ClientError, StreamingClient
-from infmon.load.driver import LoadDriver
-from infmon.load.prompts import Workload
 from infmon.load.runtime import tune_for_load
-from infmon.load.steps import StepCollector, StepProgress, StepSpec, plan_from_config, run_steps
-from infmon.model.knee import find_knee, slo_max_concurrency
-from infmon.model.records import RequestRecord
-from infmon.model.stats import StepStats
+from infmon.model.ledger import StepLedger, StepResult
+from infmon.sources.scraper import DirectSource
+from infmon.sources.thread import ScrapeThread
 
 SCHEMA = "infmon.bench/1"
-_COLUMNS = (
-    "step",
-    "load",
-    "done",
-    "fail",
-    "out tok/s",
-    "req/s",
-    "goodput",
-    "TTFT p50/p99 ms",
-    "TPOT p50 ms",
-    "ITL p50 ms",
-    "E2EL p50 s",
-    "achieved",
-)
-_WIDTHS = (4, 10, 6, 5, 10, 7, 7, 16, 11, 10, 10, 8)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,13 +57,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not scrape the server's /metrics during the run",
     )
+    parser.add_argument(
+        "--wide", action="store_true", help="more columns: goodput, ITL, achieved concurrency"
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the load on this process's loop instead of a worker process",
+    )
     add_load_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     plan = plan_from_config(config)
-    workload = make_workload(config)
+    make_workload(config)  # a bad dataset is an error before anything starts
     session_dir = (
         Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
     )
@@ -83,12 +80,12 @@ def run(args: argparse.Namespace) -> int:
     say(f"session: {session_dir}")
     journal.write_config(config.to_public_dict())
     stop = StopSignals()
+    opts = _Options(
+        None if args.no_server_metrics else args.metrics_interval, args.wide, args.in_process
+    )
     try:
-        metrics_interval_s = None if args.no_server_metrics else args.metrics_interval
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
-        result = asyncio.run(
-            _bench(config, plan, workload, journal, clock, stop, metrics_interval_s)
-        )
+        result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
     except asyncio.CancelledError:
         if stop.received is None:
             raise
@@ -107,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
     return _verdict(result)
 
 
+class _Options:
+    def __init__(self, metrics_interval_s: float | None, wide: bool, in_process: bool) -> None:
+        self.metrics_interval_s, self.wide, self.in_process = metrics_interval_s, wide, in_process
+
+
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
     """However the run ended: flush the record, then rebuild the reports from it."""
     stop.shield_finish()
@@ -121,167 +123,180 @@ def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> Non
 async def _bench(
     config: Config,
     plan: list[StepSpec],
-    workload: Workload,
     journal: JournalWriter,
     clock: MonotonicClock,
     stop: StopSignals,
-    metrics_interval_s: float | None,
+    opts: _Options,
+    session_dir: Path,
 ) -> dict[str, Any]:
     stop.install()
-    try:
-        client = StreamingClient(config, clock)
-    except ClientError as exc:
-        raise CliError(exc.message) from None
-    driver: LoadDriver | None = None
-    watch = (
-        ServerWatch(config.url or "", metrics_interval_s, journal, clock)
-        if metrics_interval_s
-        else None
+    ledger = StepLedger(config.slo)
+    wiring = RunWiring(journal, ledger)
+    engine = LoadEngine(
+        config,
+        clock,
+        on_records=wiring.records,
+        on_window=wiring.window,
+        in_process=opts.in_process,
+        log_dir=session_dir,
     )
+    scrapes = _scraper(config, opts.metrics_interval_s, wiring, clock)
     try:
-        if watch is not None:
-            watch.start()
+        if scrapes is not None:
+            scrapes.start()
         try:
-            model = await client.resolve_model()
-            caps = await client.detect_capabilities()
-        except ClientError as exc:
+            target = await engine.start()
+        except EngineError as exc:
             raise CliError(exc.message) from None
-        target = {"url": config.url, "model": model, "endpoint": config.endpoint}
-        journal.write_event(
-            "target",
-            **target,
-            capabilities={"stream_options": caps.stream_options, "vllm_fields": caps.vllm_fields},
+        _journal_target(journal, config, target)
+        _print_intro(config, target, opts.wide)
+        progress = _Progress(opts.wide)
+        runner = StepRunner(
+            engine,
+            ledger,
+            clock,
+            on_events=wiring.step_events,
+            scrape_edge=scrapes.scrape_edge if scrapes else None,
+            counts=lambda i: (wiring.done[i], wiring.failed[i]),
         )
-        _print_intro(target, caps.vllm_fields, config)
-        errors: Counter[str] = Counter()
-        collector = StepCollector(journal.write_record, lambda r: _count_error(errors, r))
-        driver = LoadDriver(client, workload, collector, clock, seed=config.seed)
-        progress = _Progress()
-        steps = await run_steps(
-            driver,
-            collector,
-            plan,
-            clock=clock,
-            slo=config.slo,
-            on_step=lambda i, spec, s: _on_step(journal, progress, i, spec, s),
-            on_tick=progress.tick,
-        )
-        result = _result(target, steps, errors, config)
-        if watch is not None:
-            await watch.stop(final_scrape=True)
-            result["server"] = watch.summary(journal.origin["perf_s"])
-            if text := watch.describe():
+        results = await runner.run(plan, on_step=progress.step, on_tick=progress.tick)
+        if scrapes is not None:
+            await scrapes.stop(final_scrape=True)
+            scrapes = None
+            if text := _describe_health(wiring):
                 say(text)
-            watch = None
+        out = _result(config, target, results, wiring.errors, ledger)
+        out["server"] = _health_summary(wiring, journal.origin["perf_s"])
         journal.write_event(
-            "bench_summary", knee=result["knee"], slo_max_concurrency=result["slo_max_concurrency"]
+            "bench_summary", knee=out["knee"], slo_max_concurrency=out["slo_max_concurrency"]
         )
-        return result
+        return out
     finally:
-        if driver is not None:
-            await driver.stop()
-            journal.write_event(
-                "load_totals",
-                sent=driver.sent,
-                succeeded=driver.succeeded,
-                failed=driver.failed,
-                cancelled=driver.cancelled,
-            )
-        if watch is not None:
-            await watch.stop()
-        await client.aclose()
+        totals = await engine.stop()
+        journal.write_event(
+            "load_totals",
+            sent=totals.sent,
+            succeeded=totals.succeeded,
+            failed=totals.failed,
+            cancelled=totals.cancelled,
+        )
+        if scrapes is not None:
+            await scrapes.stop()
 
 
-def _count_error(errors: Counter[str], rec: RequestRecord) -> None:
-    if not rec.ok and rec.error_message:
-        errors[f"{rec.error_kind}: {rec.error_message}"] += 1
+def _scraper(
+    config: Config, interval_s: float | None, wiring: RunWiring, clock: MonotonicClock
+) -> ScrapeThread | None:
+    if interval_s is None:
+        return None
+    url = config.url or ""
+    timeout = max(5.0, 2 * interval_s)
+    return ScrapeThread(
+        lambda: DirectSource(url, timeout_s=timeout),
+        interval_s,
+        wiring.snapshot,
+        clock,
+        max_backoff_s=max(4.0, interval_s),
+    )
+
+
+def _journal_target(journal: JournalWriter, config: Config, target: Target) -> None:
+    journal.write_event(
+        "target",
+        url=config.url,
+        model=target.model,
+        endpoint=target.endpoint,
+        capabilities={"stream_options": target.stream_options, "vllm_fields": target.vllm_fields},
+    )
+
+
+def _print_intro(config: Config, target: Target, wide: bool) -> None:
+    length = "pinned (ignore_eos)" if target.vllm_fields else "not pinned (server lacks ignore_eos)"
+    if not config.ignore_eos:
+        length = "not pinned (--no-ignore-eos)"
+    say(f"target: {config.url} · model {target.model} · {config.endpoint} · output length {length}")
+    if config.step_requests is not None:
+        say(
+            f"each step sends exactly {config.step_requests} measured requests "
+            "(--step-requests; --step-duration does not cut it short)"
+        )
+    say(header(wide))
+
+
+class _Progress(Progress):
+    def __init__(self, wide: bool) -> None:
+        super().__init__()
+        self.wide = wide
+
+    def step(self, index: int, spec: StepSpec, result: StepResult, server: EdgeRate) -> None:
+        self.clear()
+        s = result.stats
+        say(row(index, spec, s, server, self.wide))
+        for note in s.client_notes:
+            say(f"      client self-check: {note} (the client may be the bottleneck)")
+        if s.tokens_estimated:
+            say("      note: server sent no usage; output tokens counted from chunks")
 
 
 def _result(
-    target: dict[str, Any], steps: list[StepStats], errors: Counter[str], config: Config
+    config: Config,
+    target: Target,
+    results: list[tuple[StepResult, EdgeRate]],
+    errors: Counter[str],
+    ledger: StepLedger,
 ) -> dict[str, Any]:
+    steps = []
+    for r, server in results:
+        d = r.to_dict()
+        d["server_generation_tok_s"] = server.tokens_per_s
+        d["server_window_s"] = server.window_s
+        steps.append(d)
+    knee = ledger.knee(0.0)
     return {
         "schema": SCHEMA,
-        "target": target,
-        "steps": [s.to_dict() for s in steps],
-        "knee": find_knee(steps),
-        "slo_max_concurrency": slo_max_concurrency(steps),
+        "target": {"url": config.url, "model": target.model, "endpoint": config.endpoint},
+        "steps": steps,
+        "knee": knee.to_dict() if knee else None,
+        "slo_max_concurrency": ledger.slo_limit(0.0),
         "slo": config.slo.to_dict(),
         "config": config.to_public_dict(),
         "top_errors": [{"error": e, "count": n} for e, n in errors.most_common(5)],
     }
 
 
-def _print_intro(target: dict[str, Any], pinned: bool, config: Config) -> None:
-    length = "pinned (ignore_eos)" if pinned else "not pinned (server lacks ignore_eos)"
-    if not config.ignore_eos:
-        length = "not pinned (--no-ignore-eos)"
-    say(
-        f"target: {target['url']} · model {target['model']} · {target['endpoint']} · output length {length}"
-    )
-    say("  ".join(c.rjust(w) for c, w in zip(_COLUMNS, _WIDTHS, strict=True)))
+def _health_summary(wiring: RunWiring, origin_s: float) -> dict[str, Any]:
+    h = wiring.health
+
+    def rel(x: float | None) -> float | None:
+        return None if x is None else round(x - origin_s, 3)
+
+    return {
+        "scrapes": h.scrapes,
+        "failed_by_kind": dict(h.failed_by_kind),
+        "restarts": h.restarts,
+        "no_metrics": h.state == "no_metrics",
+        "outages": [
+            {
+                "start_s": rel(o.start_s),
+                "end_s": rel(o.end_s),
+                "duration_s": o.duration_s,
+                "kind": o.error_kind,
+            }
+            for o in h.all_outages()
+        ],
+    }
 
 
-def _fmt(x: float | None, scale: float = 1.0, digits: int = 1) -> str:
-    return "-" if x is None or x != x else f"{x * scale:,.{digits}f}"
-
-
-def _row(index: int, spec: StepSpec, s: StepStats) -> str:
-    cells = (
-        str(index + 1),
-        spec.label,
-        str(s.completed),
-        str(s.failed),
-        _fmt(s.output_throughput_tok_s),
-        _fmt(s.request_throughput_req_s, digits=2),
-        _fmt(s.goodput_req_s, digits=2),
-        f"{_fmt(s.ttft.p50, 1e3, 0)}/{_fmt(s.ttft.p99, 1e3, 0)}",
-        _fmt(s.tpot.p50, 1e3),
-        _fmt(s.itl.p50, 1e3),
-        _fmt(s.e2el.p50, digits=2),
-        _fmt(s.achieved_concurrency),
-    )
-    return "  ".join(c.rjust(w) for c, w in zip(cells, _WIDTHS, strict=True))
-
-
-def _on_step(
-    journal: JournalWriter, progress: _Progress, index: int, spec: StepSpec, s: StepStats
-) -> None:
-    progress.clear()
-    say(_row(index, spec, s))
-    for note in s.client_notes:
-        say(f"      client self-check: {note} (the client may be the bottleneck)")
-    if s.tokens_estimated:
-        say("      note: server sent no usage; output tokens counted from chunks")
-    journal.write_event("step", index=index, stats=s.to_dict())
-    journal.flush()
-
-
-class _Progress:
-    """One live status line on a terminal; a line every 10 s otherwise."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self._last_line_s = -10.0
-        self._shown = False
-
-    def tick(self, p: StepProgress) -> None:
-        text = (
-            f"  step {p.index + 1}/{p.total} {p.spec.label} {p.phase} {p.elapsed_s:5.0f}s"
-            f" · finished {p.finished} · failed {p.failed}"
-        )
-        if self.tty:
-            say("\r" + text.ljust(78)[:78], err=True, end="")
-            self._shown = True
-        elif p.elapsed_s - self._last_line_s >= 10.0 or p.elapsed_s < self._last_line_s:
-            say(text, err=True)
-            self._last_line_s = p.elapsed_s
-
-    def clear(self) -> None:
-        if self._shown:
-            say("\r" + " " * 78 + "\r", err=True, end="")
-            self._shown = False
-        self._last_line_s = -10.0
+def _describe_health(wiring: RunWiring) -> str:
+    h = wiring.health
+    if h.state == "no_metrics":
+        return "server metrics: none (the server publishes no /metrics)"
+    failed = ", ".join(f"{k} {n}" for k, n in h.failed_by_kind.most_common()) or "none"
+    text = f"server metrics: {h.scrapes} scrapes, failed: {failed}, restarts seen: {h.restarts}"
+    for o in h.all_outages():
+        dur = "until the end" if o.duration_s is None else f"{o.duration_s:.1f} s"
+        text += f"\n  server unreachable for {dur} ({o.error_kind})"
+    return text
 
 
 def _write_json(path: Path, result: dict[str, Any]) -> None:
@@ -297,15 +312,22 @@ def _verdict(result: dict[str, Any]) -> int:
     steps = result["steps"]
     knee, slo_c = result["knee"], result["slo_max_concurrency"]
     if knee:
-        print(f"knee: c={knee['concurrency']} ({knee['reason']})")
+        tail = "" if knee.get("confirmed", True) else " — not confirmed: no higher level measured"
+        print(f"knee: c={knee['concurrency']} ({knee['reason']}){tail}")
     if slo_c is not None:
         print(f"highest concurrency meeting the SLO: {slo_c}")
     completed = sum(s["completed"] for s in steps)
     failed = sum(s["failed"] for s in steps)
-    top = result["top_errors"][0]["error"] if result["top_errors"] else "unknown error"
     if completed == 0:
+        if failed == 0:
+            raise CliError(
+                "no request finished inside the measured time: lengthen --step-duration "
+                "or shorten --output-tokens"
+            )
+        top = result["top_errors"][0]["error"] if result["top_errors"] else "see the session"
         raise CliError(f"no request succeeded ({failed} failed; most common: {top})")
     if failed:
+        top = result["top_errors"][0]["error"] if result["top_errors"] else "see the session"
         print(
             f"infmon: {failed} of {completed + failed} requests failed (most common: {top})",
             file=sys.stderr,

@@ -20,7 +20,7 @@ from infmon.cli import CliError
 from infmon.clock import Clock, wall_time
 from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalWriter
-from infmon.load.prompts import DatasetError, Workload, load_dataset
+from infmon.load.prompts import DatasetError, Workload, build_workload
 
 _LOAD_KEYS = (
     "url",
@@ -245,13 +245,7 @@ def _detach_lost_terminal() -> None:
 def make_workload(config: Config) -> Workload:
     """The config's prompts: a dataset file when given, else synthetic prompts."""
     try:
-        prompts = load_dataset(config.dataset) if config.dataset else None
-        return Workload(
-            prompt_tokens=config.prompt_tokens,
-            output_tokens=(config.output_tokens_min, config.output_tokens_max),
-            prompts=prompts,
-            seed=config.seed,
-        )
+        return build_workload(config)
     except DatasetError as exc:
         raise CliError(str(exc)) from None
 

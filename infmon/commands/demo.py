@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         args.url = url
         if args.label is None:
             args.label = f"demo-{args.scenario}"
-        return run_monitor(config_from_args(args), args, on_exit=stop_sim)
+        return run_monitor(config_from_args(args), args, on_exit=stop_sim, sweep=True)
 
 
 def _headless(url: str, args: argparse.Namespace) -> int:

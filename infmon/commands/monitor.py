@@ -1,16 +1,14 @@
 """`infmon monitor URL` (also `infmon URL`): the live monitor against a server.
 
-Wires the real parts together: the load driver and the metric poller push into one Session,
-every record, scrape and operator action goes to the session journal, and the Textual app renders
-the Session on its clock. The final report is written after the terminal is restored, however
+Wires the real parts together: the load engine (a worker process) and the scraper (a thread)
+feed one Session and the journal through ``RunWiring``; the ``LiveController`` owns the level;
+the Textual app renders the Session on its clock and forwards keys. The final report is written after the terminal is restored, however
 the app ended (q, ctrl+c, SIGTERM, SIGHUP).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import math
 import os
 import sys
 import threading
@@ -20,15 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from infmon.clock import Clock, MonotonicClock
-from infmon.commands.common import (
-    add_load_arguments,
-    config_from_args,
-    default_session_dir,
-    make_workload,
-)
+from infmon.commands.common import add_load_arguments, config_from_args, default_session_dir
+from infmon.commands.live import LiveController
+from infmon.commands.wiring import RunWiring
 from infmon.config import Config
-from infmon.model.records import RequestRecord
+from infmon.engine.controller import LoadEngine
+from infmon.model.dial import DialState, LoadDial
+from infmon.model.health import ServerHealth
+from infmon.model.ledger import StepLedger
 from infmon.model.session import Session, SessionConfig
+from infmon.model.steps import CLOSED, RATE
 
 RETRY_S = 2.0
 """How often the load retries finding the model while the server is unreachable."""
@@ -72,121 +71,6 @@ def run(args: argparse.Namespace) -> int:
     return run_monitor(config_from_args(args), args)
 
 
-class LiveLoad:
-    """The app's load dial over ``LoadDriver``: it finds the model first (retrying while the
-    server is unreachable) and then applies whatever level the operator has set meanwhile."""
-
-    def __init__(
-        self,
-        driver: Any,
-        client: Any,
-        session: Session,
-        clock: Clock,
-        max_concurrency: int,
-        journal: Any,
-    ) -> None:
-        self.driver, self.client, self.session, self.clock = driver, client, session, clock
-        self.max_concurrency = max_concurrency
-        self.journal = journal
-        self.ready = False
-        self._want: tuple[str, float] = ("closed", 1)
-        self._paused = True
-        self._step_started: tuple[float, float] | None = None
-        """(time, driver in-flight area) when the running step started."""
-
-    @property
-    def inflight(self) -> int:
-        return int(self.driver.inflight)
-
-    async def run(self) -> None:
-        from infmon.load.client import ClientError
-
-        last_error = None
-        while not self.ready:
-            try:
-                model = await self.client.resolve_model()
-                await self.client.detect_capabilities()
-            except ClientError as exc:
-                if str(exc) != last_error:
-                    last_error = str(exc)
-                    self.session.add_event(self.clock.now(), "error", f"load waits: {exc}")
-                await asyncio.sleep(RETRY_S)
-                continue
-            self.session.set_server_info(model=model)
-            caps = self.client.capabilities
-            self.journal.write_event(
-                "target",
-                url=self.client.params.base_url,
-                model=model,
-                endpoint=self.client.params.endpoint,
-                capabilities={
-                    "stream_options": caps.stream_options,
-                    "vllm_fields": caps.vllm_fields,
-                },
-            )
-            self.ready = True
-        self.driver.start()
-        self._apply_pause()
-        self._apply_level()
-
-    def _apply_pause(self) -> None:
-        if self.ready:
-            (self.driver.pause if self._paused else self.driver.resume)()
-
-    def _apply_level(self) -> None:
-        if not self.ready:
-            return
-        mode, level = self._want
-        self.end_step()
-        index = self.driver.next_step()
-        self._step_started = (self.clock.now(), self.driver.inflight_area_s())
-        self.journal.write_event("step_start", index=index, mode=mode, level=level)
-        if mode == "closed":
-            self.driver.set_concurrency(int(level))
-        else:
-            self.driver.set_concurrency(0)
-            self.driver.set_rate(level, self.max_concurrency)
-
-    def end_step(self) -> None:
-        """Journal the end of the running step with the client's self-check (achieved
-        concurrency, event-loop lag), which the report cannot recompute from the records."""
-        if self.driver.step <= 0 or self._step_started is None:
-            return
-        t0, area0 = self._step_started
-        held_s = self.clock.now() - t0
-        achieved = (self.driver.inflight_area_s() - area0) / held_s if held_s > 0 else math.nan
-        lag_s = self.driver.loop_lag_p99_s(since_s=t0)
-        self.journal.write_event(
-            "step_end",
-            index=self.driver.step,
-            stats={
-                "achieved_concurrency": _rounded(achieved),
-                "loop_lag_p99_ms": _rounded(lag_s * 1e3),
-            },
-        )
-        self._step_started = None
-
-    def set_concurrency(self, n: int) -> None:
-        self._want = ("closed", n)
-        self._apply_level()
-
-    def set_rate(self, rate_per_s: float) -> None:
-        self._want = ("rate", rate_per_s)
-        self._apply_level()
-
-    def pause(self) -> None:
-        self._paused = True
-        self._apply_pause()
-
-    def resume(self) -> None:
-        self._paused = False
-        self._apply_pause()
-
-
-def _rounded(x: float) -> float | None:
-    return None if math.isnan(x) else round(x, 3)
-
-
 @dataclass
 class Recorder:
     """Operator actions into the journal; reports from it (``s`` and at the end)."""
@@ -213,93 +97,83 @@ class Recorder:
         return str(main)
 
 
-class ServerEvents:
-    """Outages, recoveries and restarts of the server, journalled once each."""
-
-    def __init__(self, journal: Any) -> None:
-        self.journal = journal
-        self.down = False
-
-    def __call__(self, snap: Any) -> None:
-        state = getattr(snap, "state", "ok")
-        if state in ("down", "stale") and not self.down:
-            self.down = True
-            self.journal.write_event(
-                "server_down", error=getattr(snap, "error_message", None), t=snap.timestamp_s
-            )
-        elif state == "ok" and self.down:
-            self.down = False
-            self.journal.write_event("server_up", t=snap.timestamp_s)
-        if getattr(snap, "server_restarted", False):
-            self.journal.write_event("restart", t=snap.timestamp_s)
-
-
-def build_session(config: Config, clock: Clock) -> Session:
-    warmup = config.warmup_s if config.warmup_s is not None else 0.1 * config.step_duration_s
+def build_session(config: Config, clock: Clock, health: ServerHealth | None = None) -> Session:
     cfg = SessionConfig(
-        endpoint=config.url or "",
-        slo=config.slo,
-        step_warmup_s=warmup,
-        min_step_s=min(5.0, config.step_duration_s),
+        endpoint=config.url or "", slo=config.slo, step_warmup_s=config.effective_warmup_s
     )
-    return Session(cfg, start_s=clock.now())
+    return Session(cfg, start_s=clock.now(), health=health)
 
 
 def build_monitor(
-    config: Config, args: argparse.Namespace, *, clock: Clock | None = None
+    config: Config,
+    args: argparse.Namespace,
+    *,
+    clock: Clock | None = None,
+    in_process: bool = False,
+    sweep: bool = False,
 ) -> tuple[Any, Recorder]:
-    """The app wired to the real driver, poller, journal and reports (not yet running)."""
+    """The app wired to the load engine, the scraper, the journal and reports (not running).
+    ``sweep``: start the automatic sweep at once (``infmon demo``)."""
     from infmon.journal.writer import JournalWriter
-    from infmon.load.client import StreamingClient
-    from infmon.load.driver import LoadDriver
-    from infmon.sources.poller import MetricPoller
     from infmon.sources.scraper import DirectSource
+    from infmon.sources.thread import ScrapeThread
     from infmon.ui.app import InfmonApp
 
     clock = clock or MonotonicClock()
     session_dir = Path(config.session_dir or default_session_dir(config.label))
     journal = JournalWriter(session_dir, clock)
     journal.write_config(config.to_public_dict())
-    session = build_session(config, clock)
-    server_events = ServerEvents(journal)
-
-    def on_record(rec: RequestRecord) -> None:
-        session.add_record(rec)
-        journal.write_record(rec)
-
-    def on_snapshot(snap: Any) -> None:
-        session.ingest_server_snapshot(snap, clock.now())
-        server_events(snap)
-        if getattr(snap, "state", "ok") == "ok":
-            journal.write_scrape(snap)
-
-    client = StreamingClient(config, clock)
-    driver = LoadDriver(client, make_workload(config), on_record, clock, seed=config.seed)
-    live = LiveLoad(driver, client, session, clock, config.max_concurrency, journal)
-    source = DirectSource(args.metrics_url or config.url)
-    poller = MetricPoller(source, args.scrape_interval, on_snapshot, clock)
+    wiring = RunWiring(journal, StepLedger(), feed_ledger=False)
+    session = build_session(config, clock, wiring.health)
+    wiring.ledger = session.ledger
+    wiring.on_record.append(session.add_record)
+    wiring.on_window.append(session.add_window)
+    wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))
+    wiring.on_health.append(lambda ev: session.add_event(clock.now(), "server", ev.text))
+    engine = LoadEngine(
+        config,
+        clock,
+        on_records=wiring.records,
+        on_window=wiring.window,
+        on_event=lambda kind, text: session.add_event(clock.now(), kind, text),
+        retry_s=RETRY_S,
+        log_dir=session_dir,
+        in_process=in_process,
+    )
+    started = bool(config.concurrency or config.rate)
+    dial = LoadDial(
+        DialState(
+            RATE if config.rate and not config.concurrency else CLOSED,
+            config.concurrency[0] if config.concurrency else 1,
+            config.rate[0] if config.rate else 1.0,
+            paused=not started,
+        ),
+        step_s=config.step_duration_s,
+    )
+    metrics_url = args.metrics_url or config.url or ""
+    scrapes = ScrapeThread(
+        lambda: DirectSource(metrics_url), args.scrape_interval, wiring.snapshot, clock
+    )
+    controller = LiveController(
+        engine,
+        session,
+        wiring,
+        journal,
+        dial,
+        clock,
+        warmup_s=config.effective_warmup_s,
+        scrapes=scrapes,
+        sweep_at_start=sweep,
+    )
     recorder = Recorder(journal, session_dir)
-
-    async def shutdown() -> None:
-        live.end_step()
-        await driver.stop()
-        await client.aclose()
-        await source.aclose()
-
     app = InfmonApp(
         session,
-        driver=live,
-        source=poller,
+        controller=controller,
         clock=clock,
         recorder=recorder,
         theme_name=args.theme,
         ui_hz=args.ui_hz,
-        step_duration_s=config.step_duration_s,
-        load_mode="rate" if config.rate else "closed",
-        concurrency=config.concurrency[0] if config.concurrency else 1,
-        rate_per_s=config.rate[0] if config.rate else 1.0,
-        start_paused=not (config.concurrency or config.rate),
-        on_shutdown=shutdown,
+        on_shutdown=controller.shutdown,
     )
     return app, recorder
 
@@ -318,10 +192,11 @@ def run_monitor(
     *,
     clock: Clock | None = None,
     on_exit: Callable[[], None] | None = None,
+    sweep: bool = False,
 ) -> int:
     """Run the app until it quits; then write the final report (whatever ended it).
     ``on_exit`` runs last, also on the forced exit after a lost terminal (demo: stop the sim)."""
-    app, recorder = build_monitor(config, args, clock=clock)
+    app, recorder = build_monitor(config, args, clock=clock, sweep=sweep)
     done = threading.Lock()
 
     def wrap_up() -> None:

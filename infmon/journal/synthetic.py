@@ -15,6 +15,7 @@ from pathlib import Path
 from infmon.clock import FakeClock
 from infmon.journal.writer import JournalWriter
 from infmon.model.records import RequestRecord
+from infmon.model.steps import CLOSED, JOURNAL_KIND, Level, StepBook
 
 
 @dataclass(frozen=True)
@@ -122,9 +123,12 @@ def write_synthetic_session(
         }
     )
     rid = 0
-    for step, c in enumerate(concurrencies):
+    book = StepBook()
+    for c in concurrencies:
         start = clock.now()
-        j.write_event("step_start", t=start, index=step, concurrency=c, warmup_s=warmup_s)
+        for ev in book.begin(Level(CLOSED, c), start, "bench", warmup_s):
+            j.write_event(JOURNAL_KIND[ev.kind], **ev.payload())
+        step = book.next_index - 1
         free = [start + i * 0.001 for i in range(c)]
         next_scrape, tokens_since = start, 0
         while min(free) < start + step_duration_s:
@@ -147,9 +151,8 @@ def write_synthetic_session(
             if loop_lag_ms_per_stream
             else {}
         )
-        j.write_event(
-            "step_end", t=end, index=step, concurrency=c, duration_s=end - start - warmup_s, **lag
-        )
+        for ev in book.end(end):
+            j.write_event(JOURNAL_KIND[ev.kind], **ev.payload(), **lag)
         if max_requests is not None and rid >= max_requests:
             break
     if finish:

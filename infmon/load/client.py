@@ -32,6 +32,7 @@ from infmon.load.sse import SSEError
 from infmon.load.stream_state import (
     StreamFailure,
     StreamState,
+    TokenMeter,
     check_complete,
     error_text,
 )
@@ -112,6 +113,8 @@ class StreamingClient:
         self._clock = clock or MonotonicClock()
         self._probe_lock = asyncio.Lock()
         self._path = "/v1/chat/completions" if params.endpoint == "chat" else "/v1/completions"
+        self.meter = TokenMeter()
+        """Output tokens of every stream as their chunks arrive (the live rate)."""
         self.request_id_prefix = f"infmon-{secrets.token_hex(6)}-"
         """Each request's ``X-Request-Id`` is this prefix and its ``request_id`` (unique per client)."""
         headers = {"Accept-Encoding": "identity", "User-Agent": "infmon"}
@@ -315,7 +318,7 @@ class StreamingClient:
         keep_text: bool = False,
     ) -> RequestRecord:
         content = json.dumps(self._body(prompt, max_tokens, caps, extra)).encode()
-        st = StreamState(keep_text)
+        st = StreamState(keep_text, self.meter if request_id >= 0 else None)
         clock = self._clock
         status: int | None = None
         sent = clock.now()
@@ -371,6 +374,8 @@ class StreamingClient:
         message: str | None,
     ) -> RequestRecord:
         tokens = tuple(st.tokens) if st.tokens and min(st.tokens) >= 0 else ()
+        if st.meter is not None:
+            st.meter.correct(st.counted_tokens(), st.output_tokens if kind is None else None)
         return RequestRecord(
             request_id=request_id,
             sent_s=sent,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -36,7 +36,16 @@ def _refused(rec: RequestRecord) -> bool:
 
 class StreamClient(Protocol):
     async def stream(
-        self, request_id: int, prompt: Prompt, output_tokens: int, **kw: Any
+        self,
+        request_id: int,
+        prompt: Prompt,
+        output_tokens: int,
+        *,
+        step: int = 0,
+        concurrency: int | None = None,
+        rate: float | None = None,
+        warmup: bool = False,
+        on_cancel: Callable[[RequestRecord], None] | None = None,
     ) -> RequestRecord: ...
 
 
@@ -68,6 +77,9 @@ class LoadDriver:
         self.paused = False
         self.inflight = 0
         self.sent = self.succeeded = self.failed = self.cancelled = 0
+        self.sent_by_step: Counter[int] = Counter()
+        self.inflight_by_step: Counter[int] = Counter()
+        """Requests in flight per step tag (a step is settled when its count reaches 0)."""
         self._rng = random.Random(seed)
         self._next_id = 0
         self._warmup_until_s = -math.inf
@@ -130,9 +142,10 @@ class LoadDriver:
         self.paused = True
         self._resumed.clear()
 
-    def resume(self) -> None:
-        """Send again (lifts a spent ``limit_sends`` budget)."""
-        self._send_budget = self._on_budget_spent = None
+    def resume(self, keep_budget: bool = False) -> None:
+        """Send again (lifts a ``limit_sends`` budget unless ``keep_budget``)."""
+        if not keep_budget:
+            self._send_budget = self._on_budget_spent = None
         self.paused = False
         self._resumed.set()
 
@@ -166,9 +179,14 @@ class LoadDriver:
 
     def next_step(self, warmup_s: float = 0.0) -> int:
         """Start a new step; requests sent in its first ``warmup_s`` are flagged warm-up."""
-        self.step += 1
-        self._warmup_until_s = self.clock.now() + warmup_s
+        self.set_step(self.step + 1, self.clock.now() + warmup_s)
         return self.step
+
+    def set_step(self, index: int, warmup_until_s: float) -> None:
+        """Tag requests sent from now on with step ``index``; those sent before
+        ``warmup_until_s`` (this clock) are flagged warm-up (a resume sets a new warm-up)."""
+        self.step = index
+        self._warmup_until_s = warmup_until_s
 
     async def wait_idle(self, timeout_s: float | None = None) -> bool:
         """Wait until nothing is in flight; False on timeout."""
@@ -238,6 +256,11 @@ class LoadDriver:
             self._slot_freed.set()
 
     def _emit(self, rec: RequestRecord) -> None:
+        left = self.inflight_by_step[rec.step] - 1
+        if left > 0:
+            self.inflight_by_step[rec.step] = left
+        else:
+            self.inflight_by_step.pop(rec.step, None)
         if rec.error_kind == ErrorKind.CANCELLED:
             self.cancelled += 1
         elif rec.ok:
@@ -259,6 +282,8 @@ class LoadDriver:
             "warmup": now < self._warmup_until_s,
         }
         self.sent += 1
+        self.sent_by_step[self.step] += 1
+        self.inflight_by_step[self.step] += 1
         if not counted:
             self._inflight_delta(+1)
         try:

@@ -13,7 +13,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from infmon.config import Config
 
 _WORDS = [
     "the",
@@ -319,3 +322,16 @@ def _from_sharegpt(data: Any, path: Path) -> list[Prompt]:
     if not prompts:
         raise DatasetError(f"{path}: no conversation with a human turn found")
     return prompts
+
+
+def build_workload(config: Config, seed: int | None = None) -> Workload:
+    """The config's prompts, for one load worker (``seed`` overrides the config's, so several
+    workers send different prompts): a dataset file when given, else synthetic prompts.
+    Raises ``DatasetError`` with a one-line message."""
+    prompts = load_dataset(config.dataset) if config.dataset else None
+    return Workload(
+        prompt_tokens=config.prompt_tokens,
+        output_tokens=(config.output_tokens_min, config.output_tokens_max),
+        prompts=prompts,
+        seed=config.seed if seed is None else seed,
+    )

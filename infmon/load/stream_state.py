@@ -19,6 +19,22 @@ class StreamFailure(Exception):
         self.kind = kind
 
 
+class TokenMeter:
+    """Output tokens and chunks as they arrive, across every stream of a client (a live rate
+    needs tokens when they come, not when their request ends). A chunk whose token count the
+    server does not say counts one; ``correct`` squares a finished stream with its usage."""
+
+    __slots__ = ("chunks", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens = 0.0
+        self.chunks = 0
+
+    def correct(self, counted: int, usage: int | None) -> None:
+        if usage is not None and 0 <= usage <= 10_000_000:
+            self.tokens += usage - counted
+
+
 class StreamState:
     """Accumulates one stream's chunks; plain lists, no per-chunk objects."""
 
@@ -26,6 +42,7 @@ class StreamState:
         "decoder",
         "done",
         "finish_reason",
+        "meter",
         "output_tokens",
         "prompt_tokens",
         "status",
@@ -34,7 +51,8 @@ class StreamState:
         "tokens",
     )
 
-    def __init__(self, keep_text: bool) -> None:
+    def __init__(self, keep_text: bool, meter: TokenMeter | None = None) -> None:
+        self.meter = meter
         self.decoder = SSEDecoder()
         self.status: int | None = None
         """The response status, set by the wire as soon as the head is read."""
@@ -85,7 +103,12 @@ class StreamState:
             raise StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (choice is not an object)")
         self.times.append(t)
         ids = c0.get("token_ids")
-        self.tokens.append(len(ids) if isinstance(ids, list) else -1)
+        n = len(ids) if isinstance(ids, list) else -1
+        self.tokens.append(n)
+        meter = self.meter
+        if meter is not None:
+            meter.chunks += 1
+            meter.tokens += n if n >= 0 else 1
         if c0.get("finish_reason"):
             self.finish_reason = str(c0["finish_reason"])
         if self.texts is not None:
@@ -93,6 +116,10 @@ class StreamState:
             text = delta.get("content") if isinstance(delta, dict) else c0.get("text")
             if isinstance(text, str):
                 self.texts.append(text)
+
+    def counted_tokens(self) -> int:
+        """What the meter counted for this stream (one a chunk where the count is unknown)."""
+        return sum(n if n >= 0 else 1 for n in self.tokens)
 
 
 def int_or_none(value: Any) -> int | None:

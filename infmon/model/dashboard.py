@@ -40,6 +40,14 @@ class HeaderView:
     elapsed_s: float = 0.0
     inflight_requests: int | None = None
     baseline_step: int | None = None
+    failed: int = 0
+    """Requests that failed this session (cancelled ones are not failures)."""
+    cancelled: int = 0
+    """Requests cancelled by the operator (a quit, a level lowered mid-stream)."""
+    sweep: str | None = None
+    """``sweep 7/11 · c=64 · 12 s left`` while the sweep runs."""
+    backoff: str | None = None
+    """``backing off 0.8 s after 5 failures`` while the load backs off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +99,8 @@ class ServerView:
     error: str | None = None
     running: float = NAN
     max_num_seqs: float = NAN
+    """Not published by vLLM: inferred from where running stopped while requests waited."""
+    max_num_seqs_inferred: bool = False
     waiting: float = NAN
     kv_usage_fraction: float = NAN
     kv_capacity_tokens: float = NAN
@@ -123,6 +133,10 @@ class StepPoint:
     """Share of the step's measured requests that met the SLO (nan: no SLO or no requests)."""
     settled: bool = True
     """The step has ended and the requests it overlapped have finished: its figures are final."""
+    eligible: bool = True
+    """Held long enough (time and requests) to feed the knee."""
+    revisit_of: int | None = None
+    origin: str = "operator"
 
     @property
     def meets_slo(self) -> bool | None:
@@ -146,6 +160,9 @@ class KneeView:
     knee_level: float | None = None
     slo_limit_level: float | None = None
     baseline_index: int | None = None
+    knee_confirmed: bool = False
+    """False while the knee is only a candidate: "knee ≈ c=N (confirming)"."""
+    knee_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +172,8 @@ class Event:
     kind: str
     """load, state, mark, error, server, diagnosis, sweep, report."""
     text: str
+    count: int = 1
+    """How many times in a row this was said (shown as ×N, not N lines)."""
 
 
 @dataclass(frozen=True, slots=True)

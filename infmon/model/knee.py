@@ -1,9 +1,19 @@
 """The knee of a concurrency sweep, and the highest concurrency that still meets the SLO.
 
-Knee: the smallest concurrency past which output throughput grows by less than
-``GROWTH_PER_DOUBLING`` (10 %) per doubling of concurrency while the median end-to-end latency
-keeps rising, and throughput never regains that growth at higher concurrency. Steps are
-``StepStats`` or their ``to_dict()`` form; the functions are pure.
+One rule, used by bench, the live pane, the sweep and every report:
+
+- **Throughput**: the knee is the smallest concurrency past which output throughput grows by
+  less than ``GROWTH_PER_DOUBLING`` (10 %) per doubling while the median end-to-end latency
+  rises, and never regains that growth at higher concurrency.
+- **Server evidence** (where the server publishes it): a level at which the server's running
+  count stopped growing while its queue grew (``running capped at 256 while 245 wait``), or at
+  which the KV cache was full with preemptions, is saturated whatever the client's noisy
+  throughput says; the knee is then the level before it.
+
+The earlier of the two is the knee. It is *confirmed* when a level past it shows saturation or
+a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". Steps too short to
+judge (``eligible`` false) and revisits of a level are left out: one point per level, the first
+eligible step at it. Steps are ``StepStats``/``StepResult`` objects or their ``to_dict()``.
 """
 
 from __future__ import annotations
@@ -11,33 +21,83 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 GROWTH_PER_DOUBLING = 0.10
 SLO_ATTAINMENT = 0.9
 """A step meets the SLO when at least this fraction of its requests were good."""
+RUNNING_GROWTH = 1.05
+"""Running grew by less than this factor from the level before: it stopped growing."""
+QUEUE_FRACTION = 0.05
+"""A queue longer than this fraction of the running count (and than one) is real queueing."""
+KV_FULL = 0.95
+
+NAN = math.nan
 
 
-def _point(step: Any) -> tuple[float, float, float, float] | None:
-    """(concurrency, output tok/s, median E2EL ms, SLO attainment) of a step, or None."""
+@dataclass(frozen=True, slots=True)
+class KneePoint:
+    concurrency: float
+    tok_s: float
+    e2el_p50_ms: float
+    slo_attainment: float
+    running: float = NAN
+    waiting: float = NAN
+    kv_max: float = NAN
+    preemptions: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
+class Knee:
+    concurrency: int
+    reason: str
+    confirmed: bool
+    evidence: str
+    """``server`` (saturation seen on the server) or ``throughput`` (the client's curve)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "reason": self.reason,
+            "confirmed": self.confirmed,
+            "evidence": self.evidence,
+        }
+
+    @property
+    def label(self) -> str:
+        return f"c={self.concurrency}" + ("" if self.confirmed else " (confirming)")
+
+
+def _num(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else NAN
+
+
+def _point(step: Any) -> KneePoint | None:
     d: Mapping[str, Any] = step.to_dict() if hasattr(step, "to_dict") else step
     c = d.get("concurrency")
-    if c is None:
+    if c is None or d.get("eligible") is False:
         return None
-    tput = d.get("output_throughput_tok_s")
-    p50 = (d.get("e2el_ms") or {}).get("p50")
-    att = d.get("slo_attainment")
-    return (
+    ev = d.get("server_evidence") or {}
+    return KneePoint(
         float(c),
-        math.nan if tput is None else float(tput),
-        math.nan if p50 is None else float(p50),
-        math.nan if att is None else float(att),
+        _num(d.get("output_throughput_tok_s")),
+        _num((d.get("e2el_ms") or {}).get("p50")),
+        _num(d.get("slo_attainment")),
+        _num(ev.get("running_p50")),
+        _num(ev.get("waiting_p50")),
+        _num(ev.get("kv_usage_max")),
+        _num(ev.get("preemptions")),
     )
 
 
-def _points(steps: Sequence[Any]) -> list[tuple[float, float, float, float]]:
-    pts = [p for p in (_point(s) for s in steps) if p is not None]
-    return sorted(pts, key=lambda p: p[0])
+def points_of(steps: Sequence[Any]) -> list[KneePoint]:
+    """One point per concurrency (the first eligible step at it), by concurrency."""
+    first: dict[float, KneePoint] = {}
+    for p in (_point(s) for s in steps):
+        if p is not None and p.concurrency not in first:
+            first[p.concurrency] = p
+    return sorted(first.values(), key=lambda p: p.concurrency)
 
 
 def growth_per_doubling(c0: float, t0: float, c1: float, t1: float) -> float:
@@ -49,28 +109,70 @@ def growth_per_doubling(c0: float, t0: float, c1: float, t1: float) -> float:
     return float((t1 / t0) ** (1.0 / math.log2(c1 / c0)) - 1.0)
 
 
-def find_knee(steps: Sequence[Any]) -> dict[str, Any] | None:
-    """``{"concurrency", "reason"}`` of the knee, or None when throughput never flattens."""
-    pts = [p for p in _points(steps) if not (math.isnan(p[1]) or math.isnan(p[2]))]
-    flat = []
-    for (c0, t0, l0, _), (c1, t1, l1, _) in itertools.pairwise(pts):
-        g = growth_per_doubling(c0, t0, c1, t1)
-        flat.append((not math.isnan(g) and g < GROWTH_PER_DOUBLING, g, l1 > l0, c0, c1, l0, l1))
-    for i, (is_flat, g, rising, c0, c1, l0, l1) in enumerate(flat):
-        if is_flat and rising and all(f[0] for f in flat[i:]):
-            reason = (
-                f"throughput {g:+.0%} per doubling from c={c0:g} to c={c1:g} "
-                f"while median E2E latency rose {l0:.0f} → {l1:.0f} ms"
-            )
-            return {"concurrency": int(c0), "reason": reason}
+def saturation(prev: KneePoint, cur: KneePoint) -> str | None:
+    """Why the server was saturated at ``cur`` (None when it was not, or cannot tell)."""
+    if (
+        cur.waiting > max(1.0, QUEUE_FRACTION * cur.running)
+        and cur.running > 0
+        and cur.running <= RUNNING_GROWTH * prev.running
+    ):
+        return (
+            f"running capped at {cur.running:.0f} while {cur.waiting:.0f} wait at "
+            f"c={cur.concurrency:g}: max_num_seqs ≈ {cur.running:.0f}"
+        )
+    if cur.kv_max >= KV_FULL and cur.preemptions > 0:
+        return (
+            f"KV cache full ({cur.kv_max:.0%}) with {cur.preemptions:.0f} preemptions at "
+            f"c={cur.concurrency:g}"
+        )
     return None
+
+
+def _throughput_knee(pts: list[KneePoint]) -> Knee | None:
+    valid = [p for p in pts if not (math.isnan(p.tok_s) or math.isnan(p.e2el_p50_ms))]
+    pairs = []
+    for a, b in itertools.pairwise(valid):
+        g = growth_per_doubling(a.concurrency, a.tok_s, b.concurrency, b.tok_s)
+        flat = not math.isnan(g) and g < GROWTH_PER_DOUBLING
+        pairs.append((flat, b.e2el_p50_ms > a.e2el_p50_ms, g, a, b))
+    for i, (flat, rising, g, a, b) in enumerate(pairs):
+        if flat and rising and all(p[0] for p in pairs[i:]):
+            reason = (
+                f"throughput {g:+.0%} per doubling from c={a.concurrency:g} to "
+                f"c={b.concurrency:g} while median E2E latency rose "
+                f"{a.e2el_p50_ms:.0f} → {b.e2el_p50_ms:.0f} ms"
+            )
+            return Knee(int(a.concurrency), reason, len(pairs) - i >= 2, "throughput")
+    return None
+
+
+def _server_knee(pts: list[KneePoint]) -> Knee | None:
+    for a, b in itertools.pairwise(pts):
+        why = saturation(a, b)
+        if why is not None:
+            return Knee(int(a.concurrency), why, True, "server")
+    return None
+
+
+def find_knee(steps: Sequence[Any]) -> Knee | None:
+    """The knee (see the module docstring), or None when nothing has flattened yet."""
+    pts = points_of(steps)
+    by_tput, by_server = _throughput_knee(pts), _server_knee(pts)
+    if by_server is None:
+        return by_tput
+    if by_tput is None or by_server.concurrency <= by_tput.concurrency:
+        if by_tput is not None and by_tput.concurrency == by_server.concurrency:
+            reason = f"{by_server.reason}; {by_tput.reason}"
+            return Knee(by_server.concurrency, reason, True, "server")
+        return by_server
+    return by_tput  # flat before the server saturated (two or more flat doublings: confirmed)
 
 
 def slo_max_concurrency(steps: Sequence[Any], attainment: float = SLO_ATTAINMENT) -> int | None:
     """Largest concurrency such that it and every lower step meet the SLO (None if none/no SLO)."""
     best: int | None = None
-    for c, _, _, att in _points(steps):
-        if math.isnan(att) or att < attainment:
+    for p in points_of(steps):
+        if math.isnan(p.slo_attainment) or p.slo_attainment < attainment:
             break
-        best = int(c)
+        best = int(p.concurrency)
     return best

@@ -181,6 +181,58 @@ def meets_slo(rec: RequestRecord, slo: SLO) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class StepFigures:
+    """What a step's statistics are made of: counts and latency distributions of its measured
+    requests. ``summarize`` takes them from records; a live step tally keeps them incrementally
+    (``infmon.model.tally``); ``assemble`` turns either into the same ``StepStats``."""
+
+    completed: int
+    failed_kinds: tuple[tuple[str, int], ...]
+    cancelled: int
+    warmup_excluded: int
+    output_tokens: int
+    prompt_tokens: int | None
+    """Sum over completed requests, when every one of them reported it."""
+    good: int | None
+    """Completed requests meeting every SLO bound (None without an SLO)."""
+    busy_s: float
+    """Sum of the measured requests' time in flight (achieved concurrency without a client check)."""
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    e2el: Distribution
+    tokens_estimated: bool
+
+    @property
+    def failed(self) -> int:
+        return sum(n for _, n in self.failed_kinds)
+
+
+def figures(records: Iterable[RequestRecord], slo: SLO | None = None) -> StepFigures:
+    """The figures of a step's records (warm-up ones are counted and dropped)."""
+    all_recs = list(records)
+    recs = [r for r in all_recs if not r.warmup]
+    ok = [r for r in recs if r.ok]
+    failed_recs = [r for r in recs if not r.ok and r.error_kind != ErrorKind.CANCELLED]
+    prompt_known = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    return StepFigures(
+        completed=len(ok),
+        failed_kinds=tuple(sorted(Counter(str(r.error_kind) for r in failed_recs).items())),
+        cancelled=sum(1 for r in recs if r.error_kind == ErrorKind.CANCELLED),
+        warmup_excluded=len(all_recs) - len(recs),
+        output_tokens=sum(r.output_token_count for r in ok),
+        prompt_tokens=sum(prompt_known) if ok and len(prompt_known) == len(ok) else None,
+        good=sum(1 for r in ok if meets_slo(r, slo)) if slo is not None and not slo.empty else None,
+        busy_s=sum(r.end_s - r.sent_s for r in recs if not math.isnan(r.end_s)),
+        ttft=Distribution.of([r.ttft_s for r in ok]),
+        tpot=Distribution.of([r.tpot_s for r in ok if r.output_token_count > 1]),
+        itl=Distribution.of(pooled_itl_s(ok)),
+        e2el=Distribution.of([r.e2el_s for r in ok]),
+        tokens_estimated=any(r.tokens_estimated for r in ok),
+    )
+
+
 def summarize(
     records: Iterable[RequestRecord],
     duration_s: float | None = None,
@@ -190,56 +242,85 @@ def summarize(
     rate: float | None = None,
     achieved_concurrency: float | None = None,
     loop_lag_p99_s: float = math.nan,
+    window_output_tokens: float | None = None,
+    window_prompt_tokens: float | None = None,
 ) -> StepStats:
-    """Summarize one step's records (warm-up ones are dropped here)."""
-    all_recs = list(records)
-    recs = [r for r in all_recs if not r.warmup]
-    ok = [r for r in recs if r.ok]
-    cancelled = sum(1 for r in recs if r.error_kind == ErrorKind.CANCELLED)
-    failed_recs = [r for r in recs if not r.ok and r.error_kind != ErrorKind.CANCELLED]
+    """Summarize one step's records (warm-up ones are dropped here).
+
+    Without ``duration_s`` the step lasts from its first send to its last end (vLLM's
+    benchmark duration). ``window_output_tokens``: the output tokens whose chunks arrived inside
+    the measured window (every request's, warm-up and earlier steps' included): the step's
+    throughput is then the rate the server generated at while the level was held, as its own
+    counter sees it, instead of the tokens of the measured requests (which misses the tokens of
+    requests that began in the warm-up and counts tokens generated after the window).
+    """
+    recs = list(records)
     if duration_s is None:
+        measured = [r for r in recs if not r.warmup]
         duration_s = (
-            (max(r.end_s for r in recs) - min(r.sent_s for r in recs)) if recs else math.nan
+            (max(r.end_s for r in measured) - min(r.sent_s for r in measured))
+            if measured
+            else math.nan
         )
+    return assemble(
+        figures(recs, slo),
+        duration_s,
+        concurrency=concurrency,
+        rate=rate,
+        achieved_concurrency=achieved_concurrency,
+        loop_lag_p99_s=loop_lag_p99_s,
+        window_output_tokens=window_output_tokens,
+        window_prompt_tokens=window_prompt_tokens,
+    )
+
+
+def assemble(
+    fig: StepFigures,
+    duration_s: float,
+    *,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    achieved_concurrency: float | None = None,
+    loop_lag_p99_s: float = math.nan,
+    window_output_tokens: float | None = None,
+    window_prompt_tokens: float | None = None,
+) -> StepStats:
+    """A step's ``StepStats`` from its figures and measured duration (see ``summarize``)."""
     dur = duration_s if duration_s and duration_s > 0 else math.nan
-    out_tokens = sum(r.output_token_count for r in ok)
-    prompt_known = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
-    prompt_tokens = sum(prompt_known) if ok and len(prompt_known) == len(ok) else None
-    good = sum(1 for r in ok if meets_slo(r, slo)) if slo is not None and not slo.empty else None
-    attempted = len(ok) + len(failed_recs)
-    if achieved_concurrency is None:
-        busy = sum(r.end_s - r.sent_s for r in recs if not math.isnan(r.end_s))
-        achieved_concurrency = busy / dur if recs else math.nan
+    out = fig.output_tokens if window_output_tokens is None else window_output_tokens
+    prompt: float | None = fig.prompt_tokens
+    if window_prompt_tokens is not None and fig.prompt_tokens is not None:
+        prompt = window_prompt_tokens
+    attempted = fig.completed + fig.failed
+    if achieved_concurrency is None or math.isnan(achieved_concurrency):
+        achieved_concurrency = fig.busy_s / dur if attempted or fig.cancelled else math.nan
     lag = loop_lag_p99_s
+    good = fig.good
     return StepStats(
         concurrency=concurrency,
         rate=rate,
         duration_s=duration_s,
-        completed=len(ok),
-        failed=len(failed_recs),
-        cancelled=cancelled,
-        warmup_excluded=len(all_recs) - len(recs),
-        output_tokens=out_tokens,
-        prompt_tokens=prompt_tokens,
-        output_throughput_tok_s=out_tokens / dur,
-        total_throughput_tok_s=(out_tokens + prompt_tokens) / dur
-        if prompt_tokens is not None
-        else math.nan,
-        request_throughput_req_s=len(ok) / dur,
+        completed=fig.completed,
+        failed=fig.failed,
+        cancelled=fig.cancelled,
+        warmup_excluded=fig.warmup_excluded,
+        output_tokens=fig.output_tokens,
+        prompt_tokens=fig.prompt_tokens,
+        output_throughput_tok_s=out / dur,
+        total_throughput_tok_s=(out + prompt) / dur if prompt is not None else math.nan,
+        request_throughput_req_s=fig.completed / dur,
         goodput_req_s=good / dur if good is not None else math.nan,
         slo_attainment=good / attempted if good is not None and attempted else math.nan,
-        error_rate=len(failed_recs) / attempted if attempted else math.nan,
-        errors_by_kind=tuple(sorted(Counter(str(r.error_kind) for r in failed_recs).items())),
-        ttft=Distribution.of([r.ttft_s for r in ok]),
-        tpot=Distribution.of([r.tpot_s for r in ok if r.output_token_count > 1]),
-        itl=Distribution.of(pooled_itl_s(ok)),
-        e2el=Distribution.of([r.e2el_s for r in ok]),
-        tokens_estimated=any(r.tokens_estimated for r in ok),
+        error_rate=fig.failed / attempted if attempted else math.nan,
+        errors_by_kind=fig.failed_kinds,
+        ttft=fig.ttft,
+        tpot=fig.tpot,
+        itl=fig.itl,
+        e2el=fig.e2el,
+        tokens_estimated=fig.tokens_estimated,
         achieved_concurrency=achieved_concurrency,
         loop_lag_p99_s=lag,
-        client_notes=_client_notes(
-            concurrency, rate, achieved_concurrency, len(ok) + len(failed_recs), dur, lag
-        ),
+        client_notes=_client_notes(concurrency, rate, achieved_concurrency, attempted, dur, lag),
     )
 
 

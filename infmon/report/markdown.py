@@ -27,7 +27,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"# infmon report: {md_escape(s.get('label') or s.get('dir') or 'session')}",
         "",
         f"{md_escape(target.get('model') or DASH)} at {md_escape(target.get('url') or DASH)}"
-        f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed",
+        f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed"
+        + (f", {num(s['cancelled'])} cancelled" if s.get("cancelled") else ""),
         "",
         "## Server",
         "",
@@ -76,4 +77,5 @@ def render_markdown(doc: dict[str, Any]) -> str:
 def _knee_text(knee: dict[str, Any] | None) -> str:
     if not knee:
         return "not found within these steps"
-    return f"c={knee.get('concurrency')} ({knee.get('reason', '')})"
+    tail = "" if knee.get("confirmed", True) else " — not yet confirmed: no higher level held"
+    return f"c={knee.get('concurrency')} ({knee.get('reason', '')}){tail}"

@@ -58,4 +58,5 @@ def parse_slo(value: Any) -> SLO | None:
 
 def knee_and_slo_limit(steps: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int | None]:
     """``(knee, slo_max_concurrency)`` across the steps, by the bench's own rule."""
-    return find_knee(steps), slo_max_concurrency(steps)
+    knee = find_knee([s for s in steps if s.get("level", "c=").startswith("c=")])
+    return (knee.to_dict() if knee else None), slo_max_concurrency(steps)

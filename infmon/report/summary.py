@@ -17,6 +17,7 @@ from infmon.journal.reader import SessionReader
 from infmon.model.records import RequestRecord
 from infmon.report import diagnosis, stepstats
 from infmon.report.server import ServerSeries, memory_budget, server_config
+from infmon.report.steps import ReportSteps
 from infmon.report.timeline import ClientTimeline, server_point, thin
 
 SCHEMA = "infmon.report/1"
@@ -39,14 +40,17 @@ MARK_KINDS = (
 
 class _Totals:
     def __init__(self) -> None:
-        self.requests = self.failed = self.warmup = self.estimated = 0
+        self.requests = self.failed = self.cancelled = self.warmup = self.estimated = 0
         self.prompt_sum = self.prompt_n = self.output_sum = self.output_n = 0
         self.first_sent_s = math.inf
         self.last_end_s = -math.inf
 
     def add(self, r: RequestRecord) -> None:
         self.requests += 1
-        self.failed += not r.ok
+        if r.error_kind == "cancelled":
+            self.cancelled += 1
+        else:
+            self.failed += not r.ok
         self.warmup += r.warmup
         self.first_sent_s = min(self.first_sent_s, r.sent_s)
         end = r.end_s if not math.isnan(r.end_s) else r.sent_s
@@ -58,88 +62,6 @@ class _Totals:
             self.estimated += r.tokens_estimated
             self.output_sum += r.output_token_count
             self.output_n += 1
-
-
-def _step_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Finished steps in order: ``step`` events (bench) or ``step_end`` events, with stats."""
-    return [e for e in events if e.get("kind") in ("step", "step_end")]
-
-
-def _duration_s(records: list[RequestRecord], ev: dict[str, Any]) -> float:
-    """The step's measured duration: as recorded when it ended, else from its records."""
-    for src in (ev.get("stats") or {}, ev):
-        if isinstance(src.get("duration_s"), (int, float)):
-            return float(src["duration_s"])
-    measured = [r for r in records if not r.warmup] or records
-    ends = [r.end_s for r in measured if not math.isnan(r.end_s)]
-    last = max(ends) if ends else max(r.sent_s for r in measured)
-    return max(last - min(r.sent_s for r in measured), 1e-9)
-
-
-def _label(records: list[RequestRecord], key: str) -> Any:
-    values = [getattr(r, key) for r in records if getattr(r, key) is not None]
-    return max(set(values), key=values.count) if values else None
-
-
-class _Steps:
-    """Buffers records per step and summarises each once it is complete."""
-
-    def __init__(self, step_events: list[dict[str, Any]], slo: Any, origin_s: float) -> None:
-        self.step_events, self.slo, self.origin_s = step_events, slo, origin_s
-        self.ends_by_index = {
-            e["index"]: e
-            for e in step_events
-            if e.get("kind") == "step_end" and isinstance(e.get("index"), int)
-        }
-        """``step_end`` events carry the records' own step index (the monitor may leave a step
-        with no records, so counting would pair a step with its neighbour's end)."""
-        self.order: list[int] = []
-        self.open: dict[int, list[RequestRecord]] = {}
-        self.done: dict[int, dict[str, Any]] = {}
-
-    def add(self, r: RequestRecord) -> None:
-        if r.step not in self.open:
-            if r.step in self.done:
-                return
-            self.order.append(r.step)
-            self.open[r.step] = []
-        self.open[r.step].append(r)
-        for idx in [i for i in self.open if i <= r.step - 2]:
-            self._close(idx)
-
-    def finish(self) -> list[dict[str, Any]]:
-        for idx in list(self.open):
-            self._close(idx)
-        return [self.done[i] for i in sorted(self.done)]
-
-    def _close(self, idx: int) -> None:
-        records = self.open.pop(idx)
-        ev = self._event_of(idx)
-        recorded = dict(ev.get("stats") or {})
-        for key in ("concurrency", "rate"):
-            if recorded.get(key) is None and ev.get(key) is not None:
-                recorded[key] = ev[key]
-            if recorded.get(key) is None:
-                recorded[key] = _label(records, key)
-        entry = stepstats.step_entry(records, _duration_s(records, ev), self.slo, recorded)
-        entry["step"] = idx
-        entry["start_s"] = min(r.sent_s for r in records) - self.origin_s
-        entry["end_s"] = (
-            max(
-                (r.end_s for r in records if not math.isnan(r.end_s)),
-                default=entry["start_s"] + self.origin_s,
-            )
-            - self.origin_s
-        )
-        entry["complete"] = bool(ev)
-        self.done[idx] = entry
-
-    def _event_of(self, idx: int) -> dict[str, Any]:
-        """The step's end event: by its index, else (bench ``step`` events count from 0) by order."""
-        if self.ends_by_index:
-            return self.ends_by_index.get(idx, {})
-        ordinal = self.order.index(idx)
-        return self.step_events[ordinal] if ordinal < len(self.step_events) else {}
 
 
 def _marks(events: list[dict[str, Any]], origin_s: float) -> list[dict[str, Any]]:
@@ -170,7 +92,8 @@ def build_summary(
     meta, config = reader.meta, reader.config
     origin_s = reader.origin_s()
     events = list(reader.iter_events())
-    steps = _Steps(_step_events(events), stepstats.parse_slo(config.get("slo")), origin_s)
+    steps = ReportSteps(events, stepstats.parse_slo(config.get("slo")))
+    steps.add_scrapes(reader.iter_scrapes())
     timeline, totals = ClientTimeline(origin_s), _Totals()
     for r in reader.iter_records():
         totals.add(r)
@@ -178,7 +101,7 @@ def build_summary(
         steps.add(r)
         if on_record is not None:
             on_record(r)
-    step_list = steps.finish()
+    step_list = steps.entries(origin_s)
     points = [p for s in reader.iter_scrapes() if (p := server_point(s, origin_s))]
     series = ServerSeries(points)
     for entry in step_list:
@@ -195,6 +118,7 @@ def build_summary(
             "label": config.get("label"),
             "requests": totals.requests,
             "failed": totals.failed,
+            "cancelled": totals.cancelled,
             "warmup_excluded": totals.warmup,
             "tokens_estimated": totals.estimated,
             "mean_prompt_tokens": None if math.isnan(mean_prompt) else mean_prompt,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-import math
 import os
 import signal
 import threading
@@ -24,7 +22,6 @@ from textual.worker import Worker, WorkerState
 from infmon.clock import Clock, MonotonicClock
 from infmon.model.dashboard import DashboardSnapshot
 from infmon.model.session import Session
-from infmon.model.sweep import Sweep
 from infmon.ui.commands import FOOTER_KEYS, KEYS, system_commands
 from infmon.ui.panes import (
     EventsPane,
@@ -46,12 +43,14 @@ COMPACT_HEIGHT = 36
 """Below either, the screen folds: numbers first, sparklines instead of charts."""
 
 
-class LoadControl(Protocol):
-    """What the app needs from a load driver (``infmon.load.driver.LoadDriver`` fits)."""
+class Controller(Protocol):
+    """The one owner of the load level (``infmon.commands.live.LiveController``): the app
+    forwards keys to it and never touches the load itself."""
 
-    def set_concurrency(self, n: int) -> Any: ...
-    def pause(self) -> Any: ...
-    def resume(self) -> Any: ...
+    def press(self, action: str) -> None: ...
+    def mark(self, note: str) -> None: ...
+    def baseline(self) -> None: ...
+    async def run(self) -> None: ...
 
 
 class Recorder(Protocol):
@@ -77,17 +76,11 @@ class InfmonApp(App[None]):
         self,
         session: Session,
         *,
-        driver: Any = None,
-        source: Any = None,
+        controller: Controller | None = None,
         clock: Clock | None = None,
         recorder: Recorder | None = None,
         theme_name: str = DEFAULT_THEME,
         ui_hz: float = 4.0,
-        step_duration_s: float = 30.0,
-        load_mode: str = "closed",
-        concurrency: int = 1,
-        rate_per_s: float = 1.0,
-        start_paused: bool = True,
         user_theme_dir: Path | None = USER_THEME_DIR,
         handle_signals: bool = True,
         on_shutdown: Callable[[], Awaitable[None]] | None = None,
@@ -97,23 +90,17 @@ class InfmonApp(App[None]):
     ) -> None:
         super().__init__()
         self.session = session
-        self.driver = driver
-        self.source = source
+        self.controller = controller
         self.clock: Clock = clock or MonotonicClock()
         self.recorder = recorder
         self.ui_hz = ui_hz
-        self.load_mode = load_mode
-        self.concurrency = max(1, int(concurrency))
-        self.rate_per_s = max(0.1, float(rate_per_s))
-        self.paused = start_paused
-        self.sweep = Sweep(step_s=step_duration_s)
         self.handle_signals = handle_signals
         self.on_shutdown = on_shutdown
         """Stops the load and closes clients inside the app's loop, before it ends."""
         self.shutdown_timeout_s = shutdown_timeout_s
         self.force_exit = force_exit
         """Last resort after a signal: if the app has not ended within ``exit_deadline_s``
-        (a lost terminal can wedge the driver's writer), this finishes the session and exits."""
+        (a lost terminal can wedge the app), this finishes the session and exits."""
         self.exit_deadline_s = exit_deadline_s
         self._quitting = False
         self.final_screenshot_svg: str | None = None
@@ -147,17 +134,10 @@ class InfmonApp(App[None]):
     def on_mount(self) -> None:
         self._fold(self.size.width, self.size.height)
         now = self.clock.now()
-        level = self.concurrency if self.load_mode == "closed" else self.rate_per_s
-        self.session.set_load(self.load_mode, level, now)
-        self.session.set_paused(self.paused, now)
-        self._call_driver("pause" if self.paused else "resume")
-        self._apply_load(record=False)
         for problem in self.theme_problems:
             self.session.add_event(now, "error", f"theme skipped: {problem}")
-        if self.driver is not None and hasattr(self.driver, "run"):
-            self.run_worker(self._run_forever(self.driver.run), group="load", exit_on_error=False)
-        if self.source is not None and hasattr(self.source, "run"):
-            self.run_worker(self._run_forever(self.source.run), group="scrape", exit_on_error=False)
+        if self.controller is not None:
+            self.run_worker(self.controller.run(), group="load", exit_on_error=False)
         if self.ui_hz > 0:
             self.set_interval(1 / self.ui_hz, self.render_tick)
         if self.handle_signals:
@@ -180,10 +160,7 @@ class InfmonApp(App[None]):
     # ---- the render clock ---------------------------------------------------------------------
     def render_tick(self) -> None:
         """Synchronous and cheap: one snapshot, assigned to every pane in one batch."""
-        now = self.clock.now()
-        self.session.set_inflight(self._inflight())
-        self._sweep_tick(now)
-        snap = self.session.snapshot(now)
+        snap = self.session.snapshot(self.clock.now())
         self.last_snapshot = snap
         with self.batch_update():
             self.query_one(HeaderBar).snapshot = snap.header
@@ -197,27 +174,7 @@ class InfmonApp(App[None]):
             self.query_one(KneePane).snapshot = snap.knee
             self.query_one(EventsPane).snapshot = EventsInput(snap.events, snap.diagnosis)
 
-    def _sweep_tick(self, now: float) -> None:
-        if not self.sweep.active:
-            return
-        level = self.sweep.next_level(now, self.session.step_points(now))
-        if level is not None:
-            self.load_mode, self.concurrency = "closed", level
-            self._apply_load()
-        elif self.sweep.stop_reason is not None:
-            hold = self.sweep.hold_level
-            why = self.sweep.stop_reason + (f"; holding c={hold}" if hold else "")
-            self.session.set_sweeping(False, now, why)
-            if hold:
-                self.load_mode, self.concurrency = "closed", hold
-                self._apply_load()
-
     # ---- workers and signals ------------------------------------------------------------------
-    async def _run_forever(self, run: Callable[[], Any]) -> None:
-        result = run()
-        if inspect.isawaitable(result):
-            await result
-
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker, now = event.worker, self.clock.now()
         if worker.group == "report" and event.state == WorkerState.SUCCESS:
@@ -257,104 +214,44 @@ class InfmonApp(App[None]):
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
 
-    # ---- load control -------------------------------------------------------------------------
-    def _inflight(self) -> int | None:
-        value = getattr(self.driver, "inflight", None)
-        if callable(value):
-            value = value()
-        return int(value) if isinstance(value, (int, float)) else None
-
-    def _call_driver(self, name: str, *args: Any) -> None:
-        method = getattr(self.driver, name, None)
-        if method is None:
-            return
-        result = method(*args)
-        if inspect.isawaitable(result):
-            self.run_worker(result, group="control", exit_on_error=False)
-
-    def _apply_load(self, record: bool = True) -> None:
-        now = self.clock.now()
-        if self.load_mode == "closed":
-            self._call_driver("set_concurrency", self.concurrency)
-            level: float = self.concurrency
-        else:
-            self._call_driver("set_rate", self.rate_per_s)
-            level = self.rate_per_s
-        self.session.set_load(self.load_mode, level, now)
-        if record:
-            self._record("load", {"mode": self.load_mode, "level": level})
+    # ---- operator actions (all through the controller) ------------------------------------------
+    def _press(self, action: str) -> None:
+        if self.controller is not None:
+            self.controller.press(action)
         self.render_tick()
-
-    def _record(self, kind: str, data: dict[str, Any]) -> None:
-        if self.recorder is not None:
-            self.recorder.record_action(kind, data)
-
-    def _change_level(self, closed: Callable[[int], int], rate: Callable[[float], float]) -> None:
-        if self.sweep.active:
-            self.sweep.stop("the operator took the dial")
-            self.session.set_sweeping(False, self.clock.now(), "the operator took the dial")
-        if self.load_mode == "closed":
-            self.concurrency = max(1, closed(self.concurrency))
-        else:
-            self.rate_per_s = max(0.1, round(rate(self.rate_per_s), 2))
-        self._apply_load()
 
     def action_load_up(self) -> None:
-        self._change_level(lambda c: c + 1, lambda r: r + 1)
+        self._press("up")
 
     def action_load_down(self) -> None:
-        self._change_level(lambda c: c - 1, lambda r: r - 1)
+        self._press("down")
 
     def action_load_double(self) -> None:
-        self._change_level(lambda c: c * 2, lambda r: r * 2)
+        self._press("double")
 
     def action_load_halve(self) -> None:
-        self._change_level(lambda c: c // 2, lambda r: r / 2)
+        self._press("halve")
 
     def action_toggle_mode(self) -> None:
-        if self.load_mode == "closed":
-            rps = self.last_snapshot.throughput.requests_per_s if self.last_snapshot else math.nan
-            if not math.isnan(rps) and rps >= 1.0:
-                self.rate_per_s = float(round(rps))  # hold today's load, now open loop
-            self.load_mode = "rate"
-        else:
-            self.load_mode = "closed"
-        self._apply_load()
+        self._press("mode")
 
     def action_toggle_pause(self) -> None:
-        self.paused = not self.paused
-        self._call_driver("pause" if self.paused else "resume")
-        self.session.set_paused(self.paused, self.clock.now())
-        self._record("pause" if self.paused else "resume", {})
-        self.render_tick()
+        self._press("pause")
 
     def action_toggle_sweep(self) -> None:
-        now = self.clock.now()
-        if self.sweep.active:
-            self.sweep.stop("stopped by the operator")
-            self.session.set_sweeping(False, now, "stopped by the operator")
-            self._record("sweep", {"state": "stopped"})
-            self.render_tick()
-            return
-        self.load_mode, self.concurrency = "closed", self.sweep.start(now)
-        self.session.set_sweeping(True, now)
-        self._record("sweep", {"state": "started", "step_s": self.sweep.step_s})
-        if self.paused:
-            self.action_toggle_pause()
-        self._apply_load()
+        self._press("sweep")
 
     def action_mark(self) -> None:
         def done(note: str | None) -> None:
-            if note is not None:
-                self.session.add_mark(self.clock.now(), note)
-                self._record("mark", {"note": note})
+            if note is not None and self.controller is not None:
+                self.controller.mark(note)
                 self.render_tick()
 
         self.push_screen(MarkScreen(), done)
 
     def action_baseline(self) -> None:
-        step = self.session.set_baseline(self.clock.now())
-        self._record("baseline", {"step": step})
+        if self.controller is not None:
+            self.controller.baseline()
         self.render_tick()
 
     def action_snapshot_report(self) -> None:
@@ -423,4 +320,4 @@ def _detach_terminal() -> None:
     os.close(null)
 
 
-__all__ = ["InfmonApp", "LoadControl", "Recorder", "SystemCommand"]
+__all__ = ["Controller", "InfmonApp", "Recorder", "SystemCommand"]

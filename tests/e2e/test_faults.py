@@ -113,7 +113,7 @@ def test_restart_resets_counters_and_streams(tmp_path: Path) -> None:
 
 
 def test_process_exit_mid_run(tmp_path: Path) -> None:
-    result, a = _bench_on(tmp_path, "exit:1.5", "--step-duration", "3")
+    result, a = _bench_on(tmp_path, "exit:4", "--step-duration", "6")
     assert a.succeeded > 0 and a.kinds["connect"] > 0
     assert a.kinds["connect"] < 200  # refused requests back off instead of spinning
     outage = result["server"]["outages"][-1]

@@ -56,7 +56,7 @@ def test_monitor_drives_records_and_reports(tmp_path):
                     )
                 )
                 assert app.last_snapshot.header.model == "fake-model"
-                assert app.concurrency == 2 and app.driver.inflight >= 0
+                assert app.controller.dial.state.concurrency == 2
                 await pilot.press("m")
                 app.screen.query_one(Input).value = "note"  # typing waits on the cursor blink
                 await pilot.press("enter", "s")
@@ -69,7 +69,16 @@ def test_monitor_drives_records_and_reports(tmp_path):
     assert (tmp_path / "screenshot.svg").read_text().startswith("<svg")
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     kinds = [e["kind"] for e in events]
-    for kind in ("target", "step_start", "resume", "concurrency", "mark", "quit", "session_end"):
+    for kind in (
+        "target",
+        "step_begin",
+        "step_end",
+        "resume",
+        "concurrency",
+        "mark",
+        "quit",
+        "session_end",
+    ):
         assert kind in kinds, kind
     assert next(e for e in events if e["kind"] == "mark")["note"] == "note"
     assert (tmp_path / "records.jsonl").read_text().count("\n") > 5

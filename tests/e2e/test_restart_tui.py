@@ -59,10 +59,10 @@ async def test_tui_keeps_monitoring_through_a_server_restart(tmp_path: Path) -> 
     args = argparse.Namespace(metrics_url=None, scrape_interval=0.5, theme="infmon-dark", ui_hz=4.0)
     app, recorder = build_monitor(config, args)
     app.handle_signals = False
-    load = app.driver.driver  # LiveLoad → LoadDriver
+    session = app.session
     try:
         async with app.run_test(size=(160, 48)) as pilot:
-            await _until(lambda: load.succeeded >= 8, "requests before the kill")
+            await _until(lambda: session.succeeded >= 8, "requests before the kill")
             up_screen = _screen_text(app)
             sim.send_signal(signal.SIGKILL)
             sim.wait()
@@ -71,11 +71,12 @@ async def test_tui_keeps_monitoring_through_a_server_restart(tmp_path: Path) -> 
             )
             await pilot.pause()
             down_screen = _screen_text(app)
-            failed_while_down = load.failed
+            failed_while_down = session.failed
             sim = start_sim(port, *sim_args)
-            ok_before = load.succeeded
+            ok_before = session.succeeded
             await _until(
-                lambda: app.last_snapshot.server.up and load.succeeded >= ok_before + 8, "recovery"
+                lambda: app.last_snapshot.server.up and session.succeeded >= ok_before + 8,
+                "recovery",
             )
             await pilot.press("q")
     finally:
@@ -83,7 +84,9 @@ async def test_tui_keeps_monitoring_through_a_server_restart(tmp_path: Path) -> 
     report = Path(finish(app, recorder))
     assert "server down" in down_screen and "DOWN since" in down_screen
     assert "[bold red]model[/]" in up_screen  # the server's text shown as text, not as markup
-    assert failed_while_down > 0 and load.sent == load.succeeded + load.failed + load.cancelled
+    totals = app.controller.engine.totals
+    assert failed_while_down > 0
+    assert totals.sent == totals.succeeded + totals.failed + totals.cancelled > 0
     kinds = [e["kind"] for e in SessionReader(session_dir).iter_events()]
     assert kinds.index("server_down") < kinds.index("server_up")
     assert "restart" in kinds

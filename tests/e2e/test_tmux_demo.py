@@ -1,6 +1,7 @@
 """End to end in a real terminal: `infmon demo` in tmux, driven by keys only.
 
-The demo starts, `]` raises the concurrency, the panes show nonzero throughput and server
+The demo starts sweeping by itself, space pauses it, `]` takes the dial and raises the
+concurrency, the panes show nonzero throughput and server
 metrics, `s` writes a report, `q` quits, and the simulator process is gone afterwards.
 """
 
@@ -126,12 +127,15 @@ def number_after(label: str, screen: str) -> float:
 
 def test_demo_in_tmux(tmux):
     t, session_dir, seed = tmux
-    t.wait_for("the monitor", lambda s: "infmon" in s and "paused" in s, timeout_s=90)
+    # the demo sweeps by itself: no key needed to see the load climb
+    t.wait_for("the sweep", lambda s: "sweeping" in s and "sweep 1/" in s, timeout_s=90)
     assert sim_processes(f"--seed={seed}"), "the simulator should be running"
-    t.keys("space")
+    t.keys("space")  # pause: the sweep waits
+    t.wait_for("paused", lambda s: "paused" in s)
     for _ in range(3):
-        t.keys("]")
-    t.wait_for("c=8", lambda s: "closed loop c=8" in s)
+        t.keys("]")  # the operator takes the dial: the sweep stops, the load doubles
+    t.keys("space")
+    t.wait_for("c=8", lambda s: "closed loop c=8" in s and "running" in s)
     screen = t.wait_for(
         "throughput and server metrics",
         lambda s: number_after("out", s) > 0 and number_after("running", s) > 0,

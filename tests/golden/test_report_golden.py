@@ -21,7 +21,7 @@ def reports(tmp_path_factory) -> Path:
     write_synthetic_session(
         session,
         concurrencies=(1, 4, 16, 64),
-        step_duration_s=4.0,
+        step_duration_s=6.0,
         server=SyntheticServer(spec_acceptance=0.5),
         seed=7,
         loop_lag_ms_per_stream=1.0,

@@ -1,112 +1,233 @@
-"""Fakes for the UI tests: a driver and a source that record calls, and fixed session data."""
+"""UI test data made the way production makes it.
+
+Server snapshots come from a real vLLM 0.32 ``/metrics`` capture (``tests/fixtures``) with the
+values of a few series set per moment, parsed by infmon's own exposition parser and canonical
+mapping (rates from two pages, as a scrape gives them): a pane can only show what a real page
+can produce. Request records are shaped like the HTTP client's; load windows are built from
+them with the engine's own histogram code; steps go through the real step book. The only
+double is the load engine, which records what the controller asked of it.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from infmon.clock import FakeClock
+from infmon.commands.live import LiveController
+from infmon.commands.wiring import RunWiring
+from infmon.engine.controller import Target, Totals
+from infmon.engine.outbox import _Hists
+from infmon.model.dial import DialState, LoadDial
+from infmon.model.loghist import LogHistogram
 from infmon.model.records import RequestRecord
+from infmon.model.server import ServerSnapshot
 from infmon.model.session import Session, SessionConfig
 from infmon.model.stats import SLO
+from infmon.model.steps import CLOSED, Level
+from infmon.model.window import LoadWindow
+from tests.enginekit.pages import ServerFeed
 
 
-class FakeDriver:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, Any]] = []
-        self.inflight = 0
+def record(i: int, sent: float, level: int, tokens: int = 64, step: int = 0) -> RequestRecord:
+    ttft = 0.08 + 0.004 * level + 0.01 * (i % 5)
+    gap = 0.015 + 0.0005 * level
+    chunks = tuple(sent + ttft + k * gap for k in range(tokens))
+    return RequestRecord(
+        i,
+        sent,
+        chunks,
+        chunks[-1] + 0.0001,
+        prompt_tokens=128,
+        output_tokens=tokens,
+        concurrency=level,
+        step=step,
+    )
 
-    def set_concurrency(self, n: int) -> None:
-        self.calls.append(("set_concurrency", n))
-        self.inflight = n
 
-    def set_rate(self, r: float) -> None:
-        self.calls.append(("set_rate", r))
+def ended(r: RequestRecord, end_s: float) -> RequestRecord:
+    """``r`` moved in time so that it ends at ``end_s``."""
+    shift = end_s - r.end_s
+    return replace(
+        r,
+        sent_s=r.sent_s + shift,
+        chunk_times_s=tuple(t + shift for t in r.chunk_times_s),
+        end_s=end_s,
+    )
 
-    def pause(self) -> None:
-        self.calls.append(("pause", None))
 
-    def resume(self) -> None:
-        self.calls.append(("resume", None))
+def window_of(
+    records: list[RequestRecord],
+    t0: float,
+    t1: float,
+    inflight: int,
+    step: int = 0,
+    streams: list[RequestRecord] | None = None,
+) -> LoadWindow:
+    """The window a worker would send for these finished records (the engine's histograms);
+    its tokens are the chunks of ``streams`` (every stream then open) that arrived in it."""
+    hists = _Hists()
+    for r in records:
+        hists.add(r)
+    tokens = sum(
+        np.count_nonzero((np.asarray(r.chunk_times_s) >= t0) & (np.asarray(r.chunk_times_s) < t1))
+        for r in (records if streams is None else streams)
+    )
+    lag = LogHistogram()
+    lag.add([0.0008] * 20)
+    return LoadWindow(
+        worker_id=0,
+        t0=t0,
+        t1=t1,
+        sent=len(records),
+        finished=len(records),
+        failed=0,
+        cancelled=0,
+        inflight=inflight,
+        tokens=float(tokens),
+        inflight_area_s=inflight * (t1 - t0),
+        inflight_by_step=((step, inflight),) if inflight else (),
+        sent_by_step=(),
+        ttft=hists.ttft.sparse(),
+        tpot=hists.tpot.sparse(),
+        itl=hists.itl.sparse(),
+        e2el=hists.e2el.sparse(),
+        lag=lag.sparse(),
+    )
 
 
 class FakeRecorder:
     def __init__(self, path: str = "/tmp/infmon-fake-session") -> None:
-        self.actions: list[tuple[str, dict]] = []
         self.reports: list[tuple[str | None, bool]] = []
         self.path = path
-
-    def record_action(self, kind: str, data: dict) -> None:
-        self.actions.append((kind, data))
 
     def write_report(self, screenshot_svg: str | None, final: bool) -> str:
         self.reports.append((screenshot_svg, final))
         return self.path
 
 
-def server_dict(running=32, waiting=0, kv=0.71, preempt=0.0, gen=1851.0, spec=None) -> dict:
-    return {
-        "running": running,
-        "waiting": waiting,
-        "max_num_seqs": 256,
-        "kv_cache_usage": kv,
-        "kv_capacity_tokens": 470_000,
-        "kv_capacity_seqs": 1224,
-        "tokens_per_seq": 384,
-        "preemptions_per_s": preempt,
-        "prefix_cache_hit_rate": 0.38,
-        "queue_time": 0.003,
-        "prefill_time": 0.041,
-        "decode_time": 2.1,
-        "generation_tokens_per_s": gen,
-        "spec_decode": spec,
-    }
+class RecordingEngine:
+    """The load engine's control surface, recording each call (no load runs in UI tests)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.config: Any = None
+
+    async def open(self) -> None:
+        self.calls.append(("open", None))
+
+    async def wait_ready(self) -> Target:
+        return Target("Qwen/Qwen2.5-7B-Instruct", "completions", True, True)
+
+    def set_level(self, step: int, level: Level, warmup_until_s: float) -> None:
+        self.calls.append(("set_level", (step, level.mode, level.value)))
+
+    def pause(self) -> None:
+        self.calls.append(("pause", None))
+
+    def resume(self, warmup_until_s: float) -> None:
+        self.calls.append(("resume", None))
+
+    async def stop(self, cancel: bool = True) -> Totals:
+        self.calls.append(("stop", cancel))
+        return Totals()
 
 
-SPEC = {
-    "acceptance_rate": 0.12,
-    "mean_acceptance_length": 1.1,
-    "per_position_acceptance": [0.3, 0.1, 0.05, 0.02],
-}
+class MemoryJournal:
+    """The journal's write surface, in memory (what the controller journals, in order)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+
+    def write_event(self, kind: str, **payload: Any) -> None:
+        self.events.append((kind, payload))
+
+    def write_record(self, record: RequestRecord) -> None:
+        pass
+
+    def write_scrape(self, snap: ServerSnapshot) -> None:
+        pass
 
 
-def record(i: int, sent: float, level: int, tokens: int = 64) -> RequestRecord:
-    ttft = 0.08 + 0.004 * level + 0.01 * (i % 5)
-    gap = 0.015 + 0.0005 * level
-    chunks = tuple(sent + ttft + k * gap for k in range(tokens))
-    return RequestRecord(
-        i, sent, chunks, chunks[-1], prompt_tokens=128, output_tokens=tokens, concurrency=level
+class UiController(LiveController):
+    """The real controller; its run only applies the first step (tests tick it themselves), and
+    not even that on a session already holding a level (``populated_session``)."""
+
+    async def run(self) -> None:
+        if self.session.ledger.book.current is None:
+            self.start()
+
+
+def make_controller(
+    session: Session,
+    clock: FakeClock,
+    *,
+    mode: str = CLOSED,
+    concurrency: int = 1,
+    rate: float = 1.0,
+    paused: bool = True,
+    step_s: float = 30.0,
+) -> UiController:
+    journal: Any = MemoryJournal()
+    wiring = RunWiring(journal, session.ledger, feed_ledger=False)
+    dial = LoadDial(DialState(mode, concurrency, rate, paused), step_s=step_s)
+    engine: Any = RecordingEngine()
+    return UiController(
+        engine, session, wiring, journal, dial, clock, warmup_s=session.config.step_warmup_s
     )
+
+
+def new_session(clock: FakeClock, slo: SLO | None = None) -> Session:
+    cfg = SessionConfig(endpoint="http://127.0.0.1:8000", slo=slo or SLO(), step_warmup_s=2.0)
+    return Session(cfg, start_s=clock.now())
 
 
 def populated_session(
     clock: FakeClock, *, spec: bool = False, steps=(1, 2, 4, 8, 16), step_s: float = 20.0
 ) -> Session:
-    """A session that ran a sweep: deterministic records, one server snapshot per second."""
-    session = Session(
-        SessionConfig(endpoint="http://127.0.0.1:8000", slo=SLO(ttft_s=0.5), step_warmup_s=2.0),
-        start_s=clock.now(),
-    )
-    session.set_server_info(model="Qwen/Qwen2.5-7B-Instruct", backend="vLLM", version="0.32 V1")
+    """A session that ran a sweep: deterministic records, a window and a scrape a second."""
+    session = new_session(clock, SLO(ttft_s=0.5))
+    feed = ServerFeed()
     session.set_paused(False, clock.now())
     i = 0
     for level in steps:
-        session.set_load("closed", level, clock.now())
-        per_s = min(level, 8) * 1.0
-        for _sec in range(int(step_s)):
-            for k in range(int(per_s)):
-                session.add_record(record(i, clock.now() + k / per_s, level))
-                i += 1
-            session.add_server(
-                server_dict(
-                    running=level,
-                    waiting=max(0, level - 8),
-                    kv=min(0.97, 0.06 * level),
-                    gen=60.0 * min(level, 8),
-                    spec=SPEC if spec else None,
-                ),
-                clock.now(),
-            )
+        start = clock.now()
+        session.apply_steps(
+            session.ledger.book.begin(Level(CLOSED, level), start, "sweep", 2.0), start
+        )
+        index = session.ledger.book.next_index - 1
+        per_s = min(level, 8)
+        planned = [
+            ended(record(i + n, 0.0, level, step=index), start + (n + 0.5) / per_s)
+            for n in range(int(step_s) * per_s)
+        ]
+        i += len(planned)
+        for sec in range(int(step_s)):
+            t0 = clock.now()
             clock.advance(1.0)
+            recs = planned[sec * per_s : (sec + 1) * per_s]
+            for r in recs:
+                session.add_record(r)
+            session.add_window(window_of(recs, t0, clock.now(), level, index, streams=planned))
+            snap = feed.scrape(
+                clock.now(),
+                running=min(level, 8),
+                waiting=max(0, level - 8),
+                kv=min(0.97, 0.06 * level),
+                gen_per_s=60.0 * min(level, 8),
+                spec=0.3 if spec else None,
+            )
+            deliver(session, snap, clock.now())
             session.snapshot(clock.now())
     session.add_mark(clock.now(), "switched to FP8")
     return session
+
+
+def deliver(session: Session, snap: ServerSnapshot, now: float) -> None:
+    """A scrape as ``RunWiring`` hands it on: health first (its events said once), then the
+    session."""
+    for ev in session.health.observe(snap):
+        session.add_event(now, "server", ev.text)
+    session.add_server(snap, now)

@@ -4,73 +4,100 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from infmon.ui.commands import KEYS, system_commands
 from infmon.ui.screens import HelpScreen, MarkScreen
 from tests.ui.conftest import make_app
-from tests.ui.fakes import record
 
 
-async def test_dial_keys_change_the_driver_and_the_header(clock):
-    app = make_app(clock=clock, concurrency=4)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.press("plus")
-        assert app.concurrency == 5
-        await pilot.press("minus", "minus")
-        assert app.concurrency == 3
-        await pilot.press("right_square_bracket")
-        assert app.concurrency == 6
-        await pilot.press(
-            "left_square_bracket",
-            "left_square_bracket",
-            "left_square_bracket",
-            "left_square_bracket",
+def levels(app) -> list[tuple[str, float]]:
+    return [
+        (m, v)
+        for name, (_, m, v) in (
+            (c[0], c[1]) for c in app.controller.engine.calls if c[0] == "set_level"
         )
-        assert app.concurrency == 1  # never below one stream
-        calls = [c for c in app.driver.calls if c[0] == "set_concurrency"]
-        assert [n for _, n in calls] == [4, 5, 4, 3, 6, 3, 1, 1, 1]
-        assert app.last_snapshot.header.load_level == 1
-        assert ("load", {"mode": "closed", "level": 6}) in app.recorder.actions
+    ]
+
+
+async def test_dial_keys_change_the_engine_the_steps_and_the_header(clock):
+    app = make_app(clock=clock, controller_kw={"concurrency": 4, "paused": False})
+    async with app.run_test(size=(120, 40)) as pilot:
+        for key in ("plus", "minus", "minus", "right_square_bracket"):
+            clock.advance(2.0)  # held past the coalescing window: each press is a step
+            await pilot.press(key)
+        for _ in range(4):
+            clock.advance(2.0)
+            await pilot.press("left_square_bracket")
+        assert [v for _, v in levels(app)] == [4, 5, 4, 3, 6, 3, 1, 1, 1]
+        assert app.last_snapshot.header.load_level == 1  # never below one stream
+        book = app.session.ledger.book
+        assert [s.level.value for s in book.steps] == [4, 5, 4, 3, 6, 3, 1, 1, 1]
+        assert book.steps[2].revisit_of == 1  # back at c=4
+        journal = app.controller.journal.events
+        assert ("concurrency", {"mode": "closed", "level": 6, "origin": "operator"}) in journal
+        assert [k for k, _ in journal].count("step_begin") == 9
+
+
+async def test_quick_presses_coalesce_into_one_step(clock):
+    app = make_app(clock=clock, controller_kw={"concurrency": 4, "paused": False})
+    async with app.run_test() as pilot:
+        clock.advance(5.0)
+        await pilot.press("plus", "plus", "plus")  # within a second
+        assert [s.level.value for s in app.session.ledger.book.steps] == [4, 7]
 
 
 async def test_r_switches_to_rate_mode_and_back(clock):
-    app = make_app(clock=clock, concurrency=2, rate_per_s=3.0)
+    app = make_app(clock=clock, controller_kw={"concurrency": 2, "rate": 3.0})
     async with app.run_test() as pilot:
         await pilot.press("r")
-        assert app.load_mode == "rate"
-        assert app.driver.calls[-1] == ("set_rate", 3.0)
+        assert levels(app)[-1] == ("rate", 3.0)
         await pilot.press("plus")
-        assert app.driver.calls[-1] == ("set_rate", 4.0)
+        assert levels(app)[-1] == ("rate", 4.0)
         assert app.last_snapshot.header.load_mode == "rate"
         await pilot.press("r")
-        assert app.load_mode == "closed"
-        assert app.driver.calls[-1] == ("set_concurrency", 2)
+        assert levels(app)[-1] == ("closed", 2)
 
 
-async def test_space_pauses_and_resumes(clock):
-    app = make_app(clock=clock, start_paused=True)
+async def test_rate_steps_below_one_request_per_second(clock):
+    app = make_app(clock=clock, controller_kw={"mode": "rate", "rate": 1.0})
+    async with app.run_test() as pilot:
+        await pilot.press("minus", "minus", "minus", "minus", "plus", "plus")
+        assert [v for _, v in levels(app)] == [1.0, 0.5, 0.2, 0.1, 0.1, 0.2, 0.5]
+
+
+async def test_space_pauses_and_resumes_and_paused_time_is_not_measured(clock):
+    app = make_app(clock=clock)
     async with app.run_test() as pilot:
         assert app.last_snapshot.header.state == "paused"
         await pilot.press("space")
-        assert app.driver.calls[-1] == ("resume", None)
+        assert app.controller.engine.calls[-1] == ("resume", None)
         assert app.last_snapshot.header.state == "running"
+        clock.advance(10.0)
         await pilot.press("space")
-        assert app.driver.calls[-1] == ("pause", None)
+        assert app.controller.engine.calls[-1] == ("pause", None)
         assert app.last_snapshot.header.state == "paused"
+        clock.advance(100.0)
+        span = app.session.ledger.book.steps[-1]
+        assert span.measured_s(clock.now()) == pytest.approx(10.0 - 2.0)  # minus the warm-up
 
 
 async def test_w_sweeps_doubling_each_held_step(clock):
-    app = make_app(clock=clock, step_duration_s=10.0)
+    app = make_app(clock=clock, controller_kw={"step_s": 10.0})
     async with app.run_test() as pilot:
         await pilot.press("w")
-        assert app.sweep.active and app.concurrency == 1 and not app.paused
-        assert app.last_snapshot.header.state == "sweeping"
-        for i in range(10):
-            app.session.add_record(record(i, clock.now(), 1))
-            clock.advance(1.0)
+        ctl = app.controller
+        assert ctl.dial.sweeping and levels(app)[-1] == ("closed", 1) and not ctl.paused
         app.render_tick()
-        assert app.concurrency == 2
+        assert app.last_snapshot.header.state == "sweeping"
+        for _ in range(10):
+            clock.advance(1.0)
+            ctl.tick()
+        assert levels(app)[-1] == ("closed", 2)
+        app.render_tick()
+        assert app.last_snapshot.header.sweep == "sweep 2/11 · c=2 · 10 s left"
         await pilot.press("w")
-        assert not app.sweep.active
+        assert not ctl.dial.sweeping
         assert any("sweep stopped" in e.text for e in app.last_snapshot.events)
 
 
@@ -82,7 +109,7 @@ async def test_m_adds_a_mark_with_a_note(clock):
         await pilot.press(*"FP8", "enter")
         assert not isinstance(app.screen, MarkScreen)
         assert any(e.text == "mark: FP8" for e in app.last_snapshot.events)
-        assert ("mark", {"note": "FP8"}) in app.recorder.actions
+        assert ("mark", {"note": "FP8"}) in app.controller.journal.events
         await pilot.press("m", "x", "escape")
         assert sum(e.kind == "mark" for e in app.last_snapshot.events) == 1
 
@@ -91,8 +118,8 @@ async def test_b_sets_the_baseline(clock):
     app = make_app(clock=clock)
     async with app.run_test() as pilot:
         await pilot.press("b")
-        assert app.last_snapshot.header.baseline_step == 0
-        assert ("baseline", {"step": 0}) in app.recorder.actions
+        assert app.last_snapshot.header.baseline_step == 1
+        assert ("baseline", {"step": 1}) in app.controller.journal.events
 
 
 async def test_s_writes_a_report_with_the_screenshot(clock):
@@ -158,7 +185,7 @@ async def test_every_key_is_in_the_command_palette(clock):
         result = next(c for c in commands if c.help == "key: ]").callback()
         if inspect.isawaitable(result):
             await result
-        assert app.concurrency == 2
+        assert levels(app)[-1] == ("closed", 2)
 
 
 async def test_quit_stops_the_load_inside_the_loop_first(clock):

@@ -17,9 +17,12 @@ def chart_text(app) -> str:
 
 
 async def test_knee_chart_marks_steps_knee_and_slo(clock):
-    app = make_app(populated_session(clock), clock=clock, concurrency=16)
+    app = make_app(
+        populated_session(clock), clock=clock, controller_kw={"concurrency": 16, "paused": False}
+    )
     async with app.run_test(size=(160, 48)) as pilot:
-        app.session.set_load("closed", 32, clock.now())
+        await pilot.pause()
+        await pilot.press("right_square_bracket")  # c=32: the c=16 step ends
         clock.advance(10.0)
         app.render_tick()
         await pilot.pause()

@@ -16,7 +16,7 @@ from infmon.ui.panes import (
 )
 from infmon.ui.panes.base import Body
 from tests.ui.conftest import make_app
-from tests.ui.fakes import SPEC, populated_session, server_dict
+from tests.ui.fakes import ServerFeed, deliver, new_session, populated_session
 
 
 def text_of(app, pane_type) -> str:
@@ -25,7 +25,9 @@ def text_of(app, pane_type) -> str:
 
 async def test_no_data_yet_shows_dashes_not_zeros(clock):
     app = make_app(clock=clock)
-    async with app.run_test(size=(160, 48)):
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        app.render_tick()
         assert "waiting for the first scrape" in text_of(app, ServerPane)
         assert "no KV data yet" in text_of(app, KvPane)
         lat = text_of(app, LatencyPane)
@@ -37,36 +39,35 @@ async def test_no_data_yet_shows_dashes_not_zeros(clock):
 
 
 async def test_normal_with_data(clock):
-    app = make_app(populated_session(clock), clock=clock, concurrency=16)
+    session = populated_session(clock)
+    app = make_app(session, clock=clock, controller_kw={"concurrency": 16, "paused": False})
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         server = text_of(app, ServerPane)
-        assert "running 16 / 256" in server and "waiting 8" in server
-        assert "prefix hits 38%" in server and "prefill 41ms" in server
+        # vLLM publishes no max_num_seqs: "/ 8" is inferred from running stuck at 8 while 8 wait
+        assert "running 8 / 8" in server and "waiting 8" in server
+        assert "prefix hits 0%" in server
         kv = text_of(app, KvPane)
-        assert "96%" in kv and "470k tokens ≈ 1,224 seqs" in kv and "at 192 tokens each" in kv
+        # the capture's cache_config_info: 8,192 blocks × 128 tokens
+        assert "96%" in kv and "1.05M tokens ≈ 4,096 seqs" in kv and "at 192 tokens each" in kv
         tp = text_of(app, ThroughputPane)
-        assert "out 512 tok/s" in tp and "server 480 tok/s" in tp
+        assert "out 475 tok/s" in tp and "server 480 tok/s" in tp
         assert "SLO 500 ms" in text_of(app, LatencyPane)
-        # c=16 is the step still running: its figures are not final, so no knee yet
-        assert "knee not yet" in text_of(app, KneePane)
-        app.session.set_load("closed", 32, clock.now())
-        clock.advance(10.0)
-        app.render_tick()
         knee = text_of(app, KneePane)
         assert "knee c=8" in knee and "SLO limit c=16" in knee
         assert "queueing: 8 waiting" in text_of(app, EventsPane)
         header = text_of(app, HeaderBar)
-        assert "closed loop c=32" in header and "Qwen/Qwen2.5-7B-Instruct" in header
+        assert "closed loop c=16" in header and "tiny-gpt2" in header and "0 failed" in header
 
 
 async def test_server_down_shows_when_it_went_down(clock):
-    session = Session(SessionConfig(endpoint="http://x"), start_s=0.0)
-    session.add_server(server_dict(), 1.0)
+    session = new_session(clock)
+    feed = ServerFeed()
+    deliver(session, feed.scrape(1.0), 1.0)
     app = make_app(session, clock=clock)
     async with app.run_test(size=(160, 48)):
         clock.advance(65.0)
-        session.server_failed(65.0, "connection refused")
+        deliver(session, unavailable(65.0, SourceState.DOWN, "connect", "connection refused"), 65.0)
         clock.advance(5.0)
         app.render_tick()
         server = text_of(app, ServerPane)
@@ -74,41 +75,46 @@ async def test_server_down_shows_when_it_went_down(clock):
         assert "last scrape 69 s ago" in server
         assert "server down" in text_of(app, HeaderBar)
         assert "server not answering" in text_of(app, EventsPane)
-        session.add_server(server_dict(running=3), clock.advance(1.0))
+        deliver(session, feed.scrape(clock.advance(1.0), running=3), clock.now())
         app.render_tick()
         assert "DOWN" not in text_of(app, ServerPane)
         assert "running 3" in text_of(app, ServerPane)
+        assert "server back up after 6.0 s" in text_of(app, EventsPane)
 
 
 async def test_a_server_without_metrics_says_so_instead_of_waiting(clock):
     """`transformers serve` has no /metrics: the poller reports `no_metrics`, which is an answer."""
-    session = Session(SessionConfig(endpoint="http://x"), start_s=0.0)
+    session = new_session(clock)
     app = make_app(session, clock=clock)
     async with app.run_test(size=(160, 48)):
         assert "waiting for the first scrape" in text_of(app, ServerPane)
         snap = unavailable(1.0, SourceState.NO_METRICS, "no_metrics", "http://x/metrics: 404")
-        session.ingest_server_snapshot(snap, clock.advance(1.0))
+        deliver(session, snap, clock.advance(1.0))
         app.render_tick()
         server = text_of(app, ServerPane)
         assert "no server metrics" in server and "waiting" not in server
         assert "DOWN" not in server and "server down" not in text_of(app, HeaderBar)
         assert "no server metrics" in text_of(app, KvPane)
-        session.ingest_server_snapshot(snap, clock.advance(1.0))  # every poll: one event, no storm
+        deliver(session, snap, clock.advance(1.0))  # every poll: one event, no storm
         app.render_tick()
         assert text_of(app, EventsPane).count("no /metrics") == 1
 
 
 async def test_spec_decoding_pane_only_when_the_server_does_it(clock):
-    session = Session(start_s=0.0)
-    session.add_server(server_dict(spec=None), 0.0)
+    session = new_session(clock)
+    feed = ServerFeed()
+    deliver(session, feed.scrape(0.0), 0.0)
     app = make_app(session, clock=clock)
     async with app.run_test(size=(160, 48)):
+        deliver(session, feed.scrape(clock.advance(1.0)), clock.now())
+        app.render_tick()
         assert not app.query_one(SpecPane).display
-        session.add_server(server_dict(spec=SPEC), clock.advance(1.0))
+        deliver(session, feed.scrape(clock.advance(1.0), spec=0.12), clock.now())
+        deliver(session, feed.scrape(clock.advance(1.0), spec=0.12), clock.now())
         app.render_tick()
         assert app.query_one(SpecPane).display
         spec = text_of(app, SpecPane)
-        assert "acceptance 0.12" in spec and "mean length 1.1" in spec
+        assert "acceptance 0.12" in spec and "mean length 1.5" in spec
         assert "low draft acceptance" in text_of(app, EventsPane)
 
 

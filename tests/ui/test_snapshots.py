@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from infmon.clock import FakeClock
-from infmon.model.session import Session, SessionConfig
+from infmon.model.server import SourceState, unavailable
 from tests.ui.conftest import make_app
-from tests.ui.fakes import populated_session, server_dict
+from tests.ui.fakes import ServerFeed, deliver, new_session, populated_session
 
 SIZES = [(80, 24), (160, 48)]
 THEMES = ["infmon-dark", "infmon-light"]
@@ -29,8 +29,7 @@ def test_running_sweep(snap_compare, size, theme):
     app = make_app(
         populated_session(clock, spec=True),
         clock=clock,
-        concurrency=16,
-        start_paused=False,
+        controller_kw={"concurrency": 16, "paused": False},
         theme_name=theme,
     )
     assert snap_compare(app, terminal_size=size, run_before=settle)
@@ -45,9 +44,9 @@ def test_no_data_yet(snap_compare, size):
 
 def test_server_down_80x24(snap_compare):
     clock = FakeClock(0.0)
-    session = Session(SessionConfig(endpoint="http://127.0.0.1:8000"), start_s=0.0)
-    session.add_server(server_dict(), 1.0)
-    session.server_failed(42.0, "connection refused")
+    session = new_session(clock)
+    deliver(session, ServerFeed().scrape(1.0), 1.0)
+    deliver(session, unavailable(42.0, SourceState.DOWN, "connect", "connection refused"), 42.0)
     clock.advance(50.0)
     app = make_app(session, clock=clock, theme_name="infmon-light")
     assert snap_compare(app, terminal_size=(80, 24), run_before=settle)

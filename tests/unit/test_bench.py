@@ -1,17 +1,21 @@
-"""bench's pure parts: the result document, the row format and the exit verdict."""
+"""bench's parts: the step runner on the load engine (in process, a scripted client), the row
+format within 100 columns, and the exit verdict."""
 
 from __future__ import annotations
-
-from collections import Counter
 
 import pytest
 
 from infmon.cli import CliError
-from infmon.commands.bench import SCHEMA, _result, _row, _verdict
+from infmon.clock import MonotonicClock
+from infmon.commands.bench import _verdict
+from infmon.commands.bench_table import header, row
 from infmon.config import Config
-from infmon.load.steps import StepSpec
+from infmon.engine.controller import LoadEngine
+from infmon.engine.runner import EdgeRate, StepRunner, StepSpec
+from infmon.model.ledger import StepLedger
 from infmon.model.records import RequestRecord
-from infmon.model.stats import summarize
+from infmon.model.stats import SLO, summarize
+from tests.enginekit import scripted
 
 
 def stats(c: int, ok: int, failed: int = 0):
@@ -25,18 +29,73 @@ def stats(c: int, ok: int, failed: int = 0):
     return summarize(recs, 1.0, concurrency=c, achieved_concurrency=float(c))
 
 
-def test_result_document_shape() -> None:
-    target = {"url": "http://x", "model": "m", "endpoint": "chat"}
-    doc = _result(target, [stats(1, 3), stats(2, 6)], Counter(), Config(api_key="sk-x"))
-    assert doc["schema"] == SCHEMA == "infmon.bench/1"
-    assert doc["target"] == target and [s["concurrency"] for s in doc["steps"]] == [1, 2]
-    assert "knee" in doc and "slo_max_concurrency" in doc
-    assert "sk-x" not in str(doc)
+async def run_plan(plan, **client):
+    clock = MonotonicClock()
+    ledger = StepLedger(SLO(e2el_s=1.0), min_hold_s=0.0, min_requests=1)
+    records, events = [], []
+
+    def on_records(recs):
+        records.extend(recs)
+        for r in recs:
+            ledger.add_record(r)
+
+    def on_window(w):
+        ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s)
+
+    engine = LoadEngine(
+        Config(url="http://scripted", output_tokens_min=20, output_tokens_max=20),
+        clock,
+        on_records=on_records,
+        on_window=on_window,
+        client_factory=scripted(**client),
+    )
+    await engine.start()
+    runner = StepRunner(engine, ledger, clock, on_events=events.extend, tick_s=0.1)
+    try:
+        results = await runner.run(plan)
+    finally:
+        totals = await engine.stop()
+    return results, records, events, totals
 
 
-def test_row_shows_missing_values_as_dashes() -> None:
-    row = _row(0, StepSpec(concurrency=4), stats(4, 0, failed=2))
-    assert row.split()[:4] == ["1", "c=4", "0", "2"] and "-/-" in row
+async def test_each_step_is_measured_on_its_own_and_its_tokens_by_chunk_time() -> None:
+    plan = [
+        StepSpec(concurrency=1, duration_s=0.6, warmup_s=0.1),
+        StepSpec(concurrency=4, duration_s=0.6, warmup_s=0.1),
+    ]
+    results, records, events, totals = await run_plan(plan, ttft_s=0.005, itl_s=0.002)
+    assert [r.span.level.value for r, _ in results] == [1, 4]
+    for (r, _), c in zip(results, (1, 4), strict=True):
+        s = r.stats
+        assert s.completed > 0 and s.failed == 0 and s.warmup_excluded >= c
+        assert abs(s.achieved_concurrency - c) < 0.5
+        assert s.duration_s == pytest.approx(0.6, abs=0.05) and s.slo_attainment == 1.0
+        # one token every 2 ms per stream (plus the TTFT gap between requests)
+        assert 0.7 * c * 500 < s.output_throughput_tok_s < 1.05 * c * 500
+    assert (
+        results[1][0].stats.output_throughput_tok_s
+        > 2.5 * results[0][0].stats.output_throughput_tok_s
+    )
+    assert [e.kind for e in events] == ["begin", "end", "begin", "end"]
+    assert len(records) == totals.sent == totals.succeeded
+
+
+async def test_a_request_limited_step_sends_exactly_n_and_ignores_the_duration() -> None:
+    plan = [StepSpec(concurrency=2, duration_s=0.05, warmup_s=0.0, max_requests=10)]
+    results, records, _, _ = await run_plan(plan, ttft_s=0.01, itl_s=0.001)
+    s = results[0][0].stats
+    assert s.completed == 10 and len(records) == 10  # exactly N, as vllm bench serve --num-prompts
+    assert s.duration_s > 0.05  # measured until the last request ended
+
+
+def test_the_table_fits_100_columns() -> None:
+    spec = StepSpec(concurrency=1024)
+    line = row(10, spec, stats(1024, 12345), EdgeRate(123456.0, 10.0))
+    assert len(header(False)) <= 100 and len(line) <= 100
+    assert len(header(True)) > 100  # --wide
+    assert row(0, StepSpec(concurrency=4), stats(4, 0, failed=2), EdgeRate(None, None)).split()[
+        :4
+    ] == ["1", "c=4", "0", "2"]
 
 
 def test_verdict_exit_codes(capsys) -> None:
@@ -55,3 +114,5 @@ def test_verdict_exit_codes(capsys) -> None:
     assert _verdict(some) == 1 and "1 of 4 requests failed" in capsys.readouterr().err
     with pytest.raises(CliError, match="no request succeeded"):
         _verdict({**some, "steps": [stats(1, 0, failed=2).to_dict()]})
+    with pytest.raises(CliError, match="lengthen --step-duration"):
+        _verdict({**ok, "steps": [stats(1, 0).to_dict()]})

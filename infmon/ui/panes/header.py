@@ -41,6 +41,13 @@ class HeaderBar(Pane):
             sep,
             backend,
         ]
+        if h.sweep:
+            parts += [sep, (h.sweep, self.style("accent"))]
+        if h.backoff:
+            parts += [sep, (h.backoff, self.style("warning"))]
+        parts += [sep, (f"{h.failed} failed", self.style("error" if h.failed else "muted"))]
+        if h.cancelled:
+            parts += [" ", (f"{h.cancelled} cancelled", self.style("muted"))]
         if h.baseline_step is not None:
             parts += [sep, (f"baseline step {h.baseline_step}", self.style("muted"))]
         self.query_one(Body).show(Text.assemble(*parts, no_wrap=True, overflow="ellipsis"))

@@ -19,7 +19,11 @@ class KneePane(Pane):
 
     def watch_snapshot(self, k: KneeView) -> None:
         muted = self.style("muted")
-        knee = f"c={k.knee_level:g}" if k.knee_level is not None else "not yet"
+        knee = "not yet"
+        if k.knee_level is not None:
+            knee = (
+                f"c={k.knee_level:g}" if k.knee_confirmed else f"≈ c={k.knee_level:g} (confirming)"
+            )
         limit = f"c={k.slo_limit_level:g}" if k.slo_limit_level is not None else "—"
         text = Text.assemble(
             ("knee ", muted),

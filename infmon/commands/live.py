@@ -1,0 +1,182 @@
+"""The monitor's controller: one owner of the load level.
+
+Keys and the sweep go through the ``LoadDial``; each ``DialChange`` is applied here, once, to
+the load engine, the Session's step book and the journal. The engine's records and windows and
+the server's snapshots reach the Session and the journal through ``RunWiring``. The UI calls
+``press``/``mark``/``baseline`` and renders ``session.snapshot``; it never runs load code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from infmon.clock import Clock
+from infmon.commands.wiring import RunWiring
+from infmon.engine.controller import EngineError, LoadEngine, Target
+from infmon.journal import JournalWriter
+from infmon.model.dial import DialChange, LoadDial
+from infmon.model.session import Session
+from infmon.model.steps import CLOSED, StepEvent
+from infmon.sources.thread import ScrapeThread
+
+TICK_S = 0.25
+
+
+class LiveController:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        engine: LoadEngine,
+        session: Session,
+        wiring: RunWiring,
+        journal: JournalWriter,
+        dial: LoadDial,
+        clock: Clock,
+        *,
+        warmup_s: float,
+        scrapes: ScrapeThread | None = None,
+        sweep_at_start: bool = False,
+    ) -> None:
+        self.engine, self.session, self.wiring = engine, session, wiring
+        self.journal, self.dial, self.clock = journal, dial, clock
+        self.warmup_s = warmup_s
+        self.scrapes = scrapes
+        self.sweep_at_start = sweep_at_start
+        self.target: Target | None = None
+        self._ended = False
+
+    # ---- life ---------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Start the workers, apply the dial's level, then tick the sweep until cancelled."""
+        if self.scrapes is not None:
+            self.scrapes.start()
+        await self.engine.open()
+        self.start()
+        try:
+            self.target = await self.engine.wait_ready()
+        except EngineError as exc:
+            self.session.add_event(self.clock.now(), "error", f"the load cannot start: {exc}")
+            return
+        t = self.target
+        self.session.set_server_info(model=t.model)
+        self.journal.write_event(
+            "target",
+            url=self.engine.config.url,
+            model=t.model,
+            endpoint=t.endpoint,
+            capabilities={"stream_options": t.stream_options, "vllm_fields": t.vllm_fields},
+        )
+        if self.sweep_at_start:
+            self.press("sweep")
+        while True:
+            await asyncio.sleep(TICK_S)
+            self.tick()
+
+    def start(self) -> None:
+        """The first step: the dial's level, paused or not."""
+        state = self.dial.state
+        self._apply(DialChange(level=state.level, paused=state.paused), initial=True)
+
+    def tick(self) -> None:
+        now = self.clock.now()
+        cur = self.session.current(now)
+        held = cur.span.held_s(now) if cur else 0.0
+        if self.dial.sweeping and cur is not None:
+            led = self.session.ledger
+            change = self.dial.tick(
+                held, cur.stats.slo_attainment, led.knee(now), led.slo_limit(now)
+            )
+            if change is not None:
+                self._apply(change)
+        self._show_progress()
+
+    def _show_progress(self) -> None:
+        now = self.clock.now()
+        cur = self.session.ledger.book.current
+        progress = self.dial.progress(cur.held_s(now) if cur else 0.0)
+        self.session.set_sweep(
+            None
+            if progress is None
+            else f"sweep {progress.index}/{progress.total} · c={progress.level} · "
+            f"{math.ceil(progress.left_s)} s left"
+        )
+
+    async def shutdown(self) -> None:
+        """End the step (the quit) and stop the load: in-flight streams are cancelled."""
+        self.end()
+        totals = await self.engine.stop(cancel=True)
+        if self.scrapes is not None:
+            await self.scrapes.stop()
+        self.journal.write_event(
+            "load_totals",
+            sent=totals.sent,
+            succeeded=totals.succeeded,
+            failed=totals.failed,
+            cancelled=totals.cancelled,
+        )
+
+    def end(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self._journal_steps(self.session.ledger.book.end(self.clock.now()))
+
+    # ---- operator actions ---------------------------------------------------------------------
+    def press(self, action: str) -> None:
+        rps = self.session.snapshot(self.clock.now()).throughput.requests_per_s
+        change = self.dial.press(action, rps)
+        if change is not None:
+            self._apply(change)
+        self._show_progress()
+
+    def mark(self, note: str) -> None:
+        self.session.add_mark(self.clock.now(), note)
+        self.journal.write_event("mark", note=note)
+
+    def baseline(self) -> None:
+        step = self.session.set_baseline(self.clock.now())
+        self.journal.write_event("baseline", step=step)
+
+    @property
+    def paused(self) -> bool:
+        return self.dial.state.paused
+
+    # ---- applying a change --------------------------------------------------------------------
+    def _apply(self, change: DialChange, initial: bool = False) -> None:
+        now = self.clock.now()
+        book, events = self.session.ledger.book, []
+        paused = self.dial.state.paused
+        if change.level is not None:
+            events += book.begin(change.level, now, change.origin, self.warmup_s)
+            index = book.next_index - 1
+            self.engine.set_level(index, change.level, now + self.warmup_s)
+            if paused:
+                events += book.pause(now)
+            kind = "concurrency" if change.level.mode == CLOSED else "rate"
+            self.journal.write_event(
+                kind, mode=change.level.mode, level=change.level.value, origin=change.origin
+            )
+        if change.paused is not None:
+            if change.paused:
+                events += book.pause(now)
+                self.engine.pause()
+            else:
+                events += book.resume(now, self.warmup_s)
+                self.engine.resume(now + self.warmup_s)
+            if not initial:
+                self.journal.write_event("pause" if change.paused else "resume")
+            self.session.set_paused(change.paused, now)
+        self._journal_steps(events)
+        if change.note:
+            self.session.add_event(now, "sweep", change.note)
+            self.journal.write_event("sweep", note=change.note)
+
+    def _journal_steps(self, events: list[StepEvent]) -> None:
+        self.session.apply_steps(events, self.clock.now())
+        self.wiring.step_events(events)
+
+    @property
+    def inflight(self) -> int | None:
+        return self.session.windows.inflight

@@ -1,0 +1,85 @@
+"""What bench and the monitor both do with the load engine's data and the server's scrapes:
+the journal, the step ledger and the server's health see every record, window, scrape and
+step change, in the order they happen, on the controller's loop."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from infmon.engine.protocol import Window
+from infmon.journal import JournalWriter
+from infmon.model.evidence import ServerSample
+from infmon.model.health import HealthEvent, ServerHealth
+from infmon.model.ledger import StepLedger
+from infmon.model.loghist import LogHistogram
+from infmon.model.records import RequestRecord
+from infmon.model.server import ServerSnapshot, SourceState
+from infmon.model.steps import JOURNAL_KIND, StepEvent
+
+
+class RunWiring:
+    """Feeds the journal, the ledger and the health state machine; counts errors by kind."""
+
+    def __init__(
+        self, journal: JournalWriter, ledger: StepLedger, *, feed_ledger: bool = True
+    ) -> None:
+        self.journal = journal
+        self.ledger = ledger
+        self.feed_ledger = feed_ledger
+        """False when a ``Session`` (which holds the ledger) is fed through the callbacks."""
+        self.health = ServerHealth()
+        self.errors: Counter[str] = Counter()
+        self.done: Counter[int] = Counter()
+        self.failed: Counter[int] = Counter()
+        self.on_record: list[Callable[[RequestRecord], None]] = []
+        self.on_window: list[Callable[[Window], None]] = []
+        self.on_snapshot: list[Callable[[ServerSnapshot], None]] = []
+        self.on_health: list[Callable[[HealthEvent], None]] = []
+        self._sent: dict[int, dict[int, int]] = {}
+
+    def records(self, recs: list[RequestRecord]) -> None:
+        for r in recs:
+            self.journal.write_record(r)
+            if self.feed_ledger:
+                self.ledger.add_record(r)
+            if r.ok:
+                self.done[r.step] += 1
+            elif r.error_kind != "cancelled":
+                self.failed[r.step] += 1
+                if r.error_message:
+                    self.errors[f"{r.error_kind}: {r.error_message}"] += 1
+            for f in self.on_record:
+                f(r)
+
+    def window(self, w: Window) -> None:
+        if self.feed_ledger:
+            lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
+            self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag)
+        self._sent[w.worker_id] = dict(w.sent_by_step)
+        for step in {s for by in self._sent.values() for s in by}:
+            self.ledger.note_sent(step, sum(by.get(step, 0) for by in self._sent.values()))
+        for f in self.on_window:
+            f(w)
+
+    def snapshot(self, snap: ServerSnapshot) -> None:
+        if snap.state == SourceState.OK:
+            self.journal.write_scrape(snap)
+        for ev in self.health.observe(snap):
+            self.journal.write_event(ev.kind, **ev.payload())
+            for tell in self.on_health:
+                tell(ev)
+        sample = ServerSample.of(snap) if self.feed_ledger else None
+        if sample is not None:
+            self.ledger.add_sample(sample)
+        for f in self.on_snapshot:
+            f(snap)
+
+    def step_events(self, events: list[StepEvent]) -> None:
+        """Journal step changes (the ledger has them already); a step's end carries its
+        client check, which records alone cannot give back."""
+        for ev in events:
+            payload = ev.payload()
+            if ev.kind == "end":
+                payload["stats"] = self.ledger.client_check(ev.index).payload()
+            self.journal.write_event(JOURNAL_KIND[ev.kind], **payload)

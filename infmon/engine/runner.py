@@ -1,0 +1,199 @@
+"""The bench's step plan, run through the load engine and the one step model.
+
+A step: the level is applied and a warm-up runs (requests sent then are excluded from the
+step's latencies); then the step measures for ``duration_s``, or until exactly
+``max_requests`` measured requests were sent (as ``vllm bench serve --num-prompts`` sends
+exactly that many; the duration then does not cut it short); then the load pauses and the
+step's requests finish, so no request straddles two levels. Its throughput counts the output
+tokens whose chunks arrived inside the measured time; a step limited by request count
+measures until its last request ended (vLLM's benchmark duration). The server is scraped at
+the edges of the measured time, so each step also has the server's own generation rate over
+the same window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+
+from infmon.clock import Clock
+from infmon.config import Config
+from infmon.engine.controller import LoadEngine
+from infmon.model.ledger import StepLedger, StepResult
+from infmon.model.server import ServerSnapshot
+from infmon.model.steps import CLOSED, RATE, Level, StepEvent
+
+
+@dataclass(frozen=True, slots=True)
+class StepSpec:
+    """One load level of a bench plan."""
+
+    concurrency: int | None = None
+    rate: float | None = None
+    duration_s: float = 20.0
+    warmup_s: float = 2.0
+    max_requests: int | None = None
+
+    @property
+    def level(self) -> Level:
+        if self.concurrency is not None:
+            return Level(CLOSED, self.concurrency)
+        assert self.rate is not None
+        return Level(RATE, self.rate)
+
+    @property
+    def label(self) -> str:
+        return self.level.label
+
+
+@dataclass(frozen=True, slots=True)
+class StepProgress:
+    """A heartbeat while a step runs (the progress line)."""
+
+    index: int
+    total: int
+    spec: StepSpec
+    phase: str
+    """``warmup``, ``measure`` or ``drain``."""
+    elapsed_s: float
+    finished: int
+    failed: int
+    backoff: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRate:
+    """The server's generation tokens/s between the scrapes at a step's two edges."""
+
+    tokens_per_s: float | None
+    window_s: float | None
+
+
+def plan_from_config(config: Config) -> list[StepSpec]:
+    """The steps a config asks for (concurrency steps, else rate steps, else c=1)."""
+    base = StepSpec(
+        duration_s=config.step_duration_s,
+        warmup_s=config.effective_warmup_s,
+        max_requests=config.step_requests,
+    )
+    if config.rate and not config.concurrency:
+        return [replace(base, rate=r) for r in config.rate]
+    return [replace(base, concurrency=c) for c in (config.concurrency or (1,))]
+
+
+def edge_rate(first: ServerSnapshot | None, last: ServerSnapshot | None) -> EdgeRate:
+    if first is None or last is None or not (first.ok and last.ok) or last.server_restarted:
+        return EdgeRate(None, None)
+    a, b = first.generation_tokens_total, last.generation_tokens_total
+    span = last.timestamp_s - first.timestamp_s
+    if a is None or b is None or b < a or span <= 0:
+        return EdgeRate(None, None)
+    return EdgeRate((b - a) / span, span)
+
+
+class StepRunner:
+    """Runs a plan: the engine, the ledger and the journal see every step change alike."""
+
+    def __init__(
+        self,
+        engine: LoadEngine,
+        ledger: StepLedger,
+        clock: Clock,
+        *,
+        on_events: Callable[[list[StepEvent]], None],
+        scrape_edge: Callable[[], Awaitable[ServerSnapshot | None]] | None = None,
+        counts: Callable[[int], tuple[int, int]] = lambda index: (0, 0),
+        tick_s: float = 1.0,
+        drain_timeout_s: float = 120.0,
+    ) -> None:
+        self.engine, self.ledger, self.clock = engine, ledger, clock
+        self.on_events = on_events
+        self.scrape_edge = scrape_edge
+        self.counts = counts
+        self.tick_s = tick_s
+        self.drain_timeout_s = drain_timeout_s
+
+    def _apply(self, events: list[StepEvent]) -> None:
+        self.ledger.apply(events)
+        self.on_events(events)
+
+    async def _edge(self) -> ServerSnapshot | None:
+        return await self.scrape_edge() if self.scrape_edge is not None else None
+
+    async def run(
+        self,
+        plan: Sequence[StepSpec],
+        on_step: Callable[[int, StepSpec, StepResult, EdgeRate], None] | None = None,
+        on_tick: Callable[[StepProgress], None] | None = None,
+    ) -> list[tuple[StepResult, EdgeRate]]:
+        out = []
+        for i, spec in enumerate(plan):
+            result, rate = await self._one(i, len(plan), spec, on_tick)
+            out.append((result, rate))
+            if on_step is not None:
+                on_step(i, spec, result, rate)
+        return out
+
+    async def _one(
+        self, i: int, total: int, spec: StepSpec, on_tick: Callable[[StepProgress], None] | None
+    ) -> tuple[StepResult, EdgeRate]:
+        clock, engine = self.clock, self.engine
+        t0 = clock.now()
+        self._apply(self.ledger.book.begin(spec.level, t0, "bench", spec.warmup_s))
+        index = self.ledger.book.next_index - 1
+        engine.set_level(index, spec.level, t0 + spec.warmup_s)
+        engine.limit_sends(spec.max_requests)  # before resume: no measured send slips past it
+        engine.resume(t0 + spec.warmup_s)
+
+        def tick(phase: str) -> None:
+            if on_tick is not None:
+                done, failed = self.counts(index)
+                note = next((b for b in engine.backoff.values() if b), None)
+                progress = StepProgress(i, total, spec, phase, clock.now() - t0, done, failed, note)
+                on_tick(progress)
+
+        await _hold(clock, t0 + spec.warmup_s, self.tick_s, lambda: tick("warmup"))
+        engine.flush()
+        first = await self._edge()
+        if spec.max_requests is not None:
+            measure = asyncio.ensure_future(engine.budget_spent())
+            await _hold(clock, float("inf"), self.tick_s, lambda: tick("measure"), measure)
+        else:
+            await _hold(
+                clock, t0 + spec.warmup_s + spec.duration_s, self.tick_s, lambda: tick("measure")
+            )
+        engine.pause()
+        t_end = clock.now()
+        if spec.max_requests is None:
+            self._apply(self.ledger.book.end(t_end))  # chunks after this are not the step's
+        last = await self._edge()
+        tick("drain")
+        await engine.wait_idle(self.drain_timeout_s)
+        if spec.max_requests is not None:  # measured until the last request ended
+            self._apply(self.ledger.book.end(max(t_end, self.ledger.last_end(index))))
+        self.ledger.settle(index)
+        result = next(r for r in self.ledger.settled_results() if r.index == index)
+        return result, edge_rate(first, last)
+
+
+async def _hold(
+    clock: Clock,
+    until_s: float,
+    tick_s: float,
+    tick: Callable[[], None],
+    stop: asyncio.Future[None] | None = None,
+) -> None:
+    """Wait until ``until_s`` on the injected clock, ticking; end early when ``stop`` is done."""
+    next_tick = clock.now() + tick_s
+    while (remaining := until_s - clock.now()) > 0 and not (stop is not None and stop.done()):
+        wait_s = min(remaining, max(0.0, next_tick - clock.now()))
+        if stop is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(stop), wait_s)
+        else:
+            await asyncio.sleep(wait_s)
+        if clock.now() >= next_tick:
+            tick()
+            next_tick += tick_s

@@ -1,0 +1,245 @@
+"""A load worker: the load driver and its HTTP client, and nothing else, on their own loop.
+
+``WorkerCore`` takes control messages (``infmon.engine.protocol``) and sends its data through an
+``Outbox`` thread. ``python -m infmon.engine.worker CTRL_FD DATA_FD`` runs one in a process of
+its own (uvloop, ``gc.freeze``), reading control frames from one pipe and writing data frames
+to another; it never imports Textual, and it ends when the controller closes the control pipe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from infmon.clock import Clock, MonotonicClock
+from infmon.config import Config
+from infmon.engine import protocol as p
+from infmon.engine.outbox import Outbox
+from infmon.load.client import ClientError, StreamingClient
+from infmon.load.driver import LoadDriver
+from infmon.load.prompts import DatasetError, build_workload
+
+
+def host_id() -> str:
+    """This host and boot: equal ids share one monotonic clock (no offset to measure)."""
+    boot = ""
+    with (
+        contextlib.suppress(OSError),
+        open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f,
+    ):
+        boot = f.read().strip()
+    return f"{socket.gethostname()}/{boot}"
+
+
+class WorkerCore:
+    """One worker's load. ``deliver`` receives every outgoing message (on the outbox thread)."""
+
+    def __init__(
+        self,
+        deliver: Callable[[object], None],
+        clock: Clock | None = None,
+        client_factory: Callable[[Config, Clock], Any] | None = None,
+    ) -> None:
+        self.clock = clock or MonotonicClock()
+        self.client_factory = client_factory or StreamingClient
+        """Builds the stream client (tests inject a scripted one in process)."""
+        self.deliver = deliver
+        self.worker_id = 0
+        self.outbox: Outbox | None = None
+        self.client: Any = None
+        self.driver: LoadDriver | None = None
+        self._ready = asyncio.Event()
+        self._pending: list[object] = []
+        """Level, pause and budget messages that came before the server was found."""
+        self._start_task: asyncio.Task[None] | None = None
+        self._budget_step = 0
+
+    async def handle(self, msg: object) -> bool:
+        """Apply one control message; False once the worker has stopped."""
+        if isinstance(msg, p.Start):
+            self._start_task = asyncio.get_running_loop().create_task(self._start(msg))
+        elif isinstance(msg, p.Ping):
+            self._send(p.Pong(self.worker_id, msg.t, self.clock.now()))
+        elif isinstance(msg, p.ClockOffset):
+            if self.outbox is not None:
+                self.outbox.offset_s = msg.offset_s
+        elif isinstance(msg, p.Stop):
+            await self._stop(msg.cancel)
+            return False
+        elif not self._ready.is_set():
+            self._pending.append(msg)
+        else:
+            self._apply(msg)
+        return True
+
+    # ---- start ------------------------------------------------------------------------------
+    async def _start(self, msg: p.Start) -> None:
+        self.worker_id = msg.worker_id
+        self.outbox = Outbox(msg.worker_id, self.deliver, self.clock.now, window_s=msg.window_s)
+        try:
+            client = self.client_factory(msg.config, self.clock)
+        except ClientError as exc:
+            self.deliver(
+                p.Ready(
+                    msg.worker_id, os.getpid(), host_id(), error_kind=exc.kind, error=exc.message
+                )
+            )
+            return
+        self.client = client
+        said = None
+        while True:
+            try:
+                model = await client.resolve_model()
+                caps = await client.detect_capabilities()
+                workload = build_workload(msg.config, seed=msg.seed)
+                break
+            except (ClientError, DatasetError) as exc:
+                text = exc.message if isinstance(exc, ClientError) else str(exc)
+                if msg.retry_s is None or isinstance(exc, DatasetError):
+                    kind = exc.kind if isinstance(exc, ClientError) else "dataset"
+                    self.deliver(
+                        p.Ready(msg.worker_id, os.getpid(), host_id(), error_kind=kind, error=text)
+                    )
+                    return
+                if text != said:
+                    said = text
+                    self.deliver(p.Waiting(msg.worker_id, text))
+                await asyncio.sleep(msg.retry_s)
+        driver = LoadDriver(client, workload, self.outbox.add_record, self.clock, seed=msg.seed)
+        driver.pause()
+        driver.start()
+        self.driver = driver
+        self.outbox.driver = driver
+        self.outbox.meter = client.meter
+        self.outbox.lags = lambda t0, t1: [lag for t, lag in list(driver._lags) if t0 <= t < t1]
+        self.outbox.backoff = lambda: getattr(driver, "backoff_note", None)
+        self.outbox.start()
+        self.outbox.put(
+            p.Ready(
+                msg.worker_id,
+                os.getpid(),
+                host_id(),
+                model,
+                msg.config.endpoint,
+                caps.stream_options,
+                caps.vllm_fields,
+            )
+        )
+        self._ready.set()
+        for pending in self._pending:
+            self._apply(pending)
+        self._pending.clear()
+
+    # ---- control ------------------------------------------------------------------------------
+    def _send(self, msg: object) -> None:
+        if self.outbox is not None and self._ready.is_set():
+            self.outbox.put(msg)
+        else:
+            self.deliver(msg)
+
+    def _local(self, t: float) -> float:
+        """A controller-clock time on this worker's clock."""
+        return t + (self.outbox.offset_s if self.outbox is not None else 0.0)
+
+    def _apply(self, msg: Any) -> None:
+        d, box = self.driver, self.outbox
+        assert d is not None and box is not None
+        if isinstance(msg, p.SetLevel):
+            box.flush_window()
+            d.set_step(msg.step, self._local(msg.warmup_until_s))
+            if msg.mode == "closed":
+                d.set_concurrency(int(msg.value))
+            else:
+                d.set_concurrency(0)
+                if msg.value > 0:  # a worker's share of a rate is never 0 (λ / N)
+                    d.set_rate(msg.value, msg.max_concurrency, msg.arrival)
+        elif isinstance(msg, p.Pause):
+            box.flush_window()
+            d.pause()
+        elif isinstance(msg, p.Resume):
+            box.flush_window()
+            d.set_step(d.step, self._local(msg.warmup_until_s))
+            d.resume(keep_budget=True)
+        elif isinstance(msg, p.LimitSends):
+            step = d.step
+            d.limit_sends(
+                msg.n, lambda: box.put(p.BudgetSpent(self.worker_id, step, self.clock.now()))
+            )
+        elif isinstance(msg, p.Flush):
+            box.flush_window()
+
+    async def _stop(self, cancel: bool) -> None:
+        if self._start_task is not None and not self._start_task.done():
+            self._start_task.cancel()
+            await asyncio.gather(self._start_task, return_exceptions=True)
+        d = self.driver
+        if d is not None:
+            await d.stop(cancel_inflight=cancel)
+        if self.client is not None:
+            await self.client.aclose()
+        stopped = p.Stopped(self.worker_id, *(_totals(d) if d else (0, 0, 0, 0)))
+        if self.outbox is not None and self._ready.is_set():
+            self.outbox.put(stopped)
+            self.outbox.close()
+        else:
+            self.deliver(stopped)
+
+
+def _totals(d: LoadDriver) -> tuple[int, int, int, int]:
+    return d.sent, d.succeeded, d.failed, d.cancelled
+
+
+class _PipeWriter:
+    """Blocking frame writes to the data pipe, from the outbox thread (or the loop before it)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.broken = False
+
+    def __call__(self, msg: object) -> None:
+        if self.broken:
+            return
+        data = memoryview(p.frame(msg))
+        try:
+            while data:
+                n = os.write(self.fd, data)
+                data = data[n:]
+        except OSError:
+            self.broken = True  # the controller is gone: the control pipe's end stops us
+
+
+async def serve(ctrl_fd: int, data_fd: int) -> None:
+    """Read control frames until Stop or the end of the pipe; the worker's whole life."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=p.MAX_FRAME)
+    pipe = os.fdopen(ctrl_fd, "rb", buffering=0)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    core = WorkerCore(_PipeWriter(data_fd))
+    while True:
+        msg = await p.read_frame(reader)
+        if msg is None:
+            await core.handle(p.Stop(cancel=True))
+            return
+        if not await core.handle(msg):
+            return
+
+
+def main(argv: list[str]) -> int:
+    ctrl_fd, data_fd = int(argv[0]), int(argv[1])
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # the controller decides when the load ends
+    from infmon.load.runtime import tune_for_load
+
+    tune_for_load()
+    asyncio.run(serve(ctrl_fd, data_fd))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

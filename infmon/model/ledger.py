@@ -1,0 +1,301 @@
+"""Steps with their figures: the step book, each step's tally, tokens and server evidence.
+
+One ledger serves the live session (fed as things happen) and reports (fed by replaying the
+journal: step events, records, scrapes), so both compute the same steps, throughputs, server
+evidence and knee. A step's throughput counts the output tokens whose chunks arrived inside
+its measured time, from every request, so it matches the server's generation counter over
+the same window. A step is *settled* once every request that could add to it has finished;
+its result is then computed once and kept, and its per-request figures are let go.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from infmon.model.evidence import ServerEvidence, ServerSample, evidence_of
+from infmon.model.knee import Knee, find_knee, slo_max_concurrency
+from infmon.model.loghist import LogHistogram
+from infmon.model.records import RequestRecord
+from infmon.model.stats import SLO, StepStats, assemble
+from infmon.model.steps import StepBook, StepEvent, StepSpan
+from infmon.model.tally import StepTally
+
+NAN = math.nan
+MIN_HOLD_S = 5.0
+MIN_REQUESTS = 20
+"""A step shorter than ``MIN_HOLD_S`` of measured time or with fewer completed requests than
+``MIN_REQUESTS`` is shown but never feeds the knee (its figures are noise)."""
+MAX_SAMPLES = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCheck:
+    """The load client's own measurements over a step (recorded when it ends)."""
+
+    achieved_concurrency: float = NAN
+    loop_lag_p99_s: float = NAN
+
+    def payload(self) -> dict[str, float | None]:
+        def j(x: float) -> float | None:
+            return None if math.isnan(x) else round(x, 6)
+
+        return {
+            "achieved_concurrency": j(self.achieved_concurrency),
+            "loop_lag_p99_ms": j(self.loop_lag_p99_s * 1e3),
+        }
+
+    @classmethod
+    def from_payload(cls, d: Any) -> ClientCheck:
+        if not isinstance(d, dict):
+            return cls()
+        ach, lag = d.get("achieved_concurrency"), d.get("loop_lag_p99_ms")
+        return cls(
+            float(ach) if isinstance(ach, (int, float)) else NAN,
+            float(lag) / 1e3 if isinstance(lag, (int, float)) else NAN,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One step with its statistics: a row of the bench table, the knee pane and the report."""
+
+    span: StepSpan
+    stats: StepStats
+    evidence: ServerEvidence | None
+    eligible: bool
+    settled: bool
+
+    @property
+    def index(self) -> int:
+        return self.span.index
+
+    def to_dict(self, origin_s: float = 0.0) -> dict[str, Any]:
+        d = self.stats.to_dict()
+        end = self.span.end_s
+        d.update(
+            step=self.span.index,
+            level=self.span.level.label,
+            origin=self.span.origin,
+            revisit_of=self.span.revisit_of,
+            start_s=round(self.span.start_s - origin_s, 6),
+            end_s=None if end is None else round(end - origin_s, 6),
+            measured_s=round(self.stats.duration_s, 6),
+            eligible=self.eligible,
+            settled=self.settled,
+            server_evidence=self.evidence.to_dict() if self.evidence else None,
+        )
+        return d
+
+
+@dataclass(slots=True)
+class _Open:
+    """A step still gathering: its tally, credited tokens, scrapes and the load's windows."""
+
+    tally: StepTally
+    tokens: float = 0.0
+    prompt_tokens: float = 0.0
+    samples: list[ServerSample] = field(default_factory=list)
+    check: ClientCheck | None = None
+    """As recorded when the step ended (a report); else measured from the windows."""
+    live_tokens: float = 0.0
+    """Tokens as their chunks arrived (the load's windows): the figure of a step not settled."""
+    metered: bool = False
+    area_s: float = 0.0
+    covered_s: float = 0.0
+    lag: LogHistogram = field(default_factory=LogHistogram)
+    sent: int = 0
+
+    def client_check(self) -> ClientCheck:
+        if self.check is not None:
+            return self.check
+        achieved = self.area_s / self.covered_s if self.covered_s > 0 else NAN
+        return ClientCheck(achieved, self.lag.quantile(0.99) if self.lag.count else NAN)
+
+
+class StepLedger:
+    """See the module docstring. Pure: time comes from the caller."""
+
+    def __init__(
+        self,
+        slo: SLO | None = None,
+        *,
+        coalesce_s: float = 1.0,
+        min_hold_s: float = MIN_HOLD_S,
+        min_requests: int = MIN_REQUESTS,
+    ) -> None:
+        self.slo = slo
+        self.book = StepBook(coalesce_s)
+        self.min_hold_s, self.min_requests = min_hold_s, min_requests
+        self._open: dict[int, _Open] = {}
+        self._settled: dict[int, StepResult] = {}
+
+    # ---- ingest -------------------------------------------------------------------------------
+    def apply(self, events: Iterable[StepEvent]) -> None:
+        for ev in events:
+            self.book.apply(ev)
+            if ev.kind == "begin":
+                self._settled.pop(ev.index, None)
+                self._open[ev.index] = _Open(StepTally(self.slo))
+
+    def set_check(self, index: int, check: ClientCheck) -> None:
+        """The client check recorded when the step ended (replaying a journal)."""
+        if index in self._open:
+            self._open[index].check = check
+
+    def add_window(
+        self, t0: float, t1: float, tokens: float, area_s: float, lag: LogHistogram | None = None
+    ) -> None:
+        """A window of the load (``[t0, t1)``): its tokens and in-flight area, shared among the
+        steps by how much of it fell in their measured time; its loop lag to the step
+        measuring at its middle."""
+        if t1 <= t0:
+            return
+        mid = (t0 + t1) / 2
+        for span in self.book.latest_started_by(t1):
+            entry = self._open.get(span.index)
+            if entry is not None:
+                overlap = sum(max(0.0, min(t1, hi) - max(t0, lo)) for lo, hi in span.windows())
+                if overlap > 0:
+                    share = overlap / (t1 - t0)
+                    entry.metered = True
+                    entry.live_tokens += tokens * share
+                    entry.area_s += area_s * share
+                    entry.covered_s += overlap
+                    if lag is not None and span.measures(mid):
+                        entry.lag.merge(lag)
+            if span.start_s <= t0:
+                break
+
+    def note_sent(self, index: int, sent: int) -> None:
+        """Requests sent so far in step ``index`` (all workers; warm-up included)."""
+        if index in self._open:
+            self._open[index].sent = sent
+
+    def last_end(self, index: int) -> float:
+        """When the last measured request of an open step ended (-inf before any)."""
+        entry = self._open.get(index)
+        return entry.tally.last_end_s if entry is not None else -math.inf
+
+    def client_check(self, index: int) -> ClientCheck:
+        """The step's achieved concurrency and loop lag (to record when it ends)."""
+        entry = self._open.get(index)
+        if entry is not None:
+            return entry.client_check()
+        done = self._settled.get(index)
+        if done is None:
+            return ClientCheck()
+        return ClientCheck(done.stats.achieved_concurrency, done.stats.loop_lag_p99_s)
+
+    def add_record(self, rec: RequestRecord) -> None:
+        """A finished request: its tokens go to the steps its chunks fell in, its figures to
+        its own step when it was sent inside that step's measured time."""
+        self._credit(rec)
+        entry = self._open.get(rec.step)
+        span = self.book.get(rec.step)
+        if entry is not None and span is not None:
+            if span.measures(rec.sent_s):
+                entry.tally.add(rec)
+            else:
+                entry.tally.warmup_excluded += 1  # sent in a warm-up (or a pause)
+
+    def add_sample(self, sample: ServerSample) -> None:
+        """A good scrape: evidence for the step measuring at its time."""
+        for index, entry in self._open.items():
+            span = self.book.get(index)
+            if span is not None and span.measures(sample.t):
+                if len(entry.samples) < MAX_SAMPLES:
+                    entry.samples.append(sample)
+                return
+
+    def settle(self, up_to_index: int | None = None) -> None:
+        """Every request of the ended steps up to ``up_to_index`` (all: None) has arrived."""
+        for index in sorted(self._open):
+            span = self.book.get(index)
+            if up_to_index is not None and index > up_to_index:
+                break
+            if span is None or not span.ended:
+                continue
+            self._settled[index] = self._result(span, self._open.pop(index), settled=True)
+
+    # ---- queries ------------------------------------------------------------------------------
+    def results(self, now: float) -> tuple[StepResult, ...]:
+        """Every step in order: settled ones as computed once, the others as they stand."""
+        out = []
+        for span in self.book.steps:
+            done = self._settled.get(span.index)
+            if done is not None:
+                out.append(done)
+            elif span.index in self._open:
+                out.append(self._result(span, self._open[span.index], now=now))
+        return tuple(out)
+
+    def settled_results(self) -> tuple[StepResult, ...]:
+        return tuple(self._settled[i] for i in sorted(self._settled))
+
+    def knee(self, now: float) -> Knee | None:
+        return find_knee([r for r in self.results(now) if r.span.level.mode == "closed"])
+
+    def slo_limit(self, now: float) -> int | None:
+        return slo_max_concurrency([r for r in self.results(now) if r.span.level.mode == "closed"])
+
+    # ---- internals ----------------------------------------------------------------------------
+    def _result(
+        self, span: StepSpan, entry: _Open, *, settled: bool = False, now: float | None = None
+    ) -> StepResult:
+        at = now if now is not None else (span.end_s or span.start_s)
+        duration = span.measured_s(at)
+        check = entry.client_check()
+        live = not settled and entry.metered
+        stats = assemble(
+            entry.tally.figures(),
+            duration,
+            concurrency=span.level.concurrency,
+            rate=span.level.rate,
+            achieved_concurrency=check.achieved_concurrency,
+            loop_lag_p99_s=check.loop_lag_p99_s,
+            window_output_tokens=entry.live_tokens if live else entry.tokens,
+            window_prompt_tokens=entry.prompt_tokens,
+        )
+        held = stats.completed if settled else max(stats.completed, entry.sent)
+        eligible = duration >= self.min_hold_s and held >= self.min_requests
+        return StepResult(span, stats, evidence_of(entry.samples), eligible, settled)
+
+    def _credit(self, rec: RequestRecord) -> None:
+        times = rec.chunk_times_s
+        if not times:
+            return
+        per_chunk = _tokens_per_chunk(rec)
+        first, last = times[0], times[-1]
+        for span in self.book.latest_started_by(last):
+            entry = self._open.get(span.index)
+            if entry is not None:
+                for lo, hi in span.windows():
+                    if hi <= first or lo > last:
+                        continue
+                    entry.tokens += _chunks_between(times, lo, hi, per_chunk, rec.chunk_tokens)
+                    if rec.prompt_tokens is not None and lo <= first < hi:
+                        entry.prompt_tokens += rec.prompt_tokens
+            if span.start_s <= first:
+                break  # steps before this one ended before the request's first chunk
+
+
+def _tokens_per_chunk(rec: RequestRecord) -> float:
+    n = len(rec.chunk_times_s)
+    if rec.chunk_tokens and len(rec.chunk_tokens) == n and rec.output_tokens is None:
+        return math.nan  # use the per-chunk counts
+    if rec.ok:
+        return rec.output_token_count / n
+    return 1.0  # a failed stream: one token a chunk, as far as it got
+
+
+def _chunks_between(
+    times: tuple[float, ...], lo: float, hi: float, per_chunk: float, chunk_tokens: tuple[int, ...]
+) -> float:
+    i, j = bisect_left(times, lo), bisect_left(times, hi)
+    if math.isnan(per_chunk):
+        return float(sum(chunk_tokens[i:j]))
+    return (j - i) * per_chunk

@@ -1,0 +1,38 @@
+"""One window of load from a worker: what the live view is made of (``infmon.engine`` sends
+them every 250 ms and at every step boundary; windows of several workers add up)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infmon.model.loghist import SparseCounts
+
+
+@dataclass(frozen=True, slots=True)
+class LoadWindow:
+    """One window of a worker's load: counters over ``[t0, t1)`` and latency histograms of the
+    requests that finished in it (merge windows, and workers, by adding)."""
+
+    worker_id: int
+    t0: float
+    t1: float
+    sent: int
+    finished: int
+    failed: int
+    cancelled: int
+    inflight: int
+    tokens: float
+    """Output tokens whose chunks arrived in the window (as they arrived)."""
+    inflight_area_s: float
+    """∫ in-flight requests dt over the window (mean concurrency × length)."""
+    inflight_by_step: tuple[tuple[int, int], ...] = ()
+    sent_by_step: tuple[tuple[int, int], ...] = ()
+    """Requests sent so far per step tag (cumulative)."""
+    ttft: SparseCounts | None = None
+    tpot: SparseCounts | None = None
+    itl: SparseCounts | None = None
+    e2el: SparseCounts | None = None
+    lag: SparseCounts | None = None
+    """How late the worker's loop woke a 50 ms timer (its own health)."""
+    backoff: str | None = None
+    """"backing off 0.8 s after 5 failures" while the worker backs off."""

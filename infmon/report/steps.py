@@ -1,0 +1,72 @@
+"""A session's steps for its report: the journal's step events replayed into the same
+``StepLedger`` the live session used, fed the same records and scrapes, so the report's steps,
+throughputs and knee are the ones the screen showed once every step settled."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from infmon.model.evidence import ServerSample
+from infmon.model.ledger import ClientCheck, StepLedger
+from infmon.model.records import RequestRecord
+from infmon.model.stats import SLO
+from infmon.model.steps import EVENT_KINDS, StepEvent
+
+
+def step_events(events: Iterable[Mapping[str, Any]]) -> list[tuple[StepEvent, Mapping[str, Any]]]:
+    """The journal's step events, in order, with their raw lines (for the recorded checks)."""
+    out = []
+    for e in events:
+        kind = EVENT_KINDS.get(str(e.get("kind")))
+        if kind is not None and (ev := StepEvent.from_payload(kind, e)) is not None:
+            out.append((ev, e))
+    return out
+
+
+class ReportSteps:
+    """Build the ledger from the events first, then stream records and scrapes into it."""
+
+    def __init__(self, events: Iterable[Mapping[str, Any]], slo: SLO | None) -> None:
+        self.ledger = StepLedger(slo)
+        self.has_steps = False
+        self._last_s = -math.inf
+        for ev, raw in step_events(events):
+            self.has_steps = True
+            self.ledger.apply([ev])
+            if ev.kind == "end" and isinstance(raw.get("stats"), dict):
+                self.ledger.set_check(ev.index, ClientCheck.from_payload(raw["stats"]))
+
+    def add_scrapes(self, scrapes: Iterable[Mapping[str, Any]]) -> None:
+        for s in scrapes:
+            t, snap = s.get("t"), s.get("snap")
+            if isinstance(t, (int, float)) and isinstance(snap, Mapping):
+                sample = ServerSample.from_dict(float(t), snap)
+                if sample is not None:
+                    self.ledger.add_sample(sample)
+
+    def add(self, rec: RequestRecord) -> None:
+        self.ledger.add_record(rec)
+        end = rec.end_s if not math.isnan(rec.end_s) else rec.sent_s
+        self._last_s = max(self._last_s, end)
+
+    def entries(self, origin_s: float) -> list[dict[str, Any]]:
+        """Every step as a ``steps[]`` entry of ``bench --json`` (plus where it sat in time).
+        A step the session never ended (a killed run) ends at its last record, marked
+        incomplete; a step that measured nothing at all (paused at once) is left out."""
+        unfinished = set()
+        cur = self.ledger.book.current
+        if cur is not None:
+            unfinished.add(cur.index)
+            self.ledger.apply(self.ledger.book.end(max(self._last_s, cur.start_s)))
+        self.ledger.settle()
+        out = []
+        for r in self.ledger.settled_results():
+            s = r.stats
+            if s.duration_s <= 0 and not (s.completed or s.failed or s.cancelled):
+                continue
+            d = r.to_dict(origin_s)
+            d["complete"] = r.index not in unfinished
+            out.append(d)
+        return out
