@@ -95,6 +95,9 @@ def test_screen_reports_and_offline_report_name_the_same_knee(tmp_path: Path) ->
     session_dir = tmp_path / "session"
     screen, held, n_cancelled, during = run_sweep(session_dir)
     knee = screen.knee
+    # while it swept, the pane named no knee before the server showed one
+    named = [k.knee_level for k in during if k.knee_level is not None]
+    assert named and set(named) == {256}
     print(f"live knee c={knee.knee_level} ({knee.knee_reason}); held c={held}")
     assert knee.knee_level == 256 and knee.knee_confirmed and held == 256
     assert "running capped at 256 while 256 wait at c=512" in knee.knee_reason
