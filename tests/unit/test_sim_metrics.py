@@ -7,9 +7,9 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from infmon.sim.engine import Engine, Sequence
+from infmon.sim.memory import memory_budget
 from infmon.sim.metric_schema import buckets_1_2_5
 from infmon.sim.metrics import SimMetrics
-from infmon.sim.roofline import memory_budget
 from infmon.sim.scenarios import SCENARIOS, build_config
 
 REAL = "metrics/vllm-v1-0.32-cpu-tiny-gpt2.prom"
@@ -20,7 +20,12 @@ def real_page(fixtures_dir: Path) -> str:
 
 
 def families(text: str) -> dict:
-    return {f.name: f for f in text_string_to_metric_families(text) if f.name.startswith("vllm:")}
+    """vLLM's own families and the HTTP instrumentator's (process/python ones are the host's)."""
+    return {
+        f.name: f
+        for f in text_string_to_metric_families(text)
+        if f.name.startswith(("vllm:", "http_"))
+    }
 
 
 def shape(family) -> set:
@@ -31,14 +36,21 @@ def shape(family) -> set:
     }
 
 
-def sim_page(scenario: str = "baseline", schema: str = "v1", **kw) -> str:
+def sim_page(scenario: str = "baseline", schema: str = "v1", traffic: bool = False, **kw) -> str:
     cfg = build_config(SCENARIOS[scenario], served_model_name="tiny-gpt2", **kw)
-    return SimMetrics(cfg, memory_budget(cfg), schema).render().decode()
+    metrics = SimMetrics(cfg, memory_budget(cfg), schema)
+    if traffic:  # what the captured page had served: one completion, one chat completion
+        metrics.observe_http("/v1/completions", "POST", 200, 125, 0, 0.04)
+        metrics.observe_http("/v1/chat/completions", "POST", 200, 137, 0, 0.1)
+        metrics.observe_http("/metrics", "GET", 200, 0, 9000, 0.01)  # excluded, as in vLLM
+    return metrics.render().decode()
 
 
 def test_v1_page_matches_real_vllm_family_by_family(fixtures_dir):
     real = families(real_page(fixtures_dir))
-    ours = families(sim_page(max_model_len=1024))
+    ours = families(sim_page(max_model_len=1024, traffic=True))
+    missing = sorted(set(real) - set(ours))
+    assert not missing, f"families real vLLM serves that the simulator lacks: {missing}"
     assert set(ours) == set(real)
     for name, fam in real.items():
         assert ours[name].type == fam.type, name
@@ -99,7 +111,7 @@ def test_counters_follow_delivered_steps():
     while engine.has_work:
         out = engine.step(t)
         t = out.end_s
-        metrics.on_step(out, 0.0, 0.0)
+        metrics.on_step(out)
         for seq in out.finished:
             metrics.on_finished(seq)
             finished.append(seq)
