@@ -90,7 +90,8 @@ V0_ITERATION = (1, 2, 4, *range(8, 513, 8))
 
 def buckets_1_2_5(max_value: int) -> tuple[int, ...]:
     """vLLM's ``build_1_2_5_buckets``: 1, 2, 5, 10, 20, 50, ... while <= max_value."""
-    out, exp = [], 0
+    out: list[int] = []
+    exp = 0
     while True:
         for m in (1, 2, 5):
             v = m * 10**exp

@@ -131,7 +131,7 @@ class SimMetrics:
 
     def _build_http(self) -> None:
         h, r = ms.HTTP_HELP, self.registry
-        self.http = {
+        self.http: dict[str, Any] = {
             "requests": Counter(
                 "http_requests", h["requests"], ("handler", "method", "status"), registry=r
             ),

@@ -130,9 +130,10 @@ def parse_request(
             "messages" if chat else "prompt",
         )
     default = (limit - n_prompt) if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
-    max_tokens = _int(body, "max_completion_tokens", None) if chat else None
-    if max_tokens is None:
-        max_tokens = _int(body, "max_tokens", default)
+    given = _int(body, "max_completion_tokens", None) if chat else None
+    if given is None:
+        given = _int(body, "max_tokens", default)
+    max_tokens = default if given is None else given
     if max_tokens + n_prompt > limit:
         raise ApiError(
             400,

@@ -310,7 +310,8 @@ class SimServer:
         self.metrics.on_step(out, self.engine.pool.drain_events())
         for seq in out.finished:
             self.metrics.on_finished(seq)
-            self._record_trace(seq.handle, seq.finish_reason)
+            if isinstance(seq.handle, Stream):
+                self._record_trace(seq.handle, seq.finish_reason)
         if not self.engine.has_work:
             self.metrics.set_state(0, 0, self.engine.pool.usage)
 

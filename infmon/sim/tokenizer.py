@@ -2,7 +2,8 @@
 
 A text is split into pieces (a chat special token; an optional space and a letter followed by up
 to two lower-case letters; an optional space and up to 3 digits; an optional space and one other
-character; a run of whitespace). A piece in the fixed vocabulary is one token; any other piece
+character; a run of whitespace, leaving its last space to the word after it, as GPT-style
+pre-tokenizers do). A piece in the fixed vocabulary is one token; any other piece
 (non-ASCII text, odd whitespace runs) falls back to one token per UTF-8 byte, as byte-level BPE
 does. So ``detokenize(tokenize(text)) == text`` and ``tokenize(detokenize(ids)) == ids`` for ids
 the tokenizer produced; ``/tokenize``, ``usage.prompt_tokens`` and the prefix cache all count
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 import string
 
-PIECE_RE = re.compile(r"<\|[a-z_]+\|>|\s?[A-Za-z][a-z]{0,2}|\s?\d{1,3}|\s?[^\sA-Za-z\d]|\s+")
+PIECE_RE = re.compile(r"<\|[a-z_]+\|>| ?[A-Za-z][a-z]{0,2}| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+(?!\S)|\s+")
 SPECIALS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
 VOCAB_SIZE = 151_646  # ids 0 .. 151,645 (the specials last), below the model's vocab_size
 
