@@ -45,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         nargs="+",
         metavar="P",
-        help="per-position acceptance probabilities (each given the previous was accepted)",
+        help="mean acceptance per draft position, each given the previous was accepted (one "
+        "value: later positions decay by 0.85 each); each request draws its own around it",
     )
     a("--contention", type=float, help="noisy neighbour: every step takes (1 + F) times longer")
     a("--quality-error-rate", type=float, help="share of quality probes answered wrongly")
@@ -85,6 +86,10 @@ def _config(args: argparse.Namespace) -> tuple[Any, float]:
     if args.scenario not in SCENARIOS:
         raise CliError(f"unknown scenario {args.scenario!r}; see `infmon sim --list`")
     sc = SCENARIOS[args.scenario]
+    if args.draft_model and args.speculative_k is None and sc.speculative_k <= 0:
+        raise CliError(
+            "--draft-model needs --speculative-k N (vLLM: num_speculative_tokens was not provided)"
+        )
     try:
         cfg = build_config(
             sc,

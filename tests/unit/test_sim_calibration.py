@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -177,16 +177,15 @@ def test_predict_a_1000_request_burst_in_under_10s_of_cpu():
     cmd = [sys.executable, "-m", "infmon", "sim", "--predict", "--gpu", "H100-80GB"]
     cmd += ["--rate", "inf", "--requests", "1000", "--prompt-tokens", "512"]
     cmd += ["--output-tokens", "256", "--json"]
-    t0 = time.process_time()
-    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
-    import resource
-
-    child = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = child.ru_utime + child.ru_stime
-    doc = json.loads(out.stdout)
-    print(
-        f"\n1,000-request burst, 7B-class on H100: {cpu:.2f} s CPU (parent {time.process_time() - t0:.2f})"
-    )
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    stdout = proc.stdout.read()  # then reap it ourselves, to read this child's own CPU time
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0
+    cpu = usage.ru_utime + usage.ru_stime
+    print(f"\n1,000-request burst, 7B-class on H100: {cpu:.2f} s CPU (the whole command)")
+    doc = json.loads(stdout)
     assert cpu < 10
     assert doc["requests"] == 1000
     for key in ("output_throughput_tok_s", "total_throughput_tok_s", "kv_capacity_tokens"):

@@ -125,3 +125,49 @@ def test_counters_follow_delivered_steps():
     assert value["vllm:generation_tokens_total"] == sum(s.output_len for s in finished) == 33
     assert value["vllm:prompt_tokens_total"] == 300
     assert value["vllm:request_success_total"] == 3
+
+
+def test_kv_block_and_corrupted_families_only_when_vllm_serves_them(monkeypatch):
+    assert "kv_block" not in sim_page() and "corrupted_requests" not in sim_page()
+    monkeypatch.setattr("infmon.sim.kvcache.KV_METRICS_SAMPLE", 1.0)
+    cfg = build_config(SCENARIOS["tiny-kv"], kv_cache_metrics=True, compute_nans_in_logits=True)
+    metrics = SimMetrics(cfg, memory_budget(cfg))
+    engine = Engine(cfg)
+    for i in range(40):  # distinct prompts through a small cache: blocks are evicted and reused
+        engine.add(Sequence(str(i), 2000, 8, None, 0.0), [i * 10_000 + j for j in range(2000)])
+    t = 0.0
+    while engine.has_work:
+        out = engine.step(t)
+        t = out.end_s
+        metrics.on_step(out, engine.pool.drain_events())
+    fams = families(metrics.render().decode())
+    counts = {
+        n: next(s.value for s in fams[n].samples if s.name.endswith("_count"))
+        for n in ("vllm:kv_block_lifetime_seconds", "vllm:kv_block_idle_before_evict_seconds")
+    }
+    assert all(v > 0 for v in counts.values()), counts
+    assert fams["vllm:corrupted_requests"].type == "counter"  # served; the sim never yields NaNs
+
+
+def test_iteration_tokens_count_generated_not_drafted_tokens_and_mfu_includes_the_drafter():
+    cfg = build_config(SCENARIOS["spec-pitfall"])
+    metrics = SimMetrics(cfg, memory_budget(cfg))
+    engine = Engine(cfg)
+    engine.add(Sequence("a", 100, 40, None, 0.0), list(range(100)))
+    t, steps, target_only = 0.0, [], 0.0
+    while engine.has_work:
+        out = engine.step(t)
+        t = out.end_s
+        steps.append(out)
+        metrics.on_step(out)
+    page = metrics.render().decode()
+    fams = families(page)
+    it = fams["vllm:iteration_tokens_total"]
+    total = next(s.value for s in it.samples if s.name.endswith("_sum"))
+    assert total == 100 + 40  # prompt tokens once + generated tokens (drafts not counted)
+    assert sum(s.scheduled_tokens for s in steps) > total  # drafts were scheduled
+    flops = next(s.value for s in fams["vllm:estimated_flops_per_gpu"].samples)
+    target_only = 2 * cfg.model.linear_params * sum(s.scheduled_tokens for s in steps)
+    assert flops > 1.5 * target_only  # the 7B drafter's passes are in the MFU counters
+    written = next(s.value for s in fams["vllm:estimated_write_bytes_per_gpu"].samples)
+    assert written > 0
