@@ -62,8 +62,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "tiny-kv",
-            "gpu_memory_utilization 0.35: ~0.6 GiB of KV, preemptions under modest load",
-            gpu_memory_utilization=0.35,
+            "gpu_memory_utilization 0.36: ~0.6 GiB of KV, preemptions under modest load",
+            gpu_memory_utilization=0.36,
             max_model_len=8192,
         ),
         Scenario(
