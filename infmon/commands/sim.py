@@ -183,8 +183,16 @@ def run(args: argparse.Namespace) -> int:
     from infmon.sim.scenarios import SCENARIOS
 
     if args.list:
+        from infmon.sim import profiles
+
         for name, sc in SCENARIOS.items():
             print(f"{name:14} {sc.summary}")
+        for kind, table in (
+            ("gpus", profiles.GPUS),
+            ("models", profiles.MODELS),
+            ("engines", profiles.ENGINES),
+        ):
+            print(f"{kind}: {', '.join(table)}")
         return 0
     if args.firehose:
         return _firehose(args)
