@@ -102,3 +102,33 @@ def closed_loop(
         tuple(per_pos),
         acc["run"] / max(1, acc["steps"]),
     )
+
+
+def ngram_acceptance(
+    cfg: EngineConfig, prompts: list[str], output_tokens: int = 256, seed: int = 0
+) -> tuple[float, float]:
+    """(acceptance rate, mean acceptance length) of the n-gram drafter on these prompts.
+
+    Each prompt is answered by the simulator's own text model (as the HTTP server answers it),
+    one request at a time; the drafter looks up the prompt and the output so far.
+    """
+    from infmon.sim.text import TextModel, token_ids
+
+    text = TextModel({}, 0.0, seed)
+    engine = Engine(cfg)
+    t = 0.0
+    for i, prompt in enumerate(prompts):
+        cont = text.continuation(prompt, None)
+        ids = token_ids(prompt)
+        seq = Sequence(f"n{i}", len(ids), output_tokens, None, t, truth=cont.token_id)
+        engine.add(seq, ids)
+    drafts = draft_tokens = accepted = 0
+    while engine.has_work:
+        out = engine.step(t)
+        t = max(out.end_s, t + 1e-6)
+        drafts += out.drafts
+        draft_tokens += out.draft_tokens
+        accepted += out.accepted_tokens
+    if not drafts:
+        return 0.0, 1.0
+    return accepted / max(1, draft_tokens), 1.0 + accepted / drafts

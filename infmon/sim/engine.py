@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infmon.sim.kvcache import BlockPool, block_hashes
-from infmon.sim.roofline import EngineConfig, memory_budget, step_time_s
+from infmon.sim.memory import memory_budget
+from infmon.sim.roofline import EngineConfig, PassLoad, StepLoad, step_cost
+from infmon.sim.spec import NgramIndex, accept_drawn, draw_scale, expand_acceptance
 
 
 @dataclass(slots=True, eq=False)
@@ -41,6 +44,10 @@ class Sequence:
     last_token_s: float = math.nan
     finish_s: float = math.nan
     finish_reason: str | None = None
+    truth: Callable[[int], int] | None = None  # token id of output position i (n-gram lookup)
+    accept_scale: float = 1.0  # this request's acceptance scale (spec.draw_scale)
+    ngram: NgramIndex | None = None
+    proposal: list[int] = field(default_factory=list)
 
     @property
     def num_tokens(self) -> int:
@@ -70,6 +77,9 @@ class StepOutput:
     kv_usage: float = 0.0
     budget_left: int = 0
     kv_blocked: bool = False  # a request could not get KV blocks this step
+    flops: float = 0.0  # target and drafter, for vLLM's MFU counters
+    read_bytes: float = 0.0
+    write_bytes: float = 0.0
 
     @property
     def duration_s(self) -> float:
@@ -80,19 +90,21 @@ class Engine:
     def __init__(self, cfg: EngineConfig) -> None:
         self.cfg = cfg
         self.budget = memory_budget(cfg)
-        self.pool = BlockPool(self.budget.num_gpu_blocks)
+        self.pool = BlockPool(self.budget.num_gpu_blocks, cfg.kv_cache_metrics, cfg.seed)
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()
         self.rng = random.Random(cfg.seed)
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
-        self.acceptance = tuple(
-            cfg.acceptance[i] if i < len(cfg.acceptance) else 0.0 for i in range(self.k)
-        )
+        self.cond = expand_acceptance(cfg.acceptance, self.k)
 
     # -- requests -------------------------------------------------------------------------
     def add(self, seq: Sequence, ids: list[int] | None = None) -> None:
         if ids is not None and self.cfg.enable_prefix_caching:
             seq.hashes = block_hashes(ids, self.cfg.block_size)
+        if self.k:
+            seq.accept_scale = draw_scale(self.rng, self.cfg.acceptance_concentration)
+            if self.cfg.spec_method == "ngram" and ids is not None and seq.truth is not None:
+                seq.ngram = NgramIndex(ids, self.cfg.prompt_lookup_min, self.cfg.prompt_lookup_max)
         self.waiting.append(seq)
 
     def abort(self, seq: Sequence, now_s: float) -> bool:
@@ -132,8 +144,8 @@ class Engine:
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             left = seq.num_tokens - seq.num_computed
-            spec = self.k > 0 and left == 1 and budget >= 1 + self.k
-            n = 1 + self.k if spec else min(left, budget)
+            spec = self.k > 0 and left == 1 and budget >= 1 + self.k and self._propose(seq)
+            n = 1 + len(seq.proposal) if spec else min(left, budget)
             need = self._blocks_needed(seq, n)
             preempted_self = False
             while need > self.pool.num_free:
@@ -149,6 +161,14 @@ class Engine:
             budget -= n
             i += 1
         return plan, budget
+
+    def _propose(self, seq: Sequence) -> bool:
+        """Draft for this step: n-gram lookup where the text is known, else k drawn tokens."""
+        if seq.ngram is not None:
+            seq.proposal = seq.ngram.propose(self.k)
+        else:
+            seq.proposal = [0] * self.k
+        return bool(seq.proposal)
 
     def _admit(self, seq: Sequence, out: StepOutput, budget: int, now_s: float) -> int:
         """Try to start (or resume) a waiting request; returns tokens scheduled (0 = no room)."""
@@ -194,15 +214,18 @@ class Engine:
         out = StepOutput(
             start_s=now_s, end_s=now_s, emitted=[], finished=[], accepted_per_pos=[0] * self.k
         )
+        self.pool.now_s = now_s
         plan = self._schedule(out, now_s)
-        tokens = sum(n for _, n, _ in plan)
-        context = sum(seq.num_computed + n for seq, n, _ in plan)
-        spec = [seq for seq, _, s in plan if s]
-        spec_ctx = sum(seq.num_computed for seq in spec)
         if plan:
-            out.end_s = now_s + step_time_s(self.cfg, tokens, context, len(spec), spec_ctx)
-        out.scheduled_tokens = tokens
-        out.context_tokens = context
+            cost = step_cost(self.cfg, self._load(plan))
+            out.end_s = now_s + cost.time_s
+            out.flops, out.read_bytes, out.write_bytes = (
+                cost.flops,
+                cost.read_bytes,
+                cost.write_bytes,
+            )
+        out.scheduled_tokens = sum(n for _, n, _ in plan)
+        out.context_tokens = sum(seq.num_computed + n for seq, n, _ in plan)
         out.running = len(self.running)
         out.waiting = len(self.waiting)
         for seq, n, is_spec in plan:
@@ -211,21 +234,46 @@ class Engine:
         out.kv_usage = self.pool.usage
         return out
 
-    def _accept(self, out: StepOutput) -> int:
-        accepted = 0
-        for i, p in enumerate(self.acceptance):
-            if self.rng.random() >= p:
-                break
+    def _load(self, plan: list[tuple[Sequence, int, bool]]) -> StepLoad:
+        tokens = sampled = ctx = spec_seqs = spec_ctx = prefill = 0
+        pairs = prefill_pairs = 0.0
+        for seq, n, is_spec in plan:
+            before = seq.num_computed
+            tokens += n
+            ctx += before + n
+            pairs += n * (before + n / 2)
+            if is_spec:
+                sampled += n
+                spec_seqs += 1
+                spec_ctx += before
+            else:
+                sampled += 1 if before + n >= seq.num_tokens else 0
+                if before < seq.prompt_len:
+                    prefill += n
+                    prefill_pairs += n * (before + n / 2)
+        target = PassLoad(tokens, sampled, ctx, pairs)
+        return StepLoad(target, len(plan), spec_seqs, spec_ctx, prefill, prefill_pairs)
+
+    def _accept(self, seq: Sequence, out: StepOutput) -> int:
+        drafted = len(seq.proposal)
+        truth = seq.truth
+        if seq.ngram is not None and truth is not None:
+            base = seq.output_len
+            accepted = next(
+                (i for i, tok in enumerate(seq.proposal) if tok != truth(base + i)), drafted
+            )
+        else:
+            accepted = accept_drawn(self.rng, self.cond[:drafted], seq.accept_scale)
+        for i in range(accepted):
             out.accepted_per_pos[i] += 1
-            accepted += 1
         out.drafts += 1
-        out.draft_tokens += self.k
+        out.draft_tokens += drafted
         out.accepted_tokens += accepted
         return accepted
 
     def _advance(self, seq: Sequence, n: int, is_spec: bool, out: StepOutput) -> None:
         was_prefilling = seq.output_len == 0
-        computed = 1 + self._accept(out) if is_spec else n
+        computed = 1 + self._accept(seq, out) if is_spec else n
         seq.num_computed += computed
         self._register_blocks(seq)
         if seq.num_computed < seq.num_tokens:
@@ -233,6 +281,9 @@ class Engine:
         new = computed if is_spec else 1
         limit = seq.max_tokens if seq.stop_at is None else min(seq.max_tokens, seq.stop_at)
         new = min(new, limit - seq.output_len)
+        if seq.ngram is not None and seq.truth is not None:
+            for i in range(new):
+                seq.ngram.append(seq.truth(seq.output_len + i))
         seq.output_len += new
         out.generation_tokens += new
         out.emitted.append((seq, new))

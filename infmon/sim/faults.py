@@ -144,8 +144,10 @@ class FaultPlan:
             return
         loop = asyncio.get_running_loop()
         start = loop.time()
-        next_restart = start + (restart.value if restart else float("inf"))
-        exit_at = start + (exit_.value if exit_ else float("inf"))
+        period = restart.value if restart is not None and restart.value else float("inf")
+        next_restart = start + period
+        exit_s = exit_.value if exit_ is not None else None
+        exit_at = start + (exit_s if exit_s is not None else float("inf"))
         while True:
             await asyncio.sleep(max(0.0, min(next_restart, exit_at) - loop.time()))
             if loop.time() >= exit_at:
@@ -153,4 +155,4 @@ class FaultPlan:
                 sys.stdout.flush()
                 os._exit(70)
             server.simulate_restart()
-            next_restart += restart.value  # type: ignore[union-attr]
+            next_restart += period

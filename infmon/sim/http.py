@@ -52,6 +52,8 @@ class Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._keep_alive = True
         self.closed = False
+        self.on_response: Callable[[int, int], None] | None = None  # (status, body bytes)
+        self._stream_status = 200
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -122,11 +124,17 @@ class Connection(asyncio.Protocol):
     def send(
         self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None
     ) -> None:
+        self._responded(status, len(body))
         if self.closed or self.transport is None:
             return
         self.transport.write(self._head(status, content_type, extra, len(body)) + body)
         if not self._keep_alive:
             self.close()
+
+    def _responded(self, status: int, size: int) -> None:
+        cb, self.on_response = self.on_response, None
+        if cb is not None:
+            cb(status, size)
 
     def send_json(self, status: int, obj: object, extra: dict[str, str] | None = None) -> None:
         self.send(status, json.dumps(obj).encode(), "application/json", extra)
@@ -134,6 +142,7 @@ class Connection(asyncio.Protocol):
     def start_stream(
         self, status: int, content_type: str, extra: dict[str, str] | None, first: bytes = b""
     ) -> None:
+        self._stream_status = status
         if self.closed or self.transport is None:
             return
         head = self._head(status, content_type, extra, None)
@@ -145,6 +154,7 @@ class Connection(asyncio.Protocol):
 
     def end_stream(self, last: bytes = b"") -> None:
         self.streaming = None
+        self._responded(self._stream_status, 0)  # no content-length: the instrumentator sees 0
         if self.closed or self.transport is None:
             return
         tail = b"%x\r\n%s\r\n" % (len(last), last) if last else b""

@@ -8,7 +8,21 @@ allocation needs them. Usage counts every block not free or evictable, like vLLM
 
 from __future__ import annotations
 
+import itertools
+import random
 from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+KV_METRICS_SAMPLE = 0.01  # vLLM's default --kv-cache-metrics-sample
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionEvent:
+    """A sampled block's residency, as vLLM's KV-cache metrics record it at eviction."""
+
+    lifetime_s: float
+    idle_s: float
+    reuse_gaps_s: tuple[float, ...]
 
 
 def block_hashes(ids: list[int], block_size: int) -> list[int]:
@@ -22,10 +36,27 @@ def block_hashes(ids: list[int], block_size: int) -> list[int]:
 
 
 class BlockPool:
-    __slots__ = ("_evictable", "_free", "_hash_of", "_ref", "cached", "num_blocks")
+    __slots__ = (
+        "_evictable",
+        "_free",
+        "_hash_of",
+        "_ref",
+        "_rng",
+        "_sampled",
+        "cached",
+        "events",
+        "now_s",
+        "num_blocks",
+        "track",
+    )
 
-    def __init__(self, num_blocks: int) -> None:
+    def __init__(self, num_blocks: int, track: bool = False, seed: int = 0) -> None:
         self.num_blocks = num_blocks
+        self.track = track  # --kv-cache-metrics: sample blocks and record their evictions
+        self.now_s = 0.0
+        self._rng = random.Random(seed)
+        self._sampled: dict[int, list[float]] = {}  # block -> [allocated, touches...]
+        self.events: list[EvictionEvent] = []
         self._free: deque[int] = deque(range(num_blocks))
         self._ref = [0] * num_blocks
         self._hash_of: list[int | None] = [None] * num_blocks
@@ -51,6 +82,8 @@ class BlockPool:
                 del self._evictable[block]
             self._ref[block] += 1
             hits.append(block)
+            if block in self._sampled:
+                self._sampled[block].append(self.now_s)
         return hits
 
     def allocate(self, n: int) -> list[int] | None:
@@ -60,12 +93,31 @@ class BlockPool:
         for _ in range(n):
             if self._free:
                 block = self._free.popleft()
+                self._evicted(block)
             else:
                 block, _ = self._evictable.popitem(last=False)
-                del self.cached[self._hash_of[block]]
+                h = self._hash_of[block]
+                if h is not None:
+                    del self.cached[h]
                 self._hash_of[block] = None
+                self._evicted(block)
             self._ref[block] = 1
             out.append(block)
+            if self.track and self._rng.random() < KV_METRICS_SAMPLE:
+                self._sampled[block] = [self.now_s]
+        return out
+
+    def _evicted(self, block: int) -> None:
+        if not self._sampled:
+            return
+        times = self._sampled.pop(block, None)
+        if times is None:
+            return
+        gaps = tuple(b - a for a, b in itertools.pairwise(times))
+        self.events.append(EvictionEvent(self.now_s - times[0], self.now_s - times[-1], gaps[-8:]))
+
+    def drain_events(self) -> list[EvictionEvent]:
+        out, self.events = self.events, []
         return out
 
     def release(self, blocks: list[int]) -> None:

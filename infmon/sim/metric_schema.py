@@ -90,7 +90,8 @@ V0_ITERATION = (1, 2, 4, *range(8, 513, 8))
 
 def buckets_1_2_5(max_value: int) -> tuple[int, ...]:
     """vLLM's ``build_1_2_5_buckets``: 1, 2, 5, 10, 20, 50, ... while <= max_value."""
-    out, exp = [], 0
+    out: list[int] = []
+    exp = 0
     while True:
         for m in (1, 2, 5):
             v = m * 10**exp
@@ -662,11 +663,114 @@ LABEL_VALUES = {
     "source": ("local_compute", "local_cache_hit", "external_kv_transfer"),
     "finished_reason": ("stop", "length", "abort", "error", "repetition"),
 }
+KV_RESIDENCY_BUCKETS = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1,
+    2,
+    5,
+    10,
+    20,
+    30,
+    60,
+    120,
+    300,
+    600,
+    1200,
+    1800,
+)
+_SAMPLED = "Sampled metrics (controlled by --kv-cache-metrics-sample)."
+V1_KV_RESIDENCY = (
+    (
+        "kv_block_lifetime",
+        "histogram",
+        "kv_block_lifetime_seconds",
+        f"Histogram of KV cache block lifetime from allocation to eviction. {_SAMPLED}",
+        (),
+        KV_RESIDENCY_BUCKETS,
+    ),
+    (
+        "kv_block_idle",
+        "histogram",
+        "kv_block_idle_before_evict_seconds",
+        f"Histogram of idle time before KV cache block eviction. {_SAMPLED}",
+        (),
+        KV_RESIDENCY_BUCKETS,
+    ),
+    (
+        "kv_block_reuse_gap",
+        "histogram",
+        "kv_block_reuse_gap_seconds",
+        "Histogram of time gaps between consecutive KV cache block accesses. Only the most "
+        f"recent accesses are recorded (ring buffer). {_SAMPLED}",
+        (),
+        KV_RESIDENCY_BUCKETS,
+    ),
+)
+V1_CORRUPTED = (
+    (
+        "corrupted",
+        "counter",
+        "corrupted_requests",
+        "Corrupted requests, in terms of total number of requests with NaNs in logits.",
+        (),
+        None,
+    ),
+)
 CACHED_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")
 ADMISSION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
 V0_FINISHED = ("stop", "length", "abort")
 
 
-def families(schema: str, spec: bool) -> tuple:
-    rows = (V1 + (V1_SPEC if spec else ())) if schema == "v1" else (V0 + (V0_SPEC if spec else ()))
+def families(schema: str, spec: bool, kv_metrics: bool = False, nans: bool = False) -> tuple:
+    if schema == "v1":
+        rows = V1 + (V1_SPEC if spec else ())
+        rows += (V1_KV_RESIDENCY if kv_metrics else ()) + (V1_CORRUPTED if nans else ())
+    else:
+        rows = V0 + (V0_SPEC if spec else ())
     return tuple((c, kind, _P + name, help_, labels, b) for c, kind, name, help_, labels, b in rows)
+
+
+# prometheus-fastapi-instrumentator, as vLLM's API server sets it up (status codes grouped).
+HTTP_HIGHR_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    3.0,
+    3.5,
+    4.0,
+    4.5,
+    5.0,
+    7.5,
+    10.0,
+    30.0,
+    60.0,
+)
+HTTP_BUCKETS = (0.1, 0.5, 1.0)
+_NO_PCT = "Only value of header is respected. Otherwise ignored. No percentile calculated. "
+HTTP_HELP = {
+    "requests": "Total number of requests by method, status and handler.",
+    "request_size": f"Content length of incoming requests by handler. {_NO_PCT}",
+    "response_size": f"Content length of outgoing responses by handler. {_NO_PCT}",
+    "highr": "Latency with many buckets but no API specific labels. Made for more accurate "
+    "percentile calculations. ",
+    "duration": "Latency with only few buckets by handler. Made to be only used if aggregation "
+    "by handler is important. ",
+}
+HTTP_EXCLUDED = ("/metrics", "/health", "/load", "/ping", "/version", "/server_info")

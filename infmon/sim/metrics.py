@@ -7,12 +7,14 @@ has passed), so ``generation_tokens_total`` always equals what clients have rece
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    Summary,
     gc_collector,
     generate_latest,
     platform_collector,
@@ -21,7 +23,9 @@ from prometheus_client import (
 
 from infmon.sim import metric_schema as ms
 from infmon.sim.engine import Sequence, StepOutput
-from infmon.sim.roofline import EngineConfig, MemoryBudget
+from infmon.sim.kvcache import EvictionEvent
+from infmon.sim.memory import MemoryBudget
+from infmon.sim.roofline import EngineConfig
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -69,7 +73,7 @@ def cache_config_labels(cfg: EngineConfig, mem: MemoryBudget, schema: str) -> di
         labels |= {
             "engine": "0",
             "effective_attention_block_size": str(cfg.block_size),
-            "kv_cache_memory_bytes": str(int(mem.kv_gb * 1e9)),
+            "kv_cache_memory_bytes": str(mem.kv_bytes),
             "kv_cache_size_tokens": str(mem.kv_tokens),
             "kv_cache_max_concurrency": str(round(mem.kv_tokens / cfg.max_model_len, 2)),
             "prefix_caching_hash_algo": "sha256",
@@ -85,9 +89,10 @@ class SimMetrics:
         self.cfg, self.mem, self.schema = cfg, mem, schema
         self.registry = CollectorRegistry()
         self._build_registry()
-        self.m: dict[str, object] = {}
-        self.c: dict[str, object] = {}
+        self.m: dict[str, Any] = {}
+        self.c: dict[str, Any] = {}
         self._build(cfg, mem)
+        self._build_http()
 
     def _build_registry(self) -> None:
         process_collector.ProcessCollector(registry=self.registry)
@@ -99,9 +104,10 @@ class SimMetrics:
         self.base = (cfg.served_model_name, "0")[: len(base)]
         len_buckets = ms.buckets_1_2_5(cfg.max_model_len)
         for concept, kind, name, help_, extra, buckets in ms.families(
-            self.schema, cfg.spec_enabled
+            self.schema, cfg.spec_enabled, cfg.kv_cache_metrics, cfg.compute_nans_in_logits
         ):
             labels = base + extra if concept != "admission_rejections" else ("model_name", *extra)
+            metric: Any
             if kind == "counter":
                 metric = Counter(name, help_, labels, registry=self.registry)
             elif kind == "gauge":
@@ -123,7 +129,46 @@ class SimMetrics:
         )
         cfg_gauge.labels(**info).set(1)
 
-    def _precreate(self, concept: str, metric, label: str) -> None:
+    def _build_http(self) -> None:
+        h, r = ms.HTTP_HELP, self.registry
+        self.http: dict[str, Any] = {
+            "requests": Counter(
+                "http_requests", h["requests"], ("handler", "method", "status"), registry=r
+            ),
+            "request_size": Summary(
+                "http_request_size_bytes", h["request_size"], ("handler",), registry=r
+            ),
+            "response_size": Summary(
+                "http_response_size_bytes", h["response_size"], ("handler",), registry=r
+            ),
+            "highr": Histogram(
+                "http_request_duration_highr_seconds",
+                h["highr"],
+                buckets=ms.HTTP_HIGHR_BUCKETS,
+                registry=r,
+            ),
+            "duration": Histogram(
+                "http_request_duration_seconds",
+                h["duration"],
+                ("handler", "method"),
+                buckets=ms.HTTP_BUCKETS,
+                registry=r,
+            ),
+        }
+
+    def observe_http(
+        self, handler: str, method: str, status: int, req_bytes: int, resp_bytes: int, dur_s: float
+    ) -> None:
+        """One answered request, as vLLM's HTTP instrumentator records it."""
+        if handler in ms.HTTP_EXCLUDED:
+            return
+        self.http["requests"].labels(handler, method, f"{status // 100}xx").inc()
+        self.http["request_size"].labels(handler).observe(req_bytes)
+        self.http["response_size"].labels(handler).observe(resp_bytes)
+        self.http["highr"].observe(dur_s)
+        self.http["duration"].labels(handler, method).observe(dur_s)
+
+    def _precreate(self, concept: str, metric: Any, label: str) -> None:
         if concept == "admission_rejections":
             for r in ms.ADMISSION_REASONS:
                 metric.labels(self.base[0], r)
@@ -163,10 +208,11 @@ class SimMetrics:
         self._set("waiting_by_reason:capacity", waiting)
         self._set("kv_usage", kv_usage)
 
-    def on_step(self, out: StepOutput, flops: float, read_bytes: float) -> None:
+    def on_step(self, out: StepOutput, evictions: list[EvictionEvent] | None = None) -> None:
         self.set_state(out.running, out.waiting, out.kv_usage)
-        self._inc("flops", flops)
-        self._inc("read_bytes", read_bytes)
+        self._inc("flops", out.flops)
+        self._inc("read_bytes", out.read_bytes)
+        self._inc("write_bytes", out.write_bytes)
         self._inc("prefix_queries", out.prefix_queries)
         self._inc("prefix_hits", out.prefix_hits)
         self._inc("prompt_cached_by_source:device", out.prefix_hits)
@@ -176,8 +222,14 @@ class SimMetrics:
         self._inc("prompt_by_source:local_cache_hit", out.prompt_done_cached)
         self._inc("prompt_cached", out.prompt_done_cached)
         self._inc("generation_tokens", out.generation_tokens)
-        if out.scheduled_tokens:
-            self._observe("iteration_tokens", out.scheduled_tokens)
+        if out.prompt_done_tokens or out.generation_tokens:
+            # vLLM: prompt tokens of prefills that completed + tokens generated (not drafts)
+            self._observe("iteration_tokens", out.prompt_done_tokens + out.generation_tokens)
+        for ev in evictions or ():
+            self._observe("kv_block_lifetime", ev.lifetime_s)
+            self._observe("kv_block_idle", ev.idle_s)
+            for gap in ev.reuse_gaps_s:
+                self._observe("kv_block_reuse_gap", gap)
         if out.drafts:
             self._spec(out)
         if "prefix_hit_rate" in self.c and out.prefix_queries:
@@ -234,6 +286,7 @@ class SimMetrics:
         self.m.clear()
         self.c.clear()
         self._build(self.cfg, self.mem)
+        self._build_http()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

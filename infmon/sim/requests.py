@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import ClassVar
 
+from infmon.sim import tokenizer
 from infmon.sim.http import Request
 from infmon.sim.roofline import EngineConfig
 from infmon.sim.streams import RequestSpec
@@ -49,12 +50,12 @@ def _body(req: Request) -> dict:
     return body
 
 
-def _prompt(body: dict, chat: bool) -> str | list[int]:
+def _prompt(body: dict, chat: bool, generation_prompt: bool = True) -> str | list[int]:
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "'messages' must be a non-empty list", "messages")
-        return chat_prompt(messages)
+        return chat_prompt(messages, generation_prompt)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]
@@ -67,6 +68,13 @@ def _prompt(body: dict, chat: bool) -> str | list[int]:
     return prompt
 
 
+def _decoded(ids: list[int]) -> str:
+    try:
+        return tokenizer.decode(ids)
+    except ValueError:
+        return ""
+
+
 def _int(body: dict, key: str, default: int | None) -> int | None:
     value = body.get(key)
     if value is None:
@@ -74,6 +82,30 @@ def _int(body: dict, key: str, default: int | None) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ApiError(400, f"'{key}' must be a non-negative integer", key)
     return value
+
+
+def parse_tokenize(req: Request, cfg: EngineConfig) -> str | list[int]:
+    """The text of a ``/tokenize`` body: ``prompt`` or ``messages`` (+ add_generation_prompt)."""
+    body = _body(req)
+    model = body.get("model")
+    if model is not None and model != cfg.served_model_name:
+        raise ApiError(404, f"The model `{model}` does not exist.", "model")
+    if "messages" in body:
+        return _prompt(body, True, body.get("add_generation_prompt", True) is not False)
+    return _prompt(body, False)
+
+
+def parse_detokenize(req: Request, cfg: EngineConfig) -> list[int]:
+    body = _body(req)
+    model = body.get("model")
+    if model is not None and model != cfg.served_model_name:
+        raise ApiError(404, f"The model `{model}` does not exist.", "model")
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
+        raise ApiError(400, "'tokens' must be a list of token ids", "tokens")
+    return tokens
 
 
 def parse_request(
@@ -86,7 +118,7 @@ def parse_request(
     if (body.get("n") or 1) != 1:
         raise ApiError(400, "the simulator supports n=1 only", "n")
     prompt = _prompt(body, chat)
-    prompt_text = prompt if isinstance(prompt, str) else ""
+    prompt_text = prompt if isinstance(prompt, str) else _decoded(prompt)
     n_prompt = count_tokens(prompt) if isinstance(prompt, str) else len(prompt)
     limit = cfg.max_model_len
     if n_prompt >= limit:
@@ -98,9 +130,10 @@ def parse_request(
             "messages" if chat else "prompt",
         )
     default = (limit - n_prompt) if chat else COMPLETIONS_DEFAULT_MAX_TOKENS
-    max_tokens = _int(body, "max_completion_tokens", None) if chat else None
-    if max_tokens is None:
-        max_tokens = _int(body, "max_tokens", default)
+    given = _int(body, "max_completion_tokens", None) if chat else None
+    if given is None:
+        given = _int(body, "max_tokens", default)
+    max_tokens = default if given is None else given
     if max_tokens + n_prompt > limit:
         raise ApiError(
             400,
@@ -129,7 +162,7 @@ def parse_request(
         prompt_tokens=n_prompt,
         max_tokens=max_tokens,
         answer=answer,
-        filler_start=text.filler_start(prompt_text, seed),
+        continuation=text.continuation(prompt_text, seed),
         client_request_id=req.headers.get("x-request-id"),
         stop_at=stop_at,
     )

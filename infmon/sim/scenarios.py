@@ -1,20 +1,25 @@
-"""Named scenarios: a GPU, a model and engine settings that tell one story each."""
+"""Named scenarios: a GPU, a model, an engine and settings that tell one story each."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from infmon.sim import profiles
+from infmon.sim.memory import batch_defaults
 from infmon.sim.roofline import EngineConfig
+from infmon.sim.spec import check_draft
 
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
     name: str
     summary: str
-    gpu: str = "L40S"
+    gpu: str = "RTX-6000-Ada"
     model: str = "Qwen/Qwen2.5-7B-Instruct"
+    engine: str = "vllm-v1"
     drafter: str | None = None
+    spec_method: str = ""
     speculative_k: int = 0
     acceptance: tuple[float, ...] = ()
     gpu_memory_utilization: float = 0.9
@@ -22,14 +27,15 @@ class Scenario:
     max_num_seqs: int | None = None
     contention: float = 0.0
     quality_error_rate: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Scenario(
-            "baseline", "Qwen2.5-7B-Instruct bf16 on an L40S-class GPU (~57 tok/s single stream)"
+            "baseline",
+            "Qwen2.5-7B-Instruct bf16 on a 48 GB Ada card (RTX 6000 Ada, 960 GB/s): ~58 tok/s "
+            "single stream",
         ),
         Scenario(
             "fp8",
@@ -39,21 +45,24 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "spec-good",
-            "speculative decoding with Qwen2.5-0.5B drafting k=4 at high acceptance: faster single stream",
-            drafter="Qwen/Qwen2.5-0.5B-Instruct",
+            "an EAGLE-style head drafting k=4 at high acceptance: faster single stream",
+            drafter="infmon/EAGLE-Qwen2.5-7B-Instruct",
+            spec_method="eagle",
             speculative_k=4,
-            acceptance=(0.7, 0.6, 0.5, 0.4),
+            acceptance=(0.8, 0.7, 0.6, 0.5),
         ),
         Scenario(
             "spec-pitfall",
-            "a large mismatched drafter (3B, k=7) with low acceptance: single stream ~58 -> ~16 tok/s, less KV",
-            drafter="Qwen/Qwen2.5-3B-Instruct",
-            speculative_k=7,
-            acceptance=(0.1, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05),
+            "a drafter as large as the target (R1-Distill-Qwen-7B, same vocab) k=3, low "
+            "acceptance: single stream ~57 -> ~16 tok/s, less KV",
+            drafter="deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+            spec_method="draft_model",
+            speculative_k=3,
+            acceptance=(0.12, 0.1, 0.1),
         ),
         Scenario(
             "tiny-kv",
-            "gpu_memory_utilization 0.36: ~0.6 GB of KV, preemptions under modest load",
+            "gpu_memory_utilization 0.36: ~0.6 GiB of KV, preemptions under modest load",
             gpu_memory_utilization=0.36,
             max_model_len=8192,
         ),
@@ -65,30 +74,48 @@ SCENARIOS: dict[str, Scenario] = {
     )
 }
 
-
-def default_batching(gpu: profiles.GpuProfile) -> tuple[int, int]:
-    """vLLM V1's defaults for the OpenAI server: bigger on >= 70 GB GPUs (max_num_seqs, tokens)."""
-    return (1024, 8192) if gpu.memory_gb >= 70 else (256, 2048)
+_SCENARIO_KEYS = {f.name for f in fields(Scenario)}
 
 
-def build_config(scenario: Scenario, **overrides) -> EngineConfig:
-    """An engine config from a scenario; ``overrides`` (None = keep) come from the command line."""
+def _spec_method(sc: Scenario, drafter: profiles.ModelProfile | None) -> str:
+    if sc.speculative_k <= 0:
+        return ""
+    if sc.spec_method:
+        return sc.spec_method
+    if drafter is None:
+        return "ngram"
+    return drafter.draft_method
+
+
+def build_config(scenario: Scenario, **overrides: Any) -> EngineConfig:
+    """An engine config from a scenario; ``overrides`` (None = keep) come from the command line.
+
+    ``gpu``, ``model``, ``engine`` and ``drafter`` are profile names or TOML paths. Raises
+    ``KeyError`` / ``ProfileError`` for unknown profiles and ``SpecConfigError`` for a draft
+    model vLLM would refuse.
+    """
     o = {k: v for k, v in overrides.items() if v is not None}
-    sc = replace(scenario, **{k: o.pop(k) for k in list(o) if k in Scenario.__dataclass_fields__})
-    gpu = profiles.gpu(sc.gpu)
-    model = profiles.model(sc.model)
-    seqs, tokens = default_batching(gpu)
-    drafter = profiles.model(sc.drafter) if sc.drafter and sc.speculative_k > 0 else None
+    sc = replace(scenario, **{k: o.pop(k) for k in list(o) if k in _SCENARIO_KEYS})
+    gpu = profiles.resolve(sc.gpu, "gpu")
+    model = profiles.resolve(sc.model, "model")
+    engine = profiles.resolve(sc.engine, "engine")
+    drafter = profiles.resolve(sc.drafter, "model") if sc.drafter and sc.speculative_k > 0 else None
+    method = _spec_method(sc, drafter)
+    check_draft(method, model, drafter, engine.strict_draft_vocab)
+    max_len = sc.max_model_len or model.max_model_len
+    seqs, tokens, _ = batch_defaults(gpu, engine, max_len)
     cfg = EngineConfig(
         gpu=gpu,
         model=model,
+        engine=engine,
         served_model_name=o.pop("served_model_name", model.name),
-        max_model_len=sc.max_model_len or model.max_model_len,
+        max_model_len=max_len,
         max_num_seqs=sc.max_num_seqs or seqs,
         max_num_batched_tokens=o.pop("max_num_batched_tokens", tokens),
         gpu_memory_utilization=sc.gpu_memory_utilization,
-        drafter=drafter,
-        speculative_k=sc.speculative_k if drafter else 0,
+        drafter=drafter if method != "ngram" else None,
+        spec_method=method,
+        speculative_k=sc.speculative_k if method else 0,
         acceptance=sc.acceptance,
         contention=sc.contention,
     )

@@ -15,14 +15,15 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from infmon import __version__
+from infmon.sim import tokenizer
 from infmon.sim.engine import Engine, Sequence, StepOutput
 from infmon.sim.faults import FaultPlan
 from infmon.sim.http import Connection, Request
 from infmon.sim.metrics import CONTENT_TYPE, SimMetrics
-from infmon.sim.requests import ApiError, parse_request
+from infmon.sim.requests import ApiError, parse_detokenize, parse_request, parse_tokenize
 from infmon.sim.roofline import EngineConfig
 from infmon.sim.streams import SSE_HEADERS, Stream
-from infmon.sim.text import TextModel, chat_prompt, load_probes, token_ids
+from infmon.sim.text import TextModel, load_probes, token_ids
 from infmon.sim.trace import TimingTrace
 
 DELIVERY_SLICE = 128  # streams written per loop turn: bounds the loop lag one step causes
@@ -60,7 +61,10 @@ class SimServer:
             ("GET", "/version"): self._version,
             ("GET", "/metrics"): self._metrics,
             ("GET", "/metrics/"): self._metrics,
+            ("HEAD", "/metrics"): self._metrics_head,
+            ("HEAD", "/metrics/"): self._metrics_head,
             ("POST", "/tokenize"): self._tokenize,
+            ("POST", "/detokenize"): self._detokenize,
             ("POST", "/v1/completions"): self._generate,
             ("POST", "/v1/chat/completions"): self._generate,
             ("GET", "/sim/stats"): self._stats,
@@ -102,6 +106,20 @@ class SimServer:
 
     # -- routing ----------------------------------------------------------------------------
     def handle(self, req: Request, conn: Connection) -> None:
+        t0 = time.perf_counter()
+        size = req.headers.get("content-length", "0")
+
+        def record(status: int, resp_bytes: int) -> None:
+            self.metrics.observe_http(
+                req.path,
+                req.method,
+                status,
+                int(size) if size.isdigit() else 0,
+                resp_bytes,
+                time.perf_counter() - t0,
+            )
+
+        conn.on_response = record if (req.method, req.path) in self.routes else None
         route = self.routes.get((req.method, req.path))
         if route is None:
             known = any(path == req.path for _, path in self.routes)
@@ -153,6 +171,10 @@ class SimServer:
     def _metrics(self, req: Request, conn: Connection) -> None:
         self.faults.serve_metrics(conn, self.metrics.render(), CONTENT_TYPE)
 
+    def _metrics_head(self, req: Request, conn: Connection) -> None:
+        """200 and no body, as vLLM answers (a 405 breaks aiohttp's probes)."""
+        conn.send(200, b"", CONTENT_TYPE)
+
     def _stats(self, req: Request, conn: Connection) -> None:
         """The simulator's own health (not a vLLM endpoint): event-loop lag since the last call."""
 
@@ -185,14 +207,8 @@ class SimServer:
             self._lags_s.append(max(0.0, time.perf_counter() - t0 - period_s))
 
     def _tokenize(self, req: Request, conn: Connection) -> None:
-        body = req.json()
-        if not isinstance(body, dict):
-            raise ApiError(400, "request body must be a JSON object")
-        if "messages" in body:
-            prompt = chat_prompt(body["messages"])
-        else:
-            prompt = str(body.get("prompt", ""))
-        ids = token_ids(prompt)
+        prompt = parse_tokenize(req, self.cfg)
+        ids = prompt if isinstance(prompt, list) else token_ids(prompt)
         conn.send_json(
             200,
             {
@@ -202,6 +218,14 @@ class SimServer:
                 "token_strs": None,
             },
         )
+
+    def _detokenize(self, req: Request, conn: Connection) -> None:
+        ids = parse_detokenize(req, self.cfg)
+        try:
+            text = tokenizer.decode(ids)
+        except ValueError as exc:
+            raise ApiError(400, str(exc), "tokens") from None
+        conn.send_json(200, {"prompt": text})
 
     # -- generation -------------------------------------------------------------------------
     def _generate(self, req: Request, conn: Connection) -> None:
@@ -216,7 +240,13 @@ class SimServer:
             stream.trace = []
         now = asyncio.get_running_loop().time()
         seq = Sequence(
-            req_id, spec.prompt_tokens, spec.max_tokens, spec.stop_at, now, handle=stream
+            req_id,
+            spec.prompt_tokens,
+            spec.max_tokens,
+            spec.stop_at,
+            now,
+            handle=stream,
+            truth=spec.token_id,
         )
         stream.seq = seq
         conn.streaming = stream
@@ -226,8 +256,18 @@ class SimServer:
             )
             self.faults.assign_stream_fault(stream)
         ids = prompt if isinstance(prompt, list) else token_ids(prompt)
-        self.engine.add(seq, ids)
         self.metrics.on_admitted(spec.max_tokens, True)
+        delay = self.cfg.engine.request_overhead_s
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, self._enqueue, seq, ids)
+        else:
+            self._enqueue(seq, ids)
+
+    def _enqueue(self, seq: Sequence, ids: list[int]) -> None:
+        """The request reaches the scheduler (after the API server's own work)."""
+        if seq.finish_reason is not None:
+            return  # the client went away first
+        self.engine.add(seq, ids)
         self._wake.set()
 
     def _lost(self, conn: Connection) -> None:
@@ -267,13 +307,11 @@ class SimServer:
             self._emit(out, emitted[i : i + DELIVERY_SLICE])
             self._deliver_s.append(time.perf_counter() - w0)
             self._deliver_cpu_s.append(time.thread_time() - c0)
-        cfg = self.cfg
-        flops = 2.0 * cfg.model.params * out.scheduled_tokens
-        read = cfg.model.weight_bytes + out.context_tokens * cfg.model.kv_bytes_per_token
-        self.metrics.on_step(out, flops, read if out.scheduled_tokens else 0.0)
+        self.metrics.on_step(out, self.engine.pool.drain_events())
         for seq in out.finished:
             self.metrics.on_finished(seq)
-            self._record_trace(seq.handle, seq.finish_reason)
+            if isinstance(seq.handle, Stream):
+                self._record_trace(seq.handle, seq.finish_reason)
         if not self.engine.has_work:
             self.metrics.set_state(0, 0, self.engine.pool.usage)
 

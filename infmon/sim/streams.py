@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from infmon.sim.engine import Sequence
 from infmon.sim.http import Connection
-from infmon.sim.text import filler_piece
+from infmon.sim.text import Continuation
+from infmon.sim.tokenizer import ID_OF
 
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"cache-control": "no-cache"}
@@ -30,9 +31,18 @@ class RequestSpec:
     prompt_tokens: int
     max_tokens: int
     answer: list[str]  # probe answer pieces (may be empty)
-    filler_start: int
+    continuation: Continuation  # what follows the answer
     client_request_id: str | None
     stop_at: int | None  # output length at which EOS comes; None with ignore_eos
+
+    def piece(self, i: int) -> str:
+        n = len(self.answer)
+        return self.answer[i] if i < n else self.continuation.piece(i - n)
+
+    def token_id(self, i: int) -> int:
+        """The id of output token ``i`` (what an n-gram drafter is checked against)."""
+        n = len(self.answer)
+        return ID_OF.get(self.answer[i], 0) if i < n else self.continuation.token_id(i - n)
 
 
 class Stream:
@@ -81,15 +91,8 @@ class Stream:
             self._suf = ',"logprobs":null,"finish_reason":%s,"stop_reason":null}]}\n\n'
 
     def text(self, start: int, n: int) -> str:
-        answer = self.spec.answer
-        out = []
-        for i in range(start, start + n):
-            out.append(
-                answer[i]
-                if i < len(answer)
-                else filler_piece(self.spec.filler_start, i - len(answer))
-            )
-        return "".join(out)
+        piece = self.spec.piece
+        return "".join([piece(i) for i in range(start, start + n)])
 
     def headers(self) -> dict[str, str]:
         return {"x-request-id": self.spec.client_request_id or self.id}

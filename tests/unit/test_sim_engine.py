@@ -7,12 +7,10 @@ import pytest
 from infmon.sim.analysis import closed_loop
 from infmon.sim.engine import Engine, Sequence
 from infmon.sim.kvcache import BlockPool, block_hashes
-from infmon.sim.roofline import (
-    marginal_acceptance,
-    memory_budget,
-    predicted_decode_tok_s,
-)
+from infmon.sim.memory import memory_budget
+from infmon.sim.roofline import predicted_decode_tok_s
 from infmon.sim.scenarios import SCENARIOS, build_config
+from infmon.sim.spec import marginal_acceptance
 
 
 def cfg_of(name: str, **kw):
@@ -22,14 +20,16 @@ def cfg_of(name: str, **kw):
 def test_baseline_memory_and_roofline_match_published_figures():
     cfg = cfg_of("baseline")
     mem = memory_budget(cfg)
-    assert mem.weights_gb == pytest.approx(15.2, abs=0.1)  # 7.61 B params x 2 bytes
+    assert cfg.model.params == pytest.approx(7.615e9, rel=0.002)  # Qwen2.5-7B's published count
+    assert mem.weights_gib == pytest.approx(14.18, abs=0.02)  # x 2 bytes, in GiB
     assert mem.kv_bytes_per_token == 2 * 28 * 4 * 128 * 2
-    # ~15 GB over 864 GB/s: about 57 tokens/s before step overhead.
-    assert cfg.model.weight_bytes / cfg.gpu.bandwidth_bytes_s == pytest.approx(1 / 56.8, rel=0.01)
-    assert predicted_decode_tok_s(cfg) == pytest.approx(57, rel=0.03)
+    # a decode step reads the decoder layers and the lm_head (not the embedding table)
+    read = cfg.model.linear_params * 2 + cfg.model.lm_head_bytes
+    assert read == pytest.approx(14.14e9, rel=0.002)
+    assert predicted_decode_tok_s(cfg) == pytest.approx(58, rel=0.03)
 
 
-@pytest.mark.parametrize("name", ["baseline", "fp8", "spec-good", "spec-pitfall", "contention"])
+@pytest.mark.parametrize("name", ["baseline", "fp8", "contention"])
 def test_single_stream_equals_roofline_within_5pct(name):
     cfg = cfg_of(name)
     r = closed_loop(cfg, 1, prompt_tokens=128, output_tokens=512, duration_s=40, warmup_s=2)
@@ -42,7 +42,7 @@ def test_scenarios_move_single_stream_the_right_way_by_the_right_amount():
     assert base == pytest.approx(58, rel=0.05)
     assert predicted_decode_tok_s(cfg_of("spec-pitfall")) == pytest.approx(16, rel=0.15)
     assert predicted_decode_tok_s(cfg_of("spec-good")) > 1.5 * base
-    assert predicted_decode_tok_s(cfg_of("fp8")) > 1.8 * base
+    assert predicted_decode_tok_s(cfg_of("fp8")) > 1.6 * base  # lm_head and host work stay
     assert predicted_decode_tok_s(cfg_of("contention")) < 0.7 * base
     # The drafters cost KV: fewer blocks than baseline, most for the large drafter.
     blocks = {n: memory_budget(cfg_of(n)).num_gpu_blocks for n in SCENARIOS}
@@ -83,9 +83,9 @@ def test_tiny_kv_preempts_and_caps_running():
 @pytest.mark.parametrize("name", ["spec-good", "spec-pitfall"])
 def test_acceptance_counters_match_configuration_within_5pct(name):
     cfg = cfg_of(name)
-    r = closed_loop(cfg, 64, 64, 4096, duration_s=120, warmup_s=1)
+    r = closed_loop(cfg, 64, 64, 256, duration_s=90, warmup_s=10)
     k = cfg.speculative_k
-    marg = marginal_acceptance(cfg.acceptance, k)
+    marg = marginal_acceptance(cfg.acceptance, k, cfg.acceptance_concentration)
     assert r.draft_tokens == k * r.drafts
     assert r.accepted_tokens / r.draft_tokens == pytest.approx(sum(marg) / k, rel=0.05)
     for i in range(k):

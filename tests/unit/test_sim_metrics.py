@@ -7,9 +7,9 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from infmon.sim.engine import Engine, Sequence
+from infmon.sim.memory import memory_budget
 from infmon.sim.metric_schema import buckets_1_2_5
 from infmon.sim.metrics import SimMetrics
-from infmon.sim.roofline import memory_budget
 from infmon.sim.scenarios import SCENARIOS, build_config
 
 REAL = "metrics/vllm-v1-0.32-cpu-tiny-gpt2.prom"
@@ -20,7 +20,12 @@ def real_page(fixtures_dir: Path) -> str:
 
 
 def families(text: str) -> dict:
-    return {f.name: f for f in text_string_to_metric_families(text) if f.name.startswith("vllm:")}
+    """vLLM's own families and the HTTP instrumentator's (process/python ones are the host's)."""
+    return {
+        f.name: f
+        for f in text_string_to_metric_families(text)
+        if f.name.startswith(("vllm:", "http_"))
+    }
 
 
 def shape(family) -> set:
@@ -31,14 +36,21 @@ def shape(family) -> set:
     }
 
 
-def sim_page(scenario: str = "baseline", schema: str = "v1", **kw) -> str:
+def sim_page(scenario: str = "baseline", schema: str = "v1", traffic: bool = False, **kw) -> str:
     cfg = build_config(SCENARIOS[scenario], served_model_name="tiny-gpt2", **kw)
-    return SimMetrics(cfg, memory_budget(cfg), schema).render().decode()
+    metrics = SimMetrics(cfg, memory_budget(cfg), schema)
+    if traffic:  # what the captured page had served: one completion, one chat completion
+        metrics.observe_http("/v1/completions", "POST", 200, 125, 0, 0.04)
+        metrics.observe_http("/v1/chat/completions", "POST", 200, 137, 0, 0.1)
+        metrics.observe_http("/metrics", "GET", 200, 0, 9000, 0.01)  # excluded, as in vLLM
+    return metrics.render().decode()
 
 
 def test_v1_page_matches_real_vllm_family_by_family(fixtures_dir):
     real = families(real_page(fixtures_dir))
-    ours = families(sim_page(max_model_len=1024))
+    ours = families(sim_page(max_model_len=1024, traffic=True))
+    missing = sorted(set(real) - set(ours))
+    assert not missing, f"families real vLLM serves that the simulator lacks: {missing}"
     assert set(ours) == set(real)
     for name, fam in real.items():
         assert ours[name].type == fam.type, name
@@ -99,7 +111,7 @@ def test_counters_follow_delivered_steps():
     while engine.has_work:
         out = engine.step(t)
         t = out.end_s
-        metrics.on_step(out, 0.0, 0.0)
+        metrics.on_step(out)
         for seq in out.finished:
             metrics.on_finished(seq)
             finished.append(seq)
@@ -113,3 +125,49 @@ def test_counters_follow_delivered_steps():
     assert value["vllm:generation_tokens_total"] == sum(s.output_len for s in finished) == 33
     assert value["vllm:prompt_tokens_total"] == 300
     assert value["vllm:request_success_total"] == 3
+
+
+def test_kv_block_and_corrupted_families_only_when_vllm_serves_them(monkeypatch):
+    assert "kv_block" not in sim_page() and "corrupted_requests" not in sim_page()
+    monkeypatch.setattr("infmon.sim.kvcache.KV_METRICS_SAMPLE", 1.0)
+    cfg = build_config(SCENARIOS["tiny-kv"], kv_cache_metrics=True, compute_nans_in_logits=True)
+    metrics = SimMetrics(cfg, memory_budget(cfg))
+    engine = Engine(cfg)
+    for i in range(40):  # distinct prompts through a small cache: blocks are evicted and reused
+        engine.add(Sequence(str(i), 2000, 8, None, 0.0), [i * 10_000 + j for j in range(2000)])
+    t = 0.0
+    while engine.has_work:
+        out = engine.step(t)
+        t = out.end_s
+        metrics.on_step(out, engine.pool.drain_events())
+    fams = families(metrics.render().decode())
+    counts = {
+        n: next(s.value for s in fams[n].samples if s.name.endswith("_count"))
+        for n in ("vllm:kv_block_lifetime_seconds", "vllm:kv_block_idle_before_evict_seconds")
+    }
+    assert all(v > 0 for v in counts.values()), counts
+    assert fams["vllm:corrupted_requests"].type == "counter"  # served; the sim never yields NaNs
+
+
+def test_iteration_tokens_count_generated_not_drafted_tokens_and_mfu_includes_the_drafter():
+    cfg = build_config(SCENARIOS["spec-pitfall"])
+    metrics = SimMetrics(cfg, memory_budget(cfg))
+    engine = Engine(cfg)
+    engine.add(Sequence("a", 100, 40, None, 0.0), list(range(100)))
+    t, steps, target_only = 0.0, [], 0.0
+    while engine.has_work:
+        out = engine.step(t)
+        t = out.end_s
+        steps.append(out)
+        metrics.on_step(out)
+    page = metrics.render().decode()
+    fams = families(page)
+    it = fams["vllm:iteration_tokens_total"]
+    total = next(s.value for s in it.samples if s.name.endswith("_sum"))
+    assert total == 100 + 40  # prompt tokens once + generated tokens (drafts not counted)
+    assert sum(s.scheduled_tokens for s in steps) > total  # drafts were scheduled
+    flops = next(s.value for s in fams["vllm:estimated_flops_per_gpu"].samples)
+    target_only = 2 * cfg.model.linear_params * sum(s.scheduled_tokens for s in steps)
+    assert flops > 1.5 * target_only  # the 7B drafter's passes are in the MFU counters
+    written = next(s.value for s in fams["vllm:estimated_write_bytes_per_gpu"].samples)
+    assert written > 0

@@ -7,6 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from infmon.sim import tokenizer
 from infmon.sim.text import (
     FILLER,
     TextModel,
@@ -43,9 +44,13 @@ def write_probes(tmp_path):
 
 
 @given(st.text(max_size=200))
-def test_pieces_cover_the_text_exactly(text):
+def test_pieces_cover_the_text_and_ids_round_trip(text):
     assert "".join(pieces(text)) == text
-    assert count_tokens(text) == len(pieces(text))
+    ids = tokenizer.encode(text)
+    assert count_tokens(text) == len(ids) >= len(pieces(text))
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.encode(tokenizer.decode(ids)) == ids
+    assert all(0 <= i < tokenizer.VOCAB_SIZE for i in ids)
 
 
 def test_generated_pieces_retokenize_one_to_one():
