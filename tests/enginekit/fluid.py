@@ -75,7 +75,11 @@ class FluidServer:
         e2e = queued + service
         tags = [step_at(t1 - e2e * (j + 0.5) / 20) for j in range(20)]
         by_step = tuple(sorted((s, round(level * tags.count(s) / 20)) for s in set(tags)))
-        window = replace(window, inflight_by_step=tuple((s, n) for s, n in by_step if n))
+        # the meter counts every running stream's chunks as they arrive (one each TPOT), also of
+        # requests that end in a later second
+        window = replace(
+            window, inflight_by_step=tuple((s, n) for s, n in by_step if n), tokens=running / tpot
+        )
         snap = self.feed.scrape(
             t1,
             running=running,
