@@ -5,10 +5,10 @@ One rule, used by bench, the live pane, the sweep and every report:
 - **Throughput**: the knee is the smallest concurrency past which output throughput grows by
   less than ``GROWTH_PER_DOUBLING`` (10 %) per doubling while the median end-to-end latency
   rises, and never regains that growth at higher concurrency.
-- **Server evidence** (where the server publishes it): a level at which the server's running
-  count stopped growing while its queue grew (``running capped at 256 while 245 wait``), or at
-  which the KV cache was full with preemptions, is saturated whatever the client's noisy
-  throughput says; the knee is then the level before it.
+- **Server evidence** (where the server publishes it): a level at which a fifth or more of the
+  offered streams wait on the server (its running count capped: ``running capped at 256 while
+  245 wait``), or at which the KV cache was full with preemptions, is saturated whatever the
+  client's noisy throughput says; the knee is then the level before it.
 
 The earlier of the two is the knee. It is *confirmed* when a level past it shows saturation or
 a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". Steps too short to
@@ -27,8 +27,9 @@ from typing import Any
 GROWTH_PER_DOUBLING = 0.10
 SLO_ATTAINMENT = 0.9
 """A step meets the SLO when at least this fraction of its requests were good."""
-RUNNING_GROWTH = 1.05
-"""Running grew by less than this factor from the level before: it stopped growing."""
+QUEUE_SHARE = 0.2
+"""At least this share of the offered streams waiting on the server: its batch is full (the
+running count stopped where max_num_seqs or the KV cache lets it)."""
 QUEUE_FRACTION = 0.05
 """A queue longer than this fraction of the running count (and than one) is real queueing."""
 KV_FULL = 0.95
@@ -111,14 +112,15 @@ def growth_per_doubling(c0: float, t0: float, c1: float, t1: float) -> float:
 
 def saturation(prev: KneePoint, cur: KneePoint) -> str | None:
     """Why the server was saturated at ``cur`` (None when it was not, or cannot tell)."""
-    if (
-        cur.waiting > max(1.0, QUEUE_FRACTION * cur.running)
-        and cur.running > 0
-        and cur.running <= RUNNING_GROWTH * prev.running
-    ):
+    if cur.running > 0 and cur.waiting >= max(1.0, QUEUE_SHARE * cur.concurrency):
+        why = (
+            "KV cache full"
+            if cur.kv_max >= KV_FULL
+            else f"max_num_seqs ≈ {max(cur.running, prev.running):.0f}"
+        )
         return (
             f"running capped at {cur.running:.0f} while {cur.waiting:.0f} wait at "
-            f"c={cur.concurrency:g}: max_num_seqs ≈ {cur.running:.0f}"
+            f"c={cur.concurrency:g}: {why}"
         )
     if cur.kv_max >= KV_FULL and cur.preemptions > 0:
         return (

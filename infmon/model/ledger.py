@@ -233,6 +233,10 @@ class StepLedger:
                 out.append(self._result(span, self._open[span.index], now=now))
         return tuple(out)
 
+    def unsettled(self) -> list[int]:
+        """The steps still gathering, in order."""
+        return sorted(self._open)
+
     def settled_results(self) -> tuple[StepResult, ...]:
         return tuple(self._settled[i] for i in sorted(self._settled))
 

@@ -244,12 +244,13 @@ class Session:
     # ---- internals ----------------------------------------------------------------------------
     def _settle(self) -> None:
         """Settle each ended step once no request sent up to it is still in flight."""
-        for span in self.ledger.book.steps:
-            end = span.end_s
-            if end is None or span.index in {r.index for r in self.ledger.settled_results()}:
-                continue
-            if self.windows.reported_since(end) and self.windows.inflight_through(span.index) == 0:
-                self.ledger.settle(span.index)
+        for index in self.ledger.unsettled():
+            span = self.ledger.book.get(index)
+            end = span.end_s if span is not None else None
+            if end is None:
+                break  # the running step, and none after it, can settle
+            if self.windows.reported_since(end) and self.windows.inflight_through(index) == 0:
+                self.ledger.settle(index)
 
     def _build_views(self, t: float) -> tuple[ThroughputView, LatencyView, ServerView, KneeView]:
         return (

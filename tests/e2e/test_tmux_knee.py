@@ -44,8 +44,9 @@ def test_a_live_sweep_names_the_knee_with_server_evidence(tmp_path) -> None:
             "60",
             "-c",
             str(REPO),
-            f"env TERM=xterm-256color {command}; sleep 30",
+            f"env -u COLUMNS -u LINES TERM=xterm-256color {command}; sleep 30",
         )
+        t.run("resize-window", "-t", "knee", "-x", "200", "-y", "60")
         try:
             t.wait_for("the monitor", lambda s: "paused" in s, 60)
             t.keys("w")
