@@ -16,6 +16,7 @@ values) become ``null`` and ``allow_nan=False`` guarantees the result is valid J
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -27,8 +28,9 @@ DEFAULT_MAX_CHARS = 300
 
 _BIDI = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 """Arabic letter mark, LRM/RLM, the embeddings/overrides (LRE…RLO) and the isolates (LRI…PDI)."""
-_OTHER = r"\x7f-\x9f\u2028\u2029\ud800-\udfff" + _BIDI
-"""DEL, the C1 controls, the Unicode line/paragraph separators, lone surrogates, bidi."""
+_OTHER = r"\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff" + _BIDI
+"""DEL, the C1 controls, the Unicode line/paragraph separators, lone surrogates, the two
+noncharacters XML forbids (U+FFFE, U+FFFF), bidi."""
 _UNSAFE = re.compile(r"[\x00-\x1f" + _OTHER + "]")
 _UNSAFE_KEEP_NL_TAB = re.compile(r"[\x00-\x08\x0b-\x1f" + _OTHER + "]")
 """As ``_UNSAFE`` but letting ``\\t`` (0x09) and ``\\n`` (0x0a) through (``\\r`` is escaped)."""
@@ -86,6 +88,12 @@ def is_clean(text: str, *, multiline: bool = False) -> bool:
 def clean_lines(text: object, max_chars: int | None = None) -> str:
     """A block of several lines (newlines and tabs kept, everything else escaped)."""
     return clean(text, max_chars, multiline=True)
+
+
+def html_text(text: object, *, multiline: bool = False) -> str:
+    """Untrusted text for HTML, SVG or XML: sanitised, then ``& < > " '`` escaped (the result is
+    always valid XML 1.0 character data)."""
+    return html.escape(clean(text, None, multiline=multiline))
 
 
 def json_safe(value: Any) -> Any:

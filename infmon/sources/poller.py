@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from infmon.clock import Clock
+from infmon.model.sanitize import clean
 from infmon.model.server import ServerSnapshot, SourceState, unavailable
 from infmon.sources.errors import SourceError
 
@@ -64,7 +65,7 @@ class MetricPoller:
         except SourceError as exc:
             snap = self._failed(now, exc.kind, exc.message)
         except Exception as exc:  # errors are data: the loop must survive anything
-            snap = self._failed(now, SourceError.OTHER, f"{type(exc).__name__}: {exc}")
+            snap = self._failed(now, SourceError.OTHER, clean(f"{type(exc).__name__}: {exc}"))
         else:
             self.failures = 0
             self.last_ok = snap

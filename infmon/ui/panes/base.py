@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from infmon.model.sanitize import clean, is_clean
+
 
 class Pane(Vertical):
     snapshot: reactive[Any] = reactive(None, init=False)
@@ -33,12 +35,32 @@ class Pane(Vertical):
         return f"bold {c}" if bold and c else ("bold" if bold else c)
 
 
+def safe_text(text: Text) -> Text:
+    """``text`` with every control, escape and bidi character shown escaped (``\\x1b``), its
+    styles kept: the screen's last line of defence (server text is also sanitised where it
+    enters). Newlines and tabs stay; a clean text is returned as it is."""
+    if is_clean(text.plain, multiline=True):
+        return text
+    cuts = sorted({i for span in text.spans for i in (span.start, span.end)} - {0})
+    pieces = text.divide(cuts)
+    out = Text(style=text.style, justify=text.justify, overflow=text.overflow)
+    out.no_wrap, out.end = text.no_wrap, text.end
+    for piece in pieces:
+        part = Text(clean(piece.plain, None, multiline=True), style=piece.style)
+        for span in piece.spans:  # each covers the whole piece (cut at every span boundary)
+            part.stylize(span.style)
+        out.append_text(part)
+    return out
+
+
 class Body(Static):
-    """A pane's text: always given ``rich.text.Text`` (never markup), so untrusted strings stay text."""
+    """A pane's text: always given ``rich.text.Text`` (never markup), so untrusted strings stay
+    text, and passed through ``safe_text`` so no control sequence reaches the terminal."""
 
     last_text: Text | None = None
     """What was shown last (the tests read it)."""
 
     def show(self, text: Text) -> None:
+        text = safe_text(text)
         self.last_text = text
         self.update(text)
