@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
+
+T = TypeVar("T")
 
 
 class FetchError(Exception):
@@ -53,12 +57,25 @@ async def bounded_get(
     Raises ``FetchTimeout`` / ``FetchTooLarge``, or httpx's own errors (connect, protocol).
     An error status (≥ 400) reads only ``max_error_bytes`` of its body.
     """
+    fetch = _get(client, url, max_bytes, max_error_bytes)
     try:
-        return await asyncio.wait_for(
-            _get(client, url, max_bytes, max_error_bytes), timeout=deadline_s
-        )
+        return await within(fetch, deadline_s)
     except asyncio.TimeoutError:
         raise FetchTimeout(f"no complete answer within {deadline_s:g} s") from None
+
+
+async def within(aw: Coroutine[Any, Any, T], seconds: float) -> T:
+    """``aw`` with a total deadline (``asyncio.TimeoutError`` past it).
+
+    ``asyncio.timeout`` where there is one (3.11+): there, ``asyncio.wait_for`` can swallow a
+    cancellation that races the inner read's completion (a poller told to stop then polled on
+    for ever, and ``bench`` hung in its final scrape); ``asyncio.timeout`` cannot.
+    """
+    timeout = getattr(asyncio, "timeout", None)
+    if timeout is None:  # pragma: no cover - Python 3.10
+        return await asyncio.wait_for(aw, seconds)
+    async with timeout(seconds):
+        return await aw
 
 
 async def _get(client: httpx.AsyncClient, url: str, max_bytes: int, max_error: int) -> Fetched:

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from infmon.model.records import ErrorKind
+from infmon.net import within
 
 DRAIN_S = 2.0
 """After ``[DONE]``, how long to wait for the end of the body (so the connection is reused)."""
@@ -256,7 +257,7 @@ class H1Pool:
             opening = loop.create_connection(
                 lambda: _Conn(s.now, s.read_timeout_s), self._host, self._port, ssl=self._ssl()
             )
-            _, conn = await asyncio.wait_for(opening, s.connect_timeout_s)
+            _, conn = await within(opening, s.connect_timeout_s)
         except asyncio.TimeoutError:
             raise WireError(
                 ErrorKind.CONNECT, f"connect timed out after {s.connect_timeout_s:g}s"
@@ -326,10 +327,14 @@ class H1Pool:
         await conn.begin(request, sink)
         if not conn.complete and not conn.closed:  # [DONE] came: read on to the end of the body
             with contextlib.suppress(asyncio.TimeoutError, WireError):
-                await asyncio.wait_for(conn.rearm(), DRAIN_S)
+                await within(_wait(conn.rearm()), DRAIN_S)
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
             if conn.transport is not None:
                 conn.transport.close()
+
+
+async def _wait(fut: asyncio.Future[None]) -> None:
+    await fut

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from infmon.net import within
+
 DRAIN_S = 2.0
 """After ``[DONE]``, how long to wait for the end of the body (so the connection is reused)."""
 MAX_ERROR_BODY = 64 * 1024
@@ -75,4 +77,4 @@ async def drain(chunks: AsyncIterator[bytes]) -> None:
             pass
 
     with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):
-        await asyncio.wait_for(rest(), DRAIN_S)
+        await within(rest(), DRAIN_S)

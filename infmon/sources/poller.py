@@ -90,7 +90,15 @@ class MetricPoller:
         return min(self.max_backoff_s, self.interval_s * 2.0 ** (self.failures - 1))
 
     async def run(self) -> None:
-        """Poll until cancelled."""
-        while True:
+        """Poll until cancelled (also when a library swallowed the cancellation: the task still
+        counts it, ``Task.cancelling()``, and the loop ends)."""
+        task = asyncio.current_task()
+        while not _cancel_requested(task):
             await self.poll_once()
             await self._sleep(self.next_delay_s())
+        raise asyncio.CancelledError()
+
+
+def _cancel_requested(task: asyncio.Task[None] | None) -> bool:
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return bool(cancelling()) if cancelling is not None else False
