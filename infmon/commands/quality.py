@@ -51,8 +51,8 @@ def _print_human(doc: dict[str, Any]) -> None:
         say(f"  {doc['errors']} probes failed to get an answer")
     for r in doc["results"]:
         if not r["correct"]:
-            got = r.get("error") or repr((r.get("output") or "")[:60])
-            say(f"  ✗ {clean(r['id'], 80)}: expected {clean(repr(r['expect']), 80)}, got {got}")
+            got = r.get("error") or f'"{clean(r.get("output") or "", 60)}"'
+            say(f'  ✗ {clean(r["id"], 80)}: expected "{clean(r["expect"], 80)}", got {got}')
     if "agreement" in doc and doc["agreement"] is not None:
         say(
             f"against baseline {doc['baseline']}: agreement {doc['agreement']:.1%} on "

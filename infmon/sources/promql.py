@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -69,7 +70,7 @@ class BoundedAdapter(HTTPAdapter):
         resp = super().send(request, **kwargs)
         parts, size = [], 0
         try:
-            for chunk in resp.raw.stream(64 * 1024, decode_content=True):
+            for chunk in _chunks(resp.raw):
                 parts.append(chunk)
                 size += len(chunk)
                 if size > self.max_bytes:
@@ -82,6 +83,17 @@ class BoundedAdapter(HTTPAdapter):
         resp._content = b"".join(parts)
         resp._content_consumed = True
         return resp
+
+
+def _chunks(raw: Any) -> Iterator[bytes]:
+    """The body as it arrives: ``read1`` returns what one read got (``read(n)`` would wait for
+    all n bytes, and a server dripping a byte a second would never be timed out)."""
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:  # urllib3 1.x
+        yield from raw.stream(64 * 1024, decode_content=True)
+        return
+    while chunk := read1(64 * 1024, decode_content=True):  # gzip from Prometheus: decoded
+        yield chunk
 
 
 class PrometheusSource:
@@ -133,6 +145,14 @@ class PrometheusSource:
             raise SourceError(
                 SourceError.TOO_LARGE,
                 f"{self.url}: answer over {self._max_bytes:,} bytes (--metrics-max-bytes)",
+            ) from None
+        except requests.exceptions.ConnectionError as exc:  # TLS failures included
+            raise SourceError(
+                SourceError.CONNECT, f"{self.url}: cannot connect ({_root_cause(exc)})"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise SourceError(
+                SourceError.TIMEOUT, f"{self.url}: no answer within {self._timeout_s:g} s"
             ) from None
         except Exception as exc:
             msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
@@ -231,6 +251,18 @@ class PrometheusSource:
 
     async def aclose(self) -> None:
         self._prom._session.close()
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost reason of a requests/urllib3 error (e.g. the certificate check), one line."""
+    for _ in range(8):
+        arg = exc.args[0] if exc.args else None
+        inner = getattr(exc, "reason", None) or (arg if isinstance(arg, BaseException) else None)
+        inner = inner or exc.__cause__ or exc.__context__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def _value(item: dict[str, Any]) -> float | None:

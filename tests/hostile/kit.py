@@ -42,9 +42,7 @@ class Ran:
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
     """No user config, no inherited key; ``extra`` added."""
     env = {
-        k: v
-        for k, v in os.environ.items()
-        if k != "OPENAI_API_KEY" and not k.startswith("INFMON_")
+        k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY" and not k.startswith("INFMON_")
     }
     env.update(XDG_CONFIG_HOME=str(home / "xdg"), HOME=str(home), PYTHONUNBUFFERED="1", **extra)
     return env
@@ -117,7 +115,9 @@ def assert_clean_run(ran: Ran, max_rss_mb: float = 300.0) -> None:
     assert ran.max_rss_mb < max_rss_mb, f"peak RSS {ran.max_rss_mb:.0f} MB ≥ {max_rss_mb} MB"
 
 
-def bench(url: str, session: Path, *extra: str, home: Path, timeout_s: float = 90, **env: str) -> Ran:
+def bench(
+    url: str, session: Path, *extra: str, home: Path, timeout_s: float = 90, **env: str
+) -> Ran:
     return run_infmon(
         "bench",
         url,

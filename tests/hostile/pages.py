@@ -16,6 +16,8 @@ PAYLOAD = (
 MARK = "hostile"
 """Printable text carried next to the payload, so a test can see the value did arrive."""
 HOSTILE_TEXT = f"{MARK}{PAYLOAD}{MARK}"
+METRIC_TEXT = HOSTILE_TEXT.replace("\x00", "")
+"""For metric labels: a NUL byte makes the whole page a parse error (tested on its own)."""
 
 
 def label_value(text: str) -> str:
@@ -54,7 +56,7 @@ def vllm_page(
         "# TYPE vllm:num_preemptions counter",
         f"vllm:num_preemptions_total{{{lab}}} {preemptions}",
         "# TYPE vllm:cache_config_info gauge",
-        f"vllm:cache_config_info{{{cfg_lab},engine=\"{label_value(engine)}\"}} 1",
+        f'vllm:cache_config_info{{{cfg_lab},engine="{label_value(engine)}"}} 1',
     ]
     return ("\n".join(lines) + "\n").encode()
 

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 from tests.hostile import pages
-from tests.hostile.pages import HOSTILE_TEXT, PAYLOAD
+from tests.hostile.pages import HOSTILE_TEXT, METRIC_TEXT, PAYLOAD
 
 MODES = {
     "benign": "a well-behaved tiny vLLM",
@@ -72,6 +72,8 @@ class Hostile:
         self.generation_count = 0
         self.scrapes = 0
         self.tokens = 0
+        self.ttft_s = 0.0
+        """Wait this long before the first chunk of every stream (a test sets it)."""
         self._many: bytes | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -136,9 +138,11 @@ class Hostile:
     ) -> int:
         if path == "/v1/models":
             model = HOSTILE_TEXT if self.mode == "escape-model" else "tiny"
-            return self.reply(w, 200, json.dumps({"data": [{"id": model, "max_model_len": 2048}]}).encode())
+            return self.reply(
+                w, 200, json.dumps({"data": [{"id": model, "max_model_len": 2048}]}).encode()
+            )
         if path == "/version":
-            version = HOSTILE_TEXT if self.mode == "escape-metrics" else "0.9.2"
+            version = METRIC_TEXT if self.mode == "escape-metrics" else "0.9.2"
             return self.reply(w, 200, json.dumps({"version": version}).encode())
         if path == "/metrics":
             return await self.metrics(w)
@@ -154,7 +158,9 @@ class Hostile:
         if m == "no-metrics":
             return self.reply(w, 404, b'{"detail": "Not Found"}')
         if m == "drip-metrics":
-            w.write(self.head(200, "OK", {"Content-Type": "text/plain", "Content-Length": "100000"}))
+            w.write(
+                self.head(200, "OK", {"Content-Type": "text/plain", "Content-Length": "100000"})
+            )
             for _ in range(100_000):
                 w.write(b"#")
                 await w.drain()
@@ -168,14 +174,14 @@ class Hostile:
         return self.reply(w, 200, self.page(), "text/plain; version=0.0.4")
 
     def page(self) -> bytes:
-        m, model = self.mode, HOSTILE_TEXT if self.mode == "escape-model" else "tiny"
+        m, model = self.mode, METRIC_TEXT if self.mode == "escape-model" else "tiny"
         if m == "escape-metrics":
             return pages.vllm_page(
-                HOSTILE_TEXT,
+                METRIC_TEXT,
                 self.tokens,
-                engine=HOSTILE_TEXT,
-                config_labels={"cache_dtype": HOSTILE_TEXT, "note": PAYLOAD + "\n"},
-                help_text=HOSTILE_TEXT,
+                engine=METRIC_TEXT,
+                config_labels={"cache_dtype": METRIC_TEXT, "note": METRIC_TEXT + "\n"},
+                help_text=METRIC_TEXT.replace("\n", " "),
             )
         if m == "nan-metrics":
             return pages.vllm_page(model, float("nan"), running="+Inf", kv="NaN")
@@ -186,13 +192,21 @@ class Hostile:
 
     async def prometheus(self, w: asyncio.StreamWriter) -> int:
         if self.mode == "prom-drip":
-            w.write(self.head(200, "OK", {"Content-Type": "application/json", "Content-Length": "100000"}))
+            w.write(
+                self.head(
+                    200, "OK", {"Content-Type": "application/json", "Content-Length": "100000"}
+                )
+            )
             for _ in range(100_000):
                 w.write(b" ")
                 await w.drain()
                 await asyncio.sleep(1.0)
             return 200
-        metric = {"__name__": "vllm:num_requests_running", "pod": HOSTILE_TEXT, "model_name": HOSTILE_TEXT}
+        metric = {
+            "__name__": "vllm:num_requests_running",
+            "pod": HOSTILE_TEXT,
+            "model_name": HOSTILE_TEXT,
+        }
         return self.reply(w, 200, pages.prom_answer(metric))
 
     async def generate(
@@ -202,7 +216,9 @@ class Hostile:
         n, m = self.generation_count, self.mode
         if n > 1:  # the capability probe always gets through
             if m == "escape-error":
-                return self.reply(w, 500, pages.error_body(HOSTILE_TEXT), reason=f"Oops{PAYLOAD[:20]}")
+                return self.reply(
+                    w, 500, pages.error_body(HOSTILE_TEXT), reason=f"Oops{PAYLOAD[:20]}"
+                )
             if m == "echo-key":
                 quoted = "invalid API key in header: " + headers.get("authorization", "none")
                 return self.reply(w, 401, pages.error_body(quoted))
@@ -223,9 +239,12 @@ class Hostile:
         chat = path.endswith("chat/completions")
         max_tokens = int(req.get("max_tokens") or 16)
         text = HOSTILE_TEXT if self.mode == "escape-text" and n > 1 else " tok"
+        await asyncio.sleep(self.ttft_s)
         for i in range(max_tokens):
             last = i == max_tokens - 1
-            finish = ("stop" + PAYLOAD if self.mode == "escape-text" else "length") if last else None
+            finish = (
+                ("stop" + PAYLOAD if self.mode == "escape-text" else "length") if last else None
+            )
             yield pages.chunk(chat, text, finish)
             self.tokens += 1
             await asyncio.sleep(0.001)
