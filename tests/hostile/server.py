@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from tests.hostile import pages
 from tests.hostile.pages import HOSTILE_TEXT, METRIC_TEXT, PAYLOAD
@@ -97,7 +98,7 @@ class Hostile:
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass
-        except ValueError:
+        except (ValueError, asyncio.CancelledError):  # a bad request; the server stopping
             pass
         finally:
             with contextlib.suppress(Exception):
@@ -282,20 +283,20 @@ def serve(
     server = Hostile(mode)
     loop = asyncio.new_event_loop()
     started = threading.Event()
-    box: dict[str, object] = {}
+    box: dict[str, Any] = {}
 
     async def main() -> None:
         srv = await asyncio.start_server(server.handle, "127.0.0.1", port, ssl=tls, limit=1 << 20)
-        box["port"], box["srv"] = srv.sockets[0].getsockname()[1], srv
+        box["port"], box["stop"] = srv.sockets[0].getsockname()[1], asyncio.Event()
         started.set()
-        async with srv:
-            await srv.serve_forever()
+        await box["stop"].wait()
+        srv.close()
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in handlers:
+            t.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
 
-    def run() -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            loop.run_until_complete(main())
-
-    thread = threading.Thread(target=run, daemon=True)
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
     thread.start()
     if not started.wait(10):
         raise RuntimeError("hostile server did not start")
@@ -303,8 +304,9 @@ def serve(
     try:
         yield f"{scheme}://127.0.0.1:{box['port']}", server
     finally:
-        loop.call_soon_threadsafe(lambda: [t.cancel() for t in asyncio.all_tasks(loop)])
-        thread.join(timeout=5)
+        loop.call_soon_threadsafe(box["stop"].set)
+        thread.join(timeout=10)
+        loop.close()
 
 
 def main() -> None:

@@ -63,4 +63,22 @@ class Body(Static):
     def show(self, text: Text) -> None:
         text = safe_text(text)
         self.last_text = text
-        self.update(text)
+        self.update(self._fitted(text))
+
+    def on_resize(self) -> None:
+        if self.last_text is not None:
+            self.update(self._fitted(self.last_text))
+
+    def _fitted(self, text: Text) -> Text:
+        """A ``no_wrap`` text cut to the width, line by line, with its ellipsis. Textual wraps a
+        word longer than the line onto the next one (a long model id vanished from the
+        one-line header, and took the URL with it); cut here, it stays in view."""
+        width = self.content_size.width
+        if not text.no_wrap or width <= 0:
+            return text
+        lines = text.split("\n", allow_blank=True)
+        for line in lines:
+            line.truncate(width, overflow=text.overflow or "ellipsis")
+        out = Text("\n").join(lines)
+        out.no_wrap, out.overflow = True, text.overflow
+        return out
