@@ -70,7 +70,7 @@ def _grouped(samples: Sequence[Sample], group_by: Sequence[str]) -> dict[GroupKe
             continue
         k = _key(s.labels, group_by)
         out[k] = out.get(k, 0.0) + s.value
-    return out
+    return {k: v for k, v in out.items() if v < math.inf}  # 1e308 + 1e308 is no reading
 
 
 def _histogram(page: Page, base: str) -> Histogram | None:
@@ -199,11 +199,13 @@ def read_page(
 
 
 def _total(groups: Mapping[GroupKey, float] | None) -> float | None:
-    return sum(groups.values()) if groups else None
+    total = sum(groups.values()) if groups else None
+    return total if total is None or total < math.inf else None
 
 
 def _mean(groups: Mapping[GroupKey, float] | None) -> float | None:
-    return sum(groups.values()) / len(groups) if groups else None
+    total = _total(groups)
+    return None if total is None or not groups else total / len(groups)
 
 
 def _increase(
@@ -257,10 +259,7 @@ class _Window:
 
 
 def _kv_usage(r: Readings) -> float | None:
-    groups = r.gauges.get("kv_cache_usage")
-    if not groups:
-        return None
-    return sum(groups.values()) / len(groups)
+    return _mean(r.gauges.get("kv_cache_usage"))
 
 
 def _spec(w: _Window) -> SpecDecode | None:
@@ -364,8 +363,7 @@ def snapshot_from(
     hits, queries = w.increase("prefix_cache_hits"), w.increase("prefix_cache_queries")
     hit_rate = ratio(hits, queries)
     if hit_rate is None and "prefix_cache_hit_rate" in cur.gauges:
-        gauge = cur.gauges["prefix_cache_hit_rate"]
-        hit_rate = sum(gauge.values()) / len(gauge)
+        hit_rate = _mean(cur.gauges["prefix_cache_hit_rate"])
     latency = {c: s for c in LATENCY_NAMES if (s := window_stat(w.hist(c))) is not None}
     bs, blocks, tokens = _kv_totals(cur)
     models = tuple(dict.fromkeys((*served_models, *cur.models)))
