@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except CliError as exc:
-        print(f"infmon: error: {exc}", file=sys.stderr)
+        from infmon.model.sanitize import clean  # the message may quote a server
+
+        print(f"infmon: error: {clean(str(exc), 2000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("infmon: interrupted", file=sys.stderr)

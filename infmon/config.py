@@ -63,6 +63,14 @@ class Config:
     """Longest silence between two reads of a stream (no total timeout)."""
     ca_bundle: str | None = None
     insecure: bool = False
+    max_event_bytes: int = 1024 * 1024
+    """Cap on one SSE event of a stream (beyond it the request fails as ``oversized_event``)."""
+    metrics_timeout_s: float = 5.0
+    """Total deadline of one ``/metrics`` (or Prometheus) read."""
+    metrics_max_bytes: int = 16 * 1024 * 1024
+    """Cap on one ``/metrics`` page (or Prometheus answer)."""
+    metrics_max_series: int = 100_000
+    """Pages with more series than this are rejected (label-cardinality explosions)."""
     config_file: str | None = None
 
     @property
@@ -199,6 +207,26 @@ def _positive_duration(text: Any) -> float:
     return value
 
 
+_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*(k|kb|kib|m|mb|mib|g|gb|gib)?\s*$", re.IGNORECASE)
+
+
+def parse_size_bytes(text: str | int) -> int:
+    """``1048576`` / ``512KiB`` / ``16MB`` / ``1G`` → bytes (binary units: 1 MB = 1 MiB)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m:
+            raise ConfigError(f"not a size: {text!r} (use e.g. 1048576, 512KiB, 16MB)")
+        scale = (
+            {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2)[0].lower()] if m.group(2) else 1
+        )
+        value = int(m.group(1)[:15]) * scale
+    if value < 1:
+        raise ConfigError(f"must be >= 1 byte: {text!r}")
+    return value
+
+
 def _seed(text: Any) -> int:
     try:
         return int(text)
@@ -230,6 +258,10 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "read_timeout": _positive_duration,
     "ca_bundle": str,
     "insecure": _bool,
+    "max_event_bytes": parse_size_bytes,
+    "metrics_timeout": _positive_duration,
+    "metrics_max_bytes": parse_size_bytes,
+    "metrics_max_series": _positive_int,
 }
 """Every settable key (file / env / CLI name) and how to read its value."""
 
@@ -238,6 +270,7 @@ _RENAMES = {
     "warmup": "warmup_s",
     "connect_timeout": "connect_timeout_s",
     "read_timeout": "read_timeout_s",
+    "metrics_timeout": "metrics_timeout_s",
 }
 
 
@@ -294,13 +327,18 @@ def build_config(
     cli: Mapping[str, Any],
     environ: Mapping[str, str] | None = None,
     config_file: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> Config:
-    """Merge defaults < file < env < CLI (only keys present and not None count)."""
+    """Merge defaults < file < env < CLI (only keys present and not None count).
+
+    ``defaults`` are a command's own defaults (``quality`` asks the chat endpoint), below the
+    file: the same layers then apply to every subcommand."""
     env = os.environ if environ is None else environ
     explicit = config_file or cli.get("config") or env.get("INFMON_CONFIG")
     path = Path(explicit).expanduser() if explicit else config_path(env)
     merged: dict[str, Any] = {}
-    for layer in (load_file_layer(path, required=bool(explicit)), load_env_layer(env), cli):
+    layers = (defaults or {}, load_file_layer(path, required=bool(explicit)), load_env_layer(env))
+    for layer in (*layers, cli):
         for key, value in layer.items():
             if value is None:
                 continue

@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import json
 import signal
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -190,9 +189,8 @@ def _scraper(
     if interval_s is None:
         return None
     url = config.url or ""
-    timeout = max(5.0, 2 * interval_s)
     return ScrapeThread(
-        lambda: DirectSource(url, timeout_s=timeout),
+        lambda: DirectSource.from_config(config, url),
         interval_s,
         wiring.snapshot,
         clock,
@@ -235,7 +233,7 @@ class _Progress(Progress):
         for note in s.client_notes:
             say(f"      client self-check: {note} (the client may be the bottleneck)")
         if s.tokens_estimated:
-            say("      note: server sent no usage; output tokens counted from chunks")
+            say("      note: output tokens counted from chunks (no usable usage from the server)")
 
 
 def _result(
@@ -304,7 +302,7 @@ def _write_json(path: Path, result: dict[str, Any]) -> None:
         path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
-    print(f"wrote {path}")
+    say(f"wrote {path}")
 
 
 def _verdict(result: dict[str, Any]) -> int:
@@ -313,9 +311,9 @@ def _verdict(result: dict[str, Any]) -> int:
     knee, slo_c = result["knee"], result["slo_max_concurrency"]
     if knee:
         tail = "" if knee.get("confirmed", True) else " — not confirmed: no higher level measured"
-        print(f"knee: c={knee['concurrency']} ({knee['reason']}){tail}")
+        say(f"knee: c={knee['concurrency']} ({knee['reason']}){tail}")
     if slo_c is not None:
-        print(f"highest concurrency meeting the SLO: {slo_c}")
+        say(f"highest concurrency meeting the SLO: {slo_c}")
     completed = sum(s["completed"] for s in steps)
     failed = sum(s["failed"] for s in steps)
     if completed == 0:
@@ -328,9 +326,9 @@ def _verdict(result: dict[str, Any]) -> int:
         raise CliError(f"no request succeeded ({failed} failed; most common: {top})")
     if failed:
         top = result["top_errors"][0]["error"] if result["top_errors"] else "see the session"
-        print(
+        say(
             f"infmon: {failed} of {completed + failed} requests failed (most common: {top})",
-            file=sys.stderr,
+            err=True,
         )
         return 1
     return 0

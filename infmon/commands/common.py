@@ -1,7 +1,10 @@
-"""Options shared by every command that drives load (monitor, bench, demo, quality).
+"""Options shared by every command that talks to a server (monitor, bench, demo, quality, scrape).
 
 Every option defaults to ``None`` here so that ``infmon.config.build_config`` can tell
-"not given on the command line" from a value, and apply CLI > env > file > defaults.
+"not given on the command line" from a value, and apply CLI > env > file > defaults: every
+subcommand builds its client from the same ``Config`` (``INFMON_*``, config file, key file).
+Everything printed goes through ``say``, which escapes control characters as a last line of
+defence (untrusted text is sanitised where it enters, too).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from infmon.clock import Clock, wall_time
 from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalWriter
 from infmon.load.prompts import DatasetError, Workload, build_workload
+from infmon.model.sanitize import clean
 
 _LOAD_KEYS = (
     "url",
@@ -47,19 +51,80 @@ _LOAD_KEYS = (
     "read_timeout",
     "ca_bundle",
     "insecure",
+    "max_event_bytes",
+    "metrics_timeout",
+    "metrics_max_bytes",
+    "metrics_max_series",
 )
+
+
+def add_tls_arguments(g: argparse._ActionsContainer) -> None:
+    """``--ca-bundle``, ``--insecure`` and ``--config``: every command that opens a connection."""
+    g.add_argument("--ca-bundle", metavar="FILE", help="CA bundle for TLS verification")
+    g.add_argument(
+        "--insecure",
+        action="store_true",
+        default=None,
+        help="do not verify TLS certificates (warns)",
+    )
+    g.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML config file (default $XDG_CONFIG_HOME/infmon/config.toml)",
+    )
+
+
+def add_metrics_bounds_arguments(g: argparse._ActionsContainer) -> None:
+    """The bounds of one ``/metrics`` (or Prometheus) read."""
+    g.add_argument(
+        "--metrics-timeout",
+        metavar="DUR",
+        help="total deadline of one /metrics read (default 5s)",
+    )
+    g.add_argument(
+        "--metrics-max-bytes",
+        metavar="SIZE",
+        help="largest /metrics page read, e.g. 16MB (default 16MB; larger: too_large)",
+    )
+    g.add_argument(
+        "--metrics-max-series",
+        metavar="N",
+        help="pages with more series are rejected (default 100000)",
+    )
+
+
+def add_server_arguments(g: argparse._ActionsContainer, *, endpoint_default: str) -> None:
+    """Key, model, endpoint, timeouts, TLS and the SSE event cap (every command that sends
+    requests); the command adds its own positional URL."""
+    g.add_argument(
+        "--api-key",
+        help="API key (default: $INFMON_API_KEY, then $OPENAI_API_KEY); prefer the environment "
+        "or --api-key-file: a command line is visible to every user of the machine",
+    )
+    g.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
+    g.add_argument("--model", help="model name (default: the first model of /v1/models)")
+    g.add_argument(
+        "--endpoint", choices=("completions", "chat"), help=f"API (default {endpoint_default})"
+    )
+    g.add_argument("--connect-timeout", metavar="DUR", help="TCP/TLS connect timeout (default 10s)")
+    g.add_argument(
+        "--read-timeout",
+        metavar="DUR",
+        help="longest stall between two reads of a stream (default 600s; no total timeout)",
+    )
+    g.add_argument(
+        "--max-event-bytes",
+        metavar="SIZE",
+        help="cap on one SSE event of a stream (default 1MB; larger: oversized_event)",
+    )
+    add_tls_arguments(g)
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the common load options (the command adds its own positional URL)."""
     g = parser.add_argument_group("server and load")
-    g.add_argument(
-        "--api-key",
-        help="API key (default: $INFMON_API_KEY, then $OPENAI_API_KEY); --api-key-file or the environment keep it off the command line",
-    )
-    g.add_argument("--api-key-file", metavar="FILE", help="read the API key from FILE")
-    g.add_argument("--model", help="model name (default: the first model of /v1/models)")
-    g.add_argument("--endpoint", choices=("completions", "chat"), help="API (default completions)")
+    add_server_arguments(g, endpoint_default="completions")
+    add_metrics_bounds_arguments(g)
     g.add_argument("--prompt-tokens", metavar="N", help="synthetic prompt length (default 128)")
     g.add_argument(
         "--output-tokens", metavar="N|A-B", help="output length, fixed or a range (default 128)"
@@ -106,24 +171,6 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="pin output length with ignore_eos/min_tokens where the server accepts them (default on)",
     )
-    g.add_argument("--connect-timeout", metavar="DUR", help="TCP/TLS connect timeout (default 10s)")
-    g.add_argument(
-        "--read-timeout",
-        metavar="DUR",
-        help="longest stall between two reads of a stream (default 600s; no total timeout)",
-    )
-    g.add_argument("--ca-bundle", metavar="FILE", help="CA bundle for TLS verification")
-    g.add_argument(
-        "--insecure",
-        action="store_true",
-        default=None,
-        help="do not verify TLS certificates (warns)",
-    )
-    g.add_argument(
-        "--config",
-        metavar="FILE",
-        help="TOML config file (default $XDG_CONFIG_HOME/infmon/config.toml)",
-    )
 
 
 def cli_layer(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,18 +182,19 @@ def cli_layer(args: argparse.Namespace) -> dict[str, Any]:
     return layer
 
 
-def config_from_args(args: argparse.Namespace) -> Config:
-    """Build the frozen Config (CLI > env > file > defaults); operator errors become CliError."""
+def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None = None) -> Config:
+    """Build the frozen Config (CLI > env > file > ``defaults`` > built-in); operator errors
+    become CliError. The process title loses any ``--api-key`` value first."""
+    hide_api_key_from_process_title()
     try:
-        config = build_config(cli_layer(args))
+        config = build_config(cli_layer(args), defaults=defaults)
     except ConfigError as exc:
         raise CliError(str(exc)) from None
-    hide_api_key_from_process_title()
     if config.insecure:
-        print(
+        say(
             "infmon: warning: TLS certificate verification is OFF (--insecure): the server is not "
             "authenticated and the API key can be intercepted",
-            file=sys.stderr,
+            err=True,
         )
     return config
 
@@ -182,10 +230,20 @@ def hide_api_key_from_process_title() -> None:
 
 
 def say(text: str, *, err: bool = False, end: str = "\n") -> None:
-    """Print a status line; a terminal that went away (SSH dropped) must not end the run."""
+    """Print a status line (or a block of lines); a terminal that went away (SSH dropped) must
+    not end the run.
+
+    The last line of defence for the terminal: every control character but newline and tab is
+    shown escaped (``\\x1b``), and bidi overrides too, whatever reached here. Carriage returns
+    at the very start or end are infmon's own (a progress line redrawn in place) and kept.
+    """
+    body = text.strip("\r")
+    lead = text[: len(text) - len(text.lstrip("\r"))]
+    tail = text[len(lead) + len(body) :] if body else ""
+    out = lead + clean(body, None, multiline=True) + tail + end
     with contextlib.suppress(OSError, ValueError):
         stream = sys.stderr if err else sys.stdout
-        stream.write(text + end)
+        stream.write(out)
         stream.flush()
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from infmon.cli import CliError
+from infmon.commands.common import say
+from infmon.model.sanitize import strict_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,9 +41,12 @@ def run(args: argparse.Namespace) -> int:
             r.name = f"{r.name} ({seen[r.name]})"
     doc = compare_runs(runs)
     if args.html:
-        args.html.write_text(render_html(doc), encoding="utf-8")
-    print(
-        json.dumps(doc, indent=2) if args.json else render_text(doc),
-        end="" if not args.json else "\n",
-    )
+        try:
+            args.html.write_text(render_html(doc), encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot write {args.html}: {exc.strerror}") from None
+    if args.json:
+        say(strict_json(doc, indent=2))
+    else:
+        say(render_text(doc), end="")
     return 0

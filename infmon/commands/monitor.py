@@ -152,7 +152,10 @@ def build_monitor(
     )
     metrics_url = args.metrics_url or config.url or ""
     scrapes = ScrapeThread(
-        lambda: DirectSource(metrics_url), args.scrape_interval, wiring.snapshot, clock
+        lambda: DirectSource.from_config(config, metrics_url),
+        args.scrape_interval,
+        wiring.snapshot,
+        clock,
     )
     controller = LiveController(
         engine,

@@ -1,14 +1,20 @@
-"""`infmon quality URL`: greedy output-quality probes, scored, optionally against a baseline."""
+"""`infmon quality URL`: greedy output-quality probes, scored, optionally against a baseline.
+
+The client comes from the same ``Config`` as every other command (``--api-key-file``,
+``INFMON_API_KEY``, ``OPENAI_API_KEY``, the config file; TLS and bounds options). Output goes
+through ``say`` (control characters escaped); ``--json`` is strict JSON.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 from pathlib import Path
+from typing import Any
 
 from infmon.cli import CliError
+from infmon.commands.common import add_server_arguments, config_from_args, say
+from infmon.model.sanitize import clean, strict_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,34 +33,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(exact|normalised|regex); default: the built-in set",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--model", help="model name (default: the first of /v1/models)")
-    parser.add_argument("--endpoint", choices=("chat", "completions"), default="chat")
-    parser.add_argument(
-        "--api-key",
-        default=os.environ.get("OPENAI_API_KEY"),
-        help="bearer token (default: $OPENAI_API_KEY)",
-    )
     parser.add_argument(
         "--session-dir",
         type=Path,
         help="also store the result in this session (quality.json + event)",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    add_server_arguments(parser.add_argument_group("server"), endpoint_default="chat")
 
 
-def _print_human(doc: dict) -> None:
-    print(
+def _print_human(doc: dict[str, Any]) -> None:
+    say(
         f"quality: {doc['correct']}/{doc['probes']} probes correct "
         f"(accuracy {doc['accuracy']:.1%}), greedy, {doc['model']} at {doc['url']}"
     )
     if doc.get("errors"):
-        print(f"  {doc['errors']} probes failed to get an answer")
+        say(f"  {doc['errors']} probes failed to get an answer")
     for r in doc["results"]:
         if not r["correct"]:
-            got = r.get("error") or repr((r.get("output") or "")[:60])
-            print(f"  ✗ {r['id']}: expected {r['expect']!r}, got {got}")
+            got = r.get("error") or f'"{clean(r.get("output") or "", 60)}"'
+            say(f'  ✗ {clean(r["id"], 80)}: expected "{clean(r["expect"], 80)}", got {got}')
     if "agreement" in doc and doc["agreement"] is not None:
-        print(
+        say(
             f"against baseline {doc['baseline']}: agreement {doc['agreement']:.1%} on "
             f"{doc['compared']} probes, length ratio {doc['length_ratio']:.2f}, "
             f"{len(doc['first_divergence'])} diverge"
@@ -62,38 +62,32 @@ def _print_human(doc: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from infmon.commands.common import hide_api_key_from_process_title
     from infmon.quality.probes import ProbeFileError, load_probes
     from infmon.quality.runner import QualityError, load_baseline, run_quality
 
-    hide_api_key_from_process_title()
+    config = config_from_args(args, defaults={"endpoint": "chat"})
     try:
         probes = load_probes(args.probes)
         baseline = load_baseline(args.baseline) if args.baseline else None
-        doc = asyncio.run(
-            run_quality(
-                args.url,
-                probes,
-                model=args.model,
-                endpoint=args.endpoint,
-                api_key=args.api_key,
-                baseline=baseline,
-            )
-        )
+        doc = asyncio.run(run_quality(config, probes, baseline=baseline))
     except (ProbeFileError, QualityError) as exc:
         raise CliError(str(exc)) from None
     if doc["errors"] == doc["probes"]:
         first = doc["results"][0].get("error") if doc["results"] else "no probes"
-        raise CliError(f"no probe got an answer from {args.url} ({first})")
+        raise CliError(f"no probe got an answer from {config.url} ({first})")
     if args.session_dir:
         from infmon.journal import JournalWriter
 
         with JournalWriter(args.session_dir, autoflush=False) as j:
             j.write_quality(doc)
+    text = strict_json(doc, indent=2)
     if args.out:
-        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+        try:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot write {args.out}: {exc.strerror}") from None
     if args.json:
-        print(json.dumps(doc, indent=2))
+        say(text)
     else:
         _print_human(doc)
     return 0

@@ -1,21 +1,34 @@
-"""`infmon scrape`: one canonical snapshot of a server's metrics (or two, for rates)."""
+"""`infmon scrape`: one canonical snapshot of a server's metrics (or two, for rates).
+
+Exit status: 0 a snapshot was printed; 1 the server has no ``/metrics`` ("no server metrics",
+with ``--json`` a snapshot whose ``state`` is ``no_metrics``); 2 the scrape failed or an
+operator error (one line on stderr; with ``--json`` a snapshot with ``state`` ``down`` and the
+error is printed too). ``--json`` output is always valid JSON: unknown values are ``null``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 
 from infmon.cli import CliError
 from infmon.clock import MonotonicClock
-from infmon.model.server import ServerSnapshot
+from infmon.commands.common import (
+    add_metrics_bounds_arguments,
+    add_tls_arguments,
+    config_from_args,
+    say,
+)
+from infmon.config import Config
+from infmon.model.sanitize import strict_json
+from infmon.model.server import ServerSnapshot, SourceState, unavailable
 from infmon.sources.backends import BACKENDS, UnknownBackendError, table_named
 from infmon.sources.canonical import read_page, snapshot_from
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import ExpositionError, parse_exposition
 from infmon.sources.promql import PrometheusSource
-from infmon.sources.scraper import DirectSource
+from infmon.sources.scraper import DirectSource, ScrapeLimits
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,14 +57,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend", choices=sorted(BACKENDS), default=None, help="override backend autodetection"
     )
+    g = parser.add_argument_group("bounds and TLS")
+    add_metrics_bounds_arguments(g)
+    add_tls_arguments(g)
 
 
-def _from_files(paths: list[Path], args: argparse.Namespace) -> ServerSnapshot:
+def _from_files(paths: list[Path], args: argparse.Namespace, config: Config) -> ServerSnapshot:
     table = table_named(args.backend) if args.backend else None
-    try:
-        readings = [read_page(parse_exposition(p.read_bytes()), table) for p in paths]
-    except ExpositionError as exc:
-        raise CliError(str(exc)) from None
+    limits = ScrapeLimits.from_config(config)
+    readings = []
+    for p in paths:
+        try:
+            if p.stat().st_size > limits.max_bytes:
+                raise CliError(f"{p}: larger than --metrics-max-bytes ({limits.max_bytes:,} bytes)")
+            readings.append(read_page(parse_exposition(p.read_bytes(), limits.max_series), table))
+        except ExpositionError as exc:
+            raise CliError(f"{p}: {exc}") from None
+        except OSError as exc:
+            raise CliError(f"cannot read {p}: {exc.strerror or exc.__class__.__name__}") from None
     if len(readings) == 1:
         return snapshot_from(readings[0], timestamp_s=0.0)
     if args.interval is None:
@@ -118,25 +141,39 @@ def render_text(snap: ServerSnapshot) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
     try:
-        snap = _snapshot(args)
+        snap = _snapshot(args, config)
     except UnknownBackendError as exc:
         raise CliError(str(exc)) from None
     except SourceError as exc:
-        if exc.kind == SourceError.NO_METRICS:
-            print("no server metrics (the server has no /metrics endpoint)")
+        no_metrics = exc.kind == SourceError.NO_METRICS
+        if args.json:
+            state = SourceState.NO_METRICS if no_metrics else SourceState.DOWN
+            say(strict_json(unavailable(0.0, state, exc.kind, exc.message), indent=2))
+        if no_metrics:
+            if not args.json:
+                say("no server metrics (the server has no /metrics endpoint)")
             return 1
         raise CliError(exc.message) from None
-    print(json.dumps(snap.to_dict(), indent=2) if args.json else render_text(snap))
+    say(strict_json(snap, indent=2) if args.json else render_text(snap))
     return 0
 
 
-def _snapshot(args: argparse.Namespace) -> ServerSnapshot:
+def _snapshot(args: argparse.Namespace, config: Config) -> ServerSnapshot:
     count = args.count if args.count is not None else (2 if args.interval else 1)
     interval = args.interval if args.interval is not None else 1.0
     if args.prometheus:
         src = PrometheusSource(
-            args.prometheus, args.selector, backend=args.backend, window_s=args.interval
+            args.prometheus,
+            args.selector,
+            backend=args.backend,
+            window_s=args.interval,
+            timeout_s=config.metrics_timeout_s,
+            max_bytes=config.metrics_max_bytes,
+            max_series=config.metrics_max_series,
+            ca_bundle=config.ca_bundle,
+            insecure=config.insecure,
         )
         return asyncio.run(_poll(src, 1, interval))
     if not args.targets:
@@ -144,7 +181,8 @@ def _snapshot(args: argparse.Namespace) -> ServerSnapshot:
     if all(not t.startswith(("http://", "https://")) for t in args.targets):
         if len(args.targets) > 2:
             raise CliError("give at most two saved pages")
-        return _from_files([Path(t) for t in args.targets], args)
+        return _from_files([Path(t) for t in args.targets], args, config)
     if len(args.targets) != 1:
         raise CliError("give one server URL")
-    return asyncio.run(_poll(DirectSource(args.targets[0], backend=args.backend), count, interval))
+    source = DirectSource.from_config(config, args.targets[0], backend=args.backend)
+    return asyncio.run(_poll(source, count, interval))

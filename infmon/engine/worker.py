@@ -118,7 +118,7 @@ class WorkerCore:
         self.outbox.driver = driver
         self.outbox.meter = client.meter
         self.outbox.lags = lambda t0, t1: [lag for t, lag in list(driver._lags) if t0 <= t < t1]
-        self.outbox.backoff = lambda: getattr(driver, "backoff_note", None)
+        self.outbox.backoff = lambda: driver.backoff.describe() or None
         self.outbox.start()
         self.outbox.put(
             p.Ready(

@@ -10,6 +10,9 @@ Timestamps are taken once per network read (before decoding), so parsing cost ne
 as latency. Failures become records with an ``error_kind``; only operator-level problems
 (unreachable server, unknown model, rejected probe) raise ``ClientError``. The API key is sent
 in the ``Authorization`` header only and is scrubbed from every message this module produces.
+Everything the server sends is untrusted: model ids, error bodies and kept text are sanitised
+(``infmon.model.sanitize``) before they leave this module, discovery reads are bounded in size
+and time, and a stream's events and ``usage`` are checked (``stream_state``).
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from typing import Any
 
 import httpx
 
-from infmon.clock import Clock, MonotonicClock
+from infmon.clock import Clock, MonotonicClock, wall_time
 from infmon.config import Config
+from infmon.load.backoff import parse_retry_after
 from infmon.load.h1 import H1Pool, H1Settings, WireError
 from infmon.load.prompts import Prompt
-from infmon.load.sse import SSEError
+from infmon.load.sse import MAX_EVENT_BYTES, SSEError, SSEEventTooLarge
 from infmon.load.stream_state import (
     StreamFailure,
     StreamState,
@@ -38,15 +42,23 @@ from infmon.load.stream_state import (
 )
 from infmon.load.wire import Opened, drain, httpx_post
 from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.sanitize import clean
+from infmon.net import FetchError, TLSConfigError, bounded_get, tls_verify
 
 PROBE_ATTEMPTS = 5
 """Tries of the capability probe when the server fails transiently."""
+DISCOVERY_MAX_BYTES = 8 * 1024 * 1024
+"""The largest ``/v1/models`` answer read (a gateway listing hundreds of models is ~1 MB)."""
+DISCOVERY_DEADLINE_S = 30.0
+"""``/v1/models`` must answer in full within this (on top of the connect timeout)."""
+MAX_MODEL_ID = 300
 
 
 class ClientError(Exception):
     """An operator-level failure talking to the server; ``str()`` is one clean line."""
 
     def __init__(self, kind: str, message: str, http_status: int | None = None) -> None:
+        message = clean(message, 600)
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -65,6 +77,7 @@ class ClientParams:
     max_connections: int = 2048
     ca_bundle: str | None = None
     insecure: bool = False
+    max_event_bytes: int = MAX_EVENT_BYTES
 
     @classmethod
     def from_config(cls, config: Config, max_connections: int | None = None) -> ClientParams:
@@ -82,6 +95,7 @@ class ClientParams:
             max_connections=max_connections or max(64, 2 * wanted),
             ca_bundle=config.ca_bundle,
             insecure=config.insecure,
+            max_event_bytes=config.max_event_bytes,
         )
 
 
@@ -167,19 +181,29 @@ class StreamingClient:
     # ----------------------------------------------------------------- discovery
 
     async def list_models(self) -> list[str]:
-        """Model ids from ``GET /v1/models``; raises ``ClientError`` with a clear message."""
+        """Model ids from ``GET /v1/models`` (sanitised); raises ``ClientError`` with a clear
+        message. The answer is read up to 8 MiB and within 30 s in all."""
+        deadline = self.params.connect_timeout_s + DISCOVERY_DEADLINE_S
+        url = self.params.base_url + "/v1/models"
         try:
-            resp = await self._http.get("/v1/models")
+            resp = await bounded_get(
+                self._http, url, max_bytes=DISCOVERY_MAX_BYTES, deadline_s=deadline
+            )
         except httpx.HTTPError as exc:
             kind, msg = self._classify(exc)
             raise ClientError(kind, f"{self.params.base_url}: {msg}") from None
-        if resp.status_code >= 400:
+        except FetchError as exc:
+            kind = ErrorKind.TIMEOUT if "within" in str(exc) else ErrorKind.PROTOCOL
+            raise ClientError(kind, f"{url}: {exc}") from None
+        if resp.status >= 400:
             raise ClientError(
-                ErrorKind.HTTP, self._http_message(resp, "/v1/models"), resp.status_code
+                ErrorKind.HTTP,
+                self._error_message(resp.status, resp.body, "/v1/models"),
+                resp.status,
             )
         try:
-            data = resp.json().get("data")
-            return [str(m["id"]) for m in data]
+            data = json.loads(resp.body).get("data")
+            return [clean(m["id"], MAX_MODEL_ID) for m in data]
         except (ValueError, AttributeError, KeyError, TypeError):
             raise ClientError(
                 ErrorKind.PROTOCOL,
@@ -317,10 +341,19 @@ class StreamingClient:
         on_cancel: Callable[[RequestRecord], None] | None,
         keep_text: bool = False,
     ) -> RequestRecord:
-        content = json.dumps(self._body(prompt, max_tokens, caps, extra)).encode()
-        st = StreamState(keep_text, self.meter if request_id >= 0 else None)
+        body = self._body(prompt, max_tokens, caps, extra)
+        content = json.dumps(body).encode()
+        asked = body.get("max_tokens")
+        st = StreamState(
+            keep_text,
+            self.params.max_event_bytes,
+            asked if isinstance(asked, int) and not isinstance(asked, bool) else None,
+            self.meter if request_id >= 0 else None,
+        )
+        st.scrub = self.scrub
         clock = self._clock
         status: int | None = None
+        retry_after: str | None = None
         sent = clock.now()
         headers = {
             "Content-Type": "application/json",
@@ -328,7 +361,9 @@ class StreamingClient:
         }
         try:
             if self._wire is not None:
-                status, error_body = await self._wire.post(self._path, content, headers, st)
+                status, error_body, retry_after = await self._wire.post(
+                    self._path, content, headers, st
+                )
                 if status >= 300:
                     raise StreamFailure(
                         ErrorKind.HTTP, self._error_message(status, error_body, self._path)
@@ -336,7 +371,7 @@ class StreamingClient:
                 st.finish(clock.now())
             else:
                 async with httpx_post(self._http, clock.now, self._path, content, headers) as resp:
-                    status = resp.status
+                    status, retry_after = resp.status, resp.retry_after
                     if status >= 400:
                         raise StreamFailure(
                             ErrorKind.HTTP,
@@ -344,6 +379,7 @@ class StreamingClient:
                         )
                     await _consume(resp, st, clock)
             check_complete(st)
+            st.settle_usage()
         except asyncio.CancelledError:
             rec = self._record(
                 request_id, sent, st, status, ErrorKind.CANCELLED, "cancelled at shutdown"
@@ -352,7 +388,12 @@ class StreamingClient:
                 on_cancel(rec)
             raise
         except StreamFailure as exc:
-            return self._record(request_id, sent, st, status, exc.kind, str(exc))
+            rec = self._record(request_id, sent, st, status, exc.kind, str(exc))
+            return _with_retry_after(rec, retry_after)
+        except SSEEventTooLarge as exc:
+            return self._record(
+                request_id, sent, st, status or st.status, ErrorKind.OVERSIZED_EVENT, str(exc)
+            )
         except SSEError as exc:
             return self._record(request_id, sent, st, status, ErrorKind.PROTOCOL, str(exc))
         except httpx.HTTPError as exc:
@@ -374,8 +415,9 @@ class StreamingClient:
         message: str | None,
     ) -> RequestRecord:
         tokens = tuple(st.tokens) if st.tokens and min(st.tokens) >= 0 else ()
-        if st.meter is not None:
-            st.meter.correct(st.counted_tokens(), st.output_tokens if kind is None else None)
+        ok = kind is None
+        if st.meter is not None:  # the meter counted a token a chunk; usage says how many
+            st.meter.correct(st.counted_tokens(), st.output_tokens if ok else None)
         return RequestRecord(
             request_id=request_id,
             sent_s=sent,
@@ -387,20 +429,20 @@ class StreamingClient:
             finish_reason=st.finish_reason,
             http_status=status,
             error_kind=kind,
-            error_message=self.scrub(message) if message else None,
-            output_text="".join(st.texts) if st.texts is not None else None,
+            error_message=clean(self.scrub(message), 600) if message else None,
+            output_text=st.kept_text(),
+            usage_rejected=st.usage_problem if ok else None,
         )
 
     # ----------------------------------------------------------------- errors
 
-    def _http_message(self, resp: httpx.Response, path: str) -> str:
-        return self._error_message(resp.status_code, resp.content, path)
-
     def _error_message(self, status: int, body: bytes, path: str) -> str:
+        """One clean line from an error answer (the key scrubbed before anything is cut)."""
+        text = self.scrub(body[: 64 * 1024].decode("utf-8", "replace"))
         try:
-            detail = error_text(json.loads(body))
-        except ValueError:
-            detail = " ".join(body.decode("utf-8", "replace").split())[:200]
+            detail = error_text(json.loads(text))
+        except ValueError:  # not JSON (or a number over Python's digit limit)
+            detail = clean(" ".join(text.split()), 200)
         hint = {
             401: " (check --api-key)",
             403: " (check --api-key)",
@@ -439,15 +481,15 @@ async def _consume(resp: Opened, st: StreamState, clock: Clock) -> None:
     st.finish(clock.now())
 
 
+def _with_retry_after(rec: RequestRecord, header: str | None) -> RequestRecord:
+    """A refused request (429/503) carries the server's ``Retry-After`` for the driver."""
+    if header is None or rec.http_status not in (429, 503):
+        return rec
+    return replace(rec, retry_after_s=parse_retry_after(header, wall_time()))
+
+
 def _verify(params: ClientParams) -> ssl.SSLContext | bool:
-    if params.insecure:
-        return False
-    if params.ca_bundle:
-        try:
-            return ssl.create_default_context(cafile=params.ca_bundle)
-        except (OSError, ssl.SSLError) as exc:
-            raise ClientError(
-                ErrorKind.OTHER,
-                f"cannot load CA bundle {params.ca_bundle}: {exc.__class__.__name__}",
-            ) from None
-    return True
+    try:
+        return tls_verify(params.ca_bundle, params.insecure)
+    except TLSConfigError as exc:
+        raise ClientError(ErrorKind.OTHER, str(exc)) from None

@@ -1,9 +1,11 @@
 """The load driver: N plain asyncio tasks (closed loop) or timed arrivals (open loop).
 
 No threads: it runs on whatever event loop calls ``start()``, the Textual app's included.
-A failed request is a record and its worker simply sends the next one, so the load level is
-held through faults. ``stop()`` cancels in-flight streams and returns within ~2 s; each
-cancelled stream still yields a record (kind ``cancelled``) so every request sent is accounted.
+A failed request is a record and its worker sends the next one after a backoff
+(``infmon.load.backoff``: exponential with jitter, ``Retry-After`` honoured), so the load
+level is held through faults without a hot loop against a failing server. ``stop()`` cancels
+in-flight streams and returns within ~2 s; each cancelled stream still yields a record (kind
+``cancelled``) so every request sent is accounted.
 """
 
 from __future__ import annotations
@@ -18,20 +20,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from infmon.clock import Clock, MonotonicClock
+from infmon.load.backoff import Backoff, BackoffSummary, summarise
 from infmon.load.prompts import Prompt, Workload
 from infmon.model.records import ErrorKind, RequestRecord
 
 STOP_GRACE_S = 2.0
 """How long ``stop()`` waits for cancelled tasks to unwind."""
-
-
-BACKOFF_BASE_S, BACKOFF_MAX_S = 0.05, 1.0
-"""A worker whose request was refused (server down, 429, 503) waits, doubling up to 1 s, so an
-outage is recorded as a few failures per second, not a hot loop of instant connect errors."""
-
-
-def _refused(rec: RequestRecord) -> bool:
-    return rec.error_kind == ErrorKind.CONNECT or rec.http_status in (429, 503)
 
 
 class StreamClient(Protocol):
@@ -100,6 +94,11 @@ class LoadDriver:
         self._stopping = False
         self._send_budget: int | None = None
         self._on_budget_spent: Callable[[], None] | None = None
+        self._jitter = random.Random(seed + 1)
+        self._backoffs: set[Backoff] = set()
+        """One per closed-loop worker; ``_open_backoff`` paces the open loop's arrivals."""
+        self._open_backoff = Backoff(self._jitter)
+        self._open_resume_s = -math.inf
 
     # ------------------------------------------------------------------ control
 
@@ -223,6 +222,15 @@ class LoadDriver:
         lags = [lag for t, lag in self._lags if since_s is None or t >= since_s]
         return float(np.percentile(lags, 99)) if lags else math.nan
 
+    @property
+    def backoff(self) -> BackoffSummary:
+        """Streams now waiting after failures ("backing off 0.8 s after 5 failures");
+        ``.describe()`` is "" while every stream is sending normally."""
+        states = [b.state for b in self._backoffs]
+        if self.mode == "open":
+            states.append(self._open_backoff.state)
+        return summarise(states)
+
     def inflight_area_s(self) -> float:
         """∫ inflight dt since creation (request-seconds); differences give mean concurrency."""
         now = self.clock.now()
@@ -308,7 +316,8 @@ class LoadDriver:
 
     async def _worker(self) -> None:
         task = asyncio.current_task()
-        refused = 0
+        backoff = Backoff(self._jitter)
+        self._backoffs.add(backoff)
         try:
             while not self._stopping:
                 if self.mode != "closed" or len(self._workers) > (self.target or 0):
@@ -316,11 +325,11 @@ class LoadDriver:
                 if self.paused or not self._may_send():
                     await self._resumed.wait()
                     continue
-                rec = await self._one_request()
-                refused = refused + 1 if _refused(rec) else 0
-                if refused:
-                    await asyncio.sleep(min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2.0 ** (refused - 1)))
+                delay_s = backoff.after(await self._one_request())
+                if delay_s:
+                    await asyncio.sleep(delay_s)
         finally:
+            self._backoffs.discard(backoff)
             if task is not None:
                 self._workers.discard(task)
 
@@ -339,6 +348,9 @@ class LoadDriver:
             delay = next_t - self.clock.now()
             if delay > 0:
                 await asyncio.sleep(delay)
+            if (wait_s := self._open_resume_s - self.clock.now()) > 0:  # backing off
+                await asyncio.sleep(wait_s)
+                next_t = self.clock.now()
             while self.paused or self.inflight >= self.max_concurrency or not self._may_send():
                 if self.paused:
                     await self._resumed.wait()
@@ -350,6 +362,15 @@ class LoadDriver:
             task = loop.create_task(self._one_request(counted=True))
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
+            task.add_done_callback(self._arrival_done)
+
+    def _arrival_done(self, task: asyncio.Task[RequestRecord]) -> None:
+        """An open-loop request ended: failures in a row hold the next arrivals back."""
+        if task.cancelled() or task.exception() is not None:
+            return
+        delay_s = self._open_backoff.after(task.result())
+        if delay_s:
+            self._open_resume_s = max(self._open_resume_s, self.clock.now() + delay_s)
 
     async def _lag_loop(self) -> None:
         interval = self._lag_interval_s

@@ -10,6 +10,9 @@ for another stream's task to be stamped. The awaiting task wakes once, when the 
 
 Scope: what an OpenAI-compatible streaming endpoint needs (one POST at a time per connection,
 chunked or sized bodies, keep-alive, TLS, identity encoding). Failures raise ``WireError``.
+Bounded: an error body is read up to ``MAX_ERROR_BODY`` and the connection is then dropped (a
+server that sends one forever cannot hold the request); a stream's events are capped by its
+sink's decoder; headers are capped by httptools.
 """
 
 from __future__ import annotations
@@ -20,16 +23,27 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 import httptools
 
 from infmon.model.records import ErrorKind
+from infmon.net import within
 
 DRAIN_S = 2.0
 """After ``[DONE]``, how long to wait for the end of the body (so the connection is reused)."""
 MAX_ERROR_BODY = 64 * 1024
+MAX_HEADER_VALUE = 200
+"""The longest ``Retry-After`` value kept."""
+
+
+class Exchange(NamedTuple):
+    status: int
+    error_body: bytes
+    """The body's first ``MAX_ERROR_BODY`` bytes when the status is ≥ 300, else empty."""
+    retry_after: str | None
+    """The response's ``Retry-After`` header, as sent."""
 
 
 class WireError(Exception):
@@ -81,6 +95,8 @@ class _Conn(asyncio.Protocol):
         self._encoding_ok = True
         self._draining = False
         self._read_s = 0.0
+        self.retry_after: str | None = None
+        self._error_body_full = False
 
     # -- exchange ---------------------------------------------------------------------------
     def begin(self, request: bytes, sink: Sink) -> asyncio.Future[None]:
@@ -94,6 +110,7 @@ class _Conn(asyncio.Protocol):
             False,
         )
         self._error, self._encoding_ok, self._draining = None, True, False
+        self.retry_after, self._error_body_full = None, False
         self._waiter = loop.create_future()
         self._last_read_loop_s = loop.time()
         self._timer = loop.call_at(self._last_read_loop_s + self._read_timeout_s, self._check_idle)
@@ -133,8 +150,8 @@ class _Conn(asyncio.Protocol):
             self._error = exc.__context__ or exc
         except httptools.HttpParserError as exc:
             self._error = WireError(ErrorKind.PROTOCOL, f"HTTP protocol error ({exc})")
-        if self._error is not None:
-            self.abort()
+        if self._error is not None or self._error_body_full:
+            self.abort()  # an error body past the cap: what was read is enough
         self._last_read_loop_s = -1.0  # read since the timer was armed
         self._resolve()
 
@@ -148,8 +165,11 @@ class _Conn(asyncio.Protocol):
 
     # -- httptools callbacks ----------------------------------------------------------------
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-encoding" and value.strip().lower() not in (b"identity", b""):
+        low = name.lower()
+        if low == b"content-encoding" and value.strip().lower() not in (b"identity", b""):
             self._encoding_ok = False
+        elif low == b"retry-after":
+            self.retry_after = value[:MAX_HEADER_VALUE].decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self.status = self._parser.get_status_code()
@@ -165,8 +185,9 @@ class _Conn(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         if self.error_body is not None:
-            if sum(map(len, self.error_body)) < MAX_ERROR_BODY:
-                self.error_body.append(body)
+            self.error_body.append(body)
+            if sum(map(len, self.error_body)) >= MAX_ERROR_BODY:
+                self._error_body_full = True
         elif self.sink is not None:
             self.sink.feed(body, self._read_s)
 
@@ -236,7 +257,7 @@ class H1Pool:
             opening = loop.create_connection(
                 lambda: _Conn(s.now, s.read_timeout_s), self._host, self._port, ssl=self._ssl()
             )
-            _, conn = await asyncio.wait_for(opening, s.connect_timeout_s)
+            _, conn = await within(opening, s.connect_timeout_s)
         except asyncio.TimeoutError:
             raise WireError(
                 ErrorKind.CONNECT, f"connect timed out after {s.connect_timeout_s:g}s"
@@ -253,8 +274,8 @@ class H1Pool:
 
     async def post(
         self, path: str, content: bytes, headers: dict[str, str], sink: Sink
-    ) -> tuple[int, bytes]:
-        """Send one request, feed its body to ``sink``; (status, error body if status ≥ 300)."""
+    ) -> Exchange:
+        """Send one request, feed its body to ``sink``; the status, error body and Retry-After."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.settings.max_connections)
         request = self._request(path, content, headers)
@@ -288,7 +309,8 @@ class H1Pool:
                     self._idle.append(conn)
                 elif not conn.closed:
                     conn.abort()
-                return conn.status, b"".join(conn.error_body or ())
+                body = b"".join(conn.error_body or ())[:MAX_ERROR_BODY]
+                return Exchange(conn.status, body, conn.retry_after)
         raise AssertionError("unreachable")
 
     def _take(self) -> _Conn | None:
@@ -305,10 +327,14 @@ class H1Pool:
         await conn.begin(request, sink)
         if not conn.complete and not conn.closed:  # [DONE] came: read on to the end of the body
             with contextlib.suppress(asyncio.TimeoutError, WireError):
-                await asyncio.wait_for(conn.rearm(), DRAIN_S)
+                await within(_wait(conn.rearm()), DRAIN_S)
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
             if conn.transport is not None:
                 conn.transport.close()
+
+
+async def _wait(fut: asyncio.Future[None]) -> None:
+    await fut

@@ -3,8 +3,9 @@
 Feed it bytes exactly as they arrive (any split, LF / CRLF / CR line ends); it returns the
 complete events. Comments (``:`` lines) are ignored, multi-line ``data`` is joined with
 ``\\n``, one leading space after the colon is dropped, as the WHATWG spec says. It never
-raises on odd input except ``SSEError`` when a single line outgrows ``max_line_bytes``
-(so a broken server cannot grow memory without bound).
+raises on odd input except ``SSEEventTooLarge`` (an ``SSEError``) when one event (its ``data``
+lines so far plus the line being read) outgrows ``max_event_bytes``: a server that sends
+``data:`` lines and never the blank line that ends an event cannot grow memory without bound.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ from typing import NamedTuple
 
 
 class SSEError(ValueError):
-    """The byte stream cannot be SSE (a line longer than the limit)."""
+    """The byte stream cannot be SSE."""
+
+
+class SSEEventTooLarge(SSEError):
+    """One event grew past ``max_event_bytes`` (the request fails as ``oversized_event``)."""
+
+
+MAX_EVENT_BYTES = 1024 * 1024
+"""Default cap on one event (1 MiB; a vLLM chunk is ~200 bytes, a final usage chunk ~300)."""
 
 
 class SSEEvent(NamedTuple):
@@ -24,17 +33,25 @@ class SSEEvent(NamedTuple):
 class SSEDecoder:
     """Turns a byte stream into ``SSEEvent``s; cheap on the common ``data: {...}\\n\\n`` path."""
 
-    __slots__ = ("_buf", "_data", "_event", "max_line_bytes")
+    __slots__ = ("_buf", "_data", "_data_bytes", "_event", "max_event_bytes")
 
-    def __init__(self, max_line_bytes: int = 4 * 1024 * 1024) -> None:
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buf = b""
         self._data: list[bytes] = []
+        self._data_bytes = 0
+        """Bytes held in ``_data`` (the pending event's lines)."""
         self._event: bytes | None = None
-        self.max_line_bytes = max_line_bytes
+        self.max_event_bytes = max_event_bytes
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Add bytes; return the events they complete (possibly none)."""
-        if not self._buf and not self._data and chunk.endswith(b"\n\n") and b"\r" not in chunk:
+        if (
+            not self._buf
+            and not self._data
+            and chunk.endswith(b"\n\n")
+            and b"\r" not in chunk
+            and len(chunk) <= self.max_event_bytes
+        ):
             return self._whole_events(chunk)
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:
@@ -48,13 +65,16 @@ class SSEDecoder:
         else:
             lines = buf.split(b"\n")
         self._buf = lines.pop()
-        if len(self._buf) > self.max_line_bytes:
-            self._buf = b""
-            raise SSEError(f"SSE line longer than {self.max_line_bytes} bytes")
         events: list[SSEEvent] = []
         for line in lines:
             self._line(line, events)
+        if self._data_bytes + len(self._buf) > self.max_event_bytes:
+            self._too_large()
         return events
+
+    def _too_large(self) -> None:
+        self._buf, self._data, self._data_bytes = b"", [], 0
+        raise SSEEventTooLarge(f"one SSE event over {self.max_event_bytes:,} bytes")
 
     def _whole_events(self, chunk: bytes) -> list[SSEEvent]:
         """Fast path: ``chunk`` ends on an event boundary, nothing pending (servers write so)."""
@@ -89,6 +109,7 @@ class SSEDecoder:
                 event = self._event.decode("utf-8", "replace") if self._event else None
                 events.append(SSEEvent(data, event))
             self._data = []
+            self._data_bytes = 0
             self._event = None
             return
         if line[0] == 0x3A:  # ":" comment
@@ -98,6 +119,9 @@ class SSEDecoder:
             value = value[1:]
         if name == b"data":
             self._data.append(value)
+            self._data_bytes += len(value) + 1
+            if self._data_bytes > self.max_event_bytes:
+                self._too_large()
         elif name == b"event":
             self._event = value
         # "id", "retry" and unknown fields carry nothing infmon needs.

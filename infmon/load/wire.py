@@ -15,8 +15,11 @@ from dataclasses import dataclass
 
 import httpx
 
+from infmon.net import within
+
 DRAIN_S = 2.0
 """After ``[DONE]``, how long to wait for the end of the body (so the connection is reused)."""
+MAX_ERROR_BODY = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,8 @@ class Opened:
     read_body: Callable[[], Awaitable[bytes]]
     read_time: Callable[[], float]
     """When the bytes last taken from ``chunks`` were read (never earlier than their arrival)."""
+    retry_after: str | None = None
+    """The response's ``Retry-After`` header (first 200 characters)."""
 
 
 @contextlib.asynccontextmanager
@@ -41,7 +46,26 @@ async def httpx_post(
         chunks = (
             resp.aiter_raw() if identity and not resp.is_stream_consumed else resp.aiter_bytes()
         )
-        yield Opened(resp.status_code, chunks, resp.aread, now)
+        retry_after = resp.headers.get("retry-after")
+        yield Opened(
+            resp.status_code,
+            chunks,
+            lambda: _read_capped(resp),
+            now,
+            retry_after[:200] if retry_after is not None else None,
+        )
+
+
+async def _read_capped(resp: httpx.Response, cap: int = MAX_ERROR_BODY) -> bytes:
+    """The first ``cap`` bytes of an error body (a body that never ends is not waited for)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in resp.aiter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= cap:
+            break
+    return b"".join(parts)[:cap]
 
 
 async def drain(chunks: AsyncIterator[bytes]) -> None:
@@ -53,4 +77,4 @@ async def drain(chunks: AsyncIterator[bytes]) -> None:
             pass
 
     with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):
-        await asyncio.wait_for(rest(), DRAIN_S)
+        await within(rest(), DRAIN_S)

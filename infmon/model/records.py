@@ -23,7 +23,14 @@ class ErrorKind:
     SERVER = "server"
     """The server reported an error inside a 200 stream."""
     CANCELLED = "cancelled"
+    OVERSIZED_EVENT = "oversized_event"
+    """One SSE event grew past the cap (``--max-event-bytes``, default 1 MiB)."""
     OTHER = "other"
+
+
+BAD_USAGE = "bad_usage"
+"""Not a failure: the server's ``usage`` was impossible (outside [0, 10^7], or inconsistent with
+the chunks received), so the request's token counts come from its chunks (flagged)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +63,10 @@ class RequestRecord:
     """Started during the step's warm-up: excluded from the step's statistics."""
     output_text: str | None = field(default=None, compare=False)
     """Generated text, kept only when asked for (quality probes)."""
+    usage_rejected: str | None = None
+    """Why the server's ``usage`` was not believed (kind ``bad_usage``); None when it was."""
+    retry_after_s: float | None = field(default=None, compare=False)
+    """The server's ``Retry-After`` on a refused request (429/503), in seconds from its end."""
 
     @property
     def ok(self) -> bool:

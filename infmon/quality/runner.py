@@ -1,7 +1,10 @@
 """Send the probes greedily (temperature 0) and score them; optionally against a baseline.
 
-Sending goes through one function, ``_complete``, so the transport can change without
-touching the scoring. Errors are data: a probe that fails is recorded with its error kind.
+The probes go through the load client (``StreamingClient``) built from the run's ``Config``:
+the same API key sources (``INFMON_API_KEY``, the config file, key files) and redaction, TLS
+settings, bounds and sanitising as every other command; the answer is the streamed text,
+control characters escaped. Errors are data: a probe that fails is recorded with its error
+kind and a clean message (never the key, never raw server bytes).
 """
 
 from __future__ import annotations
@@ -9,62 +12,39 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from infmon.config import Config
+from infmon.load.client import ClientError, ClientParams, StreamingClient
 from infmon.quality.probes import Probe
 from infmon.quality.scoring import drift, is_correct
 
 SCHEMA = "infmon.quality/1"
 MAX_TOKENS = 48
+GREEDY = {"temperature": 0, "seed": 0}
 
 
 class QualityError(Exception):
     """The run could not start (server unreachable, no model, bad baseline)."""
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-async def first_model(client: httpx.AsyncClient, url: str, api_key: str | None) -> str:
+def quality_client(
+    config: Config, parallel: int = 8, transport: httpx.AsyncBaseTransport | None = None
+) -> StreamingClient:
+    """The load client for probes: output length not pinned (answers end where they end)."""
     try:
-        resp = await client.get(f"{url}/v1/models", headers=_headers(api_key))
-        resp.raise_for_status()
-        return str(resp.json()["data"][0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
-        raise QualityError(f"cannot list models at {url}/v1/models: {exc}") from None
-
-
-async def _complete(
-    client: httpx.AsyncClient, url: str, model: str, endpoint: str, prompt: str, api_key: str | None
-) -> tuple[str, int | None]:
-    """One greedy, non-streaming completion: ``(text, completion_tokens)``."""
-    body: dict[str, Any] = {"model": model, "temperature": 0, "max_tokens": MAX_TOKENS, "seed": 0}
-    if endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
-        path = "/v1/chat/completions"
-    else:
-        body["prompt"] = prompt
-        path = "/v1/completions"
-    resp = await client.post(url + path, json=body, headers=_headers(api_key))
-    resp.raise_for_status()
-    data = resp.json()
-    choice = data["choices"][0]
-    text = choice["message"]["content"] if endpoint == "chat" else choice["text"]
-    return text or "", (data.get("usage") or {}).get("completion_tokens")
+        params = ClientParams.from_config(replace(config, ignore_eos=False), parallel)
+        return StreamingClient(params, transport=transport)
+    except ClientError as exc:
+        raise QualityError(exc.message) from None
 
 
 async def _one(
-    client: httpx.AsyncClient,
-    sem: asyncio.Semaphore,
-    url: str,
-    model: str,
-    endpoint: str,
-    probe: Probe,
-    api_key: str | None,
+    client: StreamingClient, sem: asyncio.Semaphore, index: int, probe: Probe
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
         "id": probe.id,
@@ -75,45 +55,42 @@ async def _one(
         "correct": False,
     }
     async with sem:
-        try:
-            text, tokens = await _complete(client, url, model, endpoint, probe.prompt, api_key)
-        except httpx.HTTPStatusError as exc:
-            row["error"] = f"HTTP {exc.response.status_code}"
-            return row
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-            row["error"] = type(exc).__name__
-            return row
-    row.update(output=text, output_tokens=tokens, correct=is_correct(probe, text))
+        rec = await client.stream(
+            index, probe.prompt, MAX_TOKENS, keep_text=True, extra_body=GREEDY
+        )
+    if not rec.ok:
+        row["error"] = f"{rec.error_kind}: {rec.error_message or 'failed'}"
+        return row
+    text = rec.output_text or ""
+    row.update(output=text, output_tokens=rec.output_tokens, correct=is_correct(probe, text))
     return row
 
 
 async def run_quality(
-    url: str,
+    config: Config,
     probes: Sequence[Probe],
-    model: str | None = None,
-    endpoint: str = "chat",
-    api_key: str | None = None,
     baseline: dict[str, Any] | None = None,
     parallel: int = 8,
-    timeout_s: float = 120.0,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> dict[str, Any]:
     """Run every probe and return the result document (``infmon quality --json``)."""
-    url = url.rstrip("/")
-    limits = httpx.Limits(max_connections=parallel, max_keepalive_connections=parallel)
-    async with httpx.AsyncClient(
-        timeout=httpx.Timeout(timeout_s, connect=10.0), limits=limits
-    ) as client:
-        model = model or await first_model(client, url, api_key)
+    client = quality_client(config, parallel, transport)
+    try:
+        try:
+            model = await client.resolve_model()
+            await client.detect_capabilities()
+        except ClientError as exc:
+            raise QualityError(exc.message) from None
         sem = asyncio.Semaphore(parallel)
-        results = await asyncio.gather(
-            *(_one(client, sem, url, model, endpoint, p, api_key) for p in probes)
-        )
+        results = await asyncio.gather(*(_one(client, sem, i, p) for i, p in enumerate(probes)))
+    finally:
+        await client.aclose()
     correct = sum(r["correct"] for r in results)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
-        "url": url,
+        "url": client.params.base_url,
         "model": model,
-        "endpoint": endpoint,
+        "endpoint": client.params.endpoint,
         "temperature": 0,
         "probes": len(results),
         "correct": correct,

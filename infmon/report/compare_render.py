@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
+from infmon.model.sanitize import html_text
 from infmon.report.compare import METRICS
 from infmon.report.fmt import num
 from infmon.report.html import CSP, CSS
@@ -72,14 +72,14 @@ def render_text(doc: dict[str, Any]) -> str:
 def render_html(doc: dict[str, Any]) -> str:
     names = [r["name"] for r in doc["runs"]]
     cfg_rows = "".join(
-        f"<tr{' class=diff' if row['differs'] else ''}><td>{escape(row['key'])}</td>"
-        + "".join(f"<td>{escape(str(v))}</td>" for v in row["values"])
+        f"<tr{' class=diff' if row['differs'] else ''}><td>{html_text(row['key'])}</td>"
+        + "".join(f"<td>{html_text(str(v))}</td>" for v in row["values"])
         + "</tr>"
         for row in doc["config_diff"]
     )
-    head = "".join(f"<th>{escape(h)}</th>" for h in ["c", "run", *(LABELS[m] for m in SHOWN)])
+    head = "".join(f"<th>{html_text(h)}</th>" for h in ["c", "run", *(LABELS[m] for m in SHOWN)])
     body = "".join(
-        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in _rows(doc)
+        "<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in r) + "</tr>" for r in _rows(doc)
     )
     return (
         "\n".join(
@@ -89,19 +89,19 @@ def render_html(doc: dict[str, Any]) -> str:
                 f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
                 f"<title>infmon compare</title><style>{CSS} tr.diff td{{background:#fff4d6}}</style>"
                 "</head><body>",
-                f"<h1>infmon compare: {escape(' vs '.join(names))}</h1>",
+                f"<h1>infmon compare: {html_text(' vs '.join(names))}</h1>",
                 "<h2>Explanation</h2><ul>",
-                *(f"<li>{escape(x)}</li>" for x in doc["explanations"]),
+                *(f"<li>{html_text(x)}</li>" for x in doc["explanations"]),
                 "</ul>",
                 "<h2>Server configuration</h2>",
                 "<table><tr><th></th>"
-                + "".join(f"<th>{escape(n)}</th>" for n in names)
+                + "".join(f"<th>{html_text(n)}</th>" for n in names)
                 + "</tr>"
                 + cfg_rows
                 + "</table>",
                 "<h2>Per step</h2><p class=muted>Δ vs baseline; * beyond noise, ≈ within noise.</p>",
                 f"<table><tr>{head}</tr>{body}</table>",
-                f"<p class=muted>Noise test: {escape(doc['noise_method'])}</p>",
+                f"<p class=muted>Noise test: {html_text(doc['noise_method'])}</p>",
                 "</body></html>",
             ]
         )

@@ -7,9 +7,9 @@ escaped, and the page's Content-Security-Policy forbids scripts outright.
 from __future__ import annotations
 
 import base64
-from html import escape
 from typing import Any
 
+from infmon.model.sanitize import html_text
 from infmon.report import svg
 from infmon.report.faults import fault_lines
 from infmon.report.fmt import STEP_HEADER, num, pct, server_rows, step_row
@@ -30,9 +30,9 @@ pre.out{white-space:pre-wrap;margin:0;font-size:12px;text-align:left;max-width:4
 
 
 def _table(header: list[str] | tuple[str, ...], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows
+        "<tr>" + "".join(f"<td>{html_text(str(c))}</td>" for c in r) + "</tr>" for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
 
@@ -176,10 +176,10 @@ def _quality(q: dict[str, Any] | None) -> str:
         rows.append(
             "<tr>"
             + "".join(
-                f"<td>{escape(str(v))}</td>"
+                f"<td>{html_text(str(v))}</td>"
                 for v in (r.get("id"), r.get("expect"), "✓" if r.get("correct") else "✗")
             )
-            + f'<td><pre class="out">{escape(str(r.get("output") or ""))}</pre></td></tr>'
+            + f'<td><pre class="out">{html_text(str(r.get("output") or ""), multiline=True)}</pre></td></tr>'
         )
     table = (
         "<table><tr><th>probe</th><th>expected</th><th>ok</th><th>output</th></tr>"
@@ -193,36 +193,36 @@ def _faults(doc: dict[str, Any]) -> list[str]:
     lines = fault_lines(doc)
     if not lines:
         return []
-    return ["<h2>Faults</h2><ul>", *(f"<li>{escape(x)}</li>" for x in lines), "</ul>"]
+    return ["<h2>Faults</h2><ul>", *(f"<li>{html_text(x)}</li>" for x in lines), "</ul>"]
 
 
 def render_html(doc: dict[str, Any], screenshot_svg: str | None = None) -> str:
     s, target = doc.get("session") or {}, doc.get("target") or {}
-    title = escape(f"infmon report: {s.get('label') or s.get('dir') or 'session'}")
+    title = html_text(f"infmon report: {s.get('label') or s.get('dir') or 'session'}")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         f"<title>{title}</title><style>{CSS}</style></head><body>",
         f"<h1>{title}</h1>",
-        f"<p>{escape(str(target.get('model') or '—'))} at {escape(str(target.get('url') or '—'))}"
+        f"<p>{html_text(str(target.get('model') or '—'))} at {html_text(str(target.get('url') or '—'))}"
         f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed</p>",
         "<h2>Server</h2>",
         _table(["", "value"], [list(r) for r in server_rows(doc)]),
         "<h2>Steps</h2>",
         _table(STEP_HEADER, [step_row(x) for x in doc.get("steps") or []]),
-        f"<p><b>Knee:</b> {escape(_knee_text(doc.get('knee')))} · <b>SLO limit:</b> "
-        f"{escape(str(doc.get('slo_max_concurrency') or 'none'))}</p>",
+        f"<p><b>Knee:</b> {html_text(_knee_text(doc.get('knee')))} · <b>SLO limit:</b> "
+        f"{html_text(str(doc.get('slo_max_concurrency') or 'none'))}</p>",
         "<h2>Charts</h2>",
         *charts(doc),
         "<h2>Diagnosis</h2><ul>",
-        *(f"<li>{escape(x)}</li>" for x in doc.get("diagnosis") or []),
+        *(f"<li>{html_text(x)}</li>" for x in doc.get("diagnosis") or []),
         "</ul>",
         *_faults(doc),
         "<h2>Output quality</h2>",
         _quality(doc.get("quality")),
         "<h2>Caveats</h2><ul>",
-        *(f"<li>{escape(x)}</li>" for x in doc.get("caveats") or []),
+        *(f"<li>{html_text(x)}</li>" for x in doc.get("caveats") or []),
         "</ul>",
     ]
     if screenshot_svg:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from infmon.model.sanitize import clean
 from infmon.report.faults import fault_lines
 from infmon.report.fmt import DASH, STEP_HEADER, num, pct, server_rows, step_row
 
 
 def md_escape(text: Any) -> str:
-    """Untrusted text inside a Markdown table: no HTML, no pipes, one line."""
-    s = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ").replace("`", "\\`")
+    """Untrusted text inside a Markdown table: no HTML, no pipes, one line, and no control or
+    bidi characters (they are shown escaped, ``\\x1b``)."""
+    s = clean(str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "), None)
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("|", "\\|").replace("`", "\\`")
 
 
 def _table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[str]:

@@ -1,10 +1,12 @@
-"""Small dependency-free SVG charts for the HTML report. Every label is escaped."""
+"""Small dependency-free SVG charts for the HTML report. Every label is sanitised and escaped
+(``html_text``), so a chart is valid XML whatever a server named its model or metrics."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from html import escape
+
+from infmon.model.sanitize import html_text
 
 PALETTE = ("#2f6fdf", "#e0702a", "#2a9d5c", "#b03aa8", "#8a6d1f", "#d33f49")
 
@@ -105,25 +107,26 @@ def _axes(f: _Frame) -> list[str]:
         )
     out.append(
         f'<text x="{f.L + f.pw / 2}" y="{c.height - 6}" class="axis" '
-        f'text-anchor="middle">{escape(c.x_label)}</text>'
+        f'text-anchor="middle">{html_text(c.x_label)}</text>'
     )
     out.append(
         f'<text x="12" y="{f.T + f.ph / 2}" class="axis" text-anchor="middle" '
-        f'transform="rotate(-90 12 {f.T + f.ph / 2})">{escape(c.y_label)}</text>'
+        f'transform="rotate(-90 12 {f.T + f.ph / 2})">{html_text(c.y_label)}</text>'
     )
     if c.y2_label:
         xr = c.width - 8
         out.append(
             f'<text x="{xr}" y="{f.T + f.ph / 2}" class="axis" text-anchor="middle" '
-            f'transform="rotate(90 {xr} {f.T + f.ph / 2})">{escape(c.y2_label)}</text>'
+            f'transform="rotate(90 {xr} {f.T + f.ph / 2})">{html_text(c.y2_label)}</text>'
         )
     return out
 
 
 def _series(f: _Frame, s: Series, color: str) -> list[str]:
-    out, path = [], []
+    out: list[str] = []
+    path: list[tuple[float, float] | None] = []
     for x, y in zip(s.xs, s.ys, strict=False):
-        if not (_finite(x) and _finite(y)) or (f.c.log2_x and x <= 0):
+        if x is None or y is None or not (_finite(x) and _finite(y)) or (f.c.log2_x and x <= 0):
             path.append(None)
             continue
         path.append((f.x(x), f.y(y, s.right_axis)))
@@ -154,7 +157,7 @@ def render(c: Chart) -> str:
     body = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{c.width}" '
         f'height="{c.height}" viewBox="0 0 {c.width} {c.height}" role="img">',
-        f"<title>{escape(c.title)}</title>",
+        f"<title>{html_text(c.title)}</title>",
         *_axes(f),
     ]
     for i, s in enumerate(c.series):
@@ -167,12 +170,12 @@ def render(c: Chart) -> str:
             f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{f.T}" y2="{f.T + f.ph}" class="mark"/>'
         )
         body.append(
-            f'<text x="{px + 3:.1f}" y="{f.T + 10}" class="marklabel">{escape(label)}</text>'
+            f'<text x="{px + 3:.1f}" y="{f.T + 10}" class="marklabel">{html_text(label)}</text>'
         )
     lx = f.L
     for i, s in enumerate(c.series):
         color = PALETTE[i % len(PALETTE)]
-        label = escape(s.name + (" (right)" if s.right_axis else ""))
+        label = html_text(s.name + (" (right)" if s.right_axis else ""))
         body.append(
             f'<rect x="{lx}" y="8" width="10" height="10" fill="{color}"/>'
             f'<text x="{lx + 14}" y="17" class="legend">{label}</text>'

@@ -62,11 +62,15 @@ def _key(labels: Mapping[str, str], group_by: Sequence[str]) -> GroupKey:
 
 
 def _grouped(samples: Sequence[Sample], group_by: Sequence[str]) -> dict[GroupKey, float]:
+    """Summed per label group; a value no counter or canonical gauge can take (negative, NaN,
+    infinite) is dropped, so it shows as unknown rather than as "-5 (-5/s)"."""
     out: dict[GroupKey, float] = {}
     for s in samples:
+        if not 0.0 <= s.value < math.inf:
+            continue
         k = _key(s.labels, group_by)
         out[k] = out.get(k, 0.0) + s.value
-    return out
+    return {k: v for k, v in out.items() if v < math.inf}  # 1e308 + 1e308 is no reading
 
 
 def _histogram(page: Page, base: str) -> Histogram | None:
@@ -95,11 +99,18 @@ def _float_or_nan(text: str | None) -> float:
         return math.nan
 
 
+MAX_CONFIG_INT = 10**12
+"""Block sizes and block counts above this are not a real server's (and 10^400 must not reach
+integer arithmetic)."""
+
+
 def _int(text: str | None) -> int | None:
+    """A non-negative integer label (``block_size``, ``num_gpu_blocks``, a position), bounded."""
     try:
-        return int(float(text)) if text is not None else None
+        value = float(text) if text is not None else math.nan
     except ValueError:
         return None
+    return int(value) if 0 <= value <= MAX_CONFIG_INT else None
 
 
 def _cache_config(
@@ -140,7 +151,9 @@ def read_page(
         return Readings(gpus=gpus)
     gb = tuple(group_by if group_by is not None else table.engine_labels)
     gauges = {
-        c: _grouped(ss, gb) for c, names in table.gauges.items() if (ss := _first(page, names))
+        c: grouped
+        for c, names in table.gauges.items()
+        if (grouped := _grouped(_first(page, names), gb))  # none left: unknown, not {}
     }
     counters: dict[str, dict[GroupKey, float]] = {}
     per_pos: dict[int, float] = {}
@@ -151,12 +164,15 @@ def read_page(
         if concept == "spec_accepted_per_pos":
             for s in ss:
                 pos = _int(s.labels.get(table.spec_position_label))
-                if pos is not None:
+                if pos is not None and 0.0 <= s.value < math.inf:
                     per_pos[pos] = per_pos.get(pos, 0.0) + s.value
-        counters[concept] = _grouped(ss, gb)
+        if grouped := _grouped(ss, gb):
+            counters[concept] = grouped
     finished: dict[str, float] = {}
     for name, label in table.finished:
         for s in page.get(name):
+            if not 0.0 <= s.value < math.inf:
+                continue
             reason = s.labels.get(label, "all") if label else "all"
             finished[reason] = finished.get(reason, 0.0) + s.value
     hists = {}
@@ -183,7 +199,13 @@ def read_page(
 
 
 def _total(groups: Mapping[GroupKey, float] | None) -> float | None:
-    return sum(groups.values()) if groups else None
+    total = sum(groups.values()) if groups else None
+    return total if total is None or total < math.inf else None
+
+
+def _mean(groups: Mapping[GroupKey, float] | None) -> float | None:
+    total = _total(groups)
+    return None if total is None or not groups else total / len(groups)
 
 
 def _increase(
@@ -237,10 +259,7 @@ class _Window:
 
 
 def _kv_usage(r: Readings) -> float | None:
-    groups = r.gauges.get("kv_cache_usage")
-    if not groups:
-        return None
-    return sum(groups.values()) / len(groups)
+    return _mean(r.gauges.get("kv_cache_usage"))
 
 
 def _spec(w: _Window) -> SpecDecode | None:
@@ -252,10 +271,10 @@ def _spec(w: _Window) -> SpecDecode | None:
     )
     rate = ratio(accepted, drafted)
     if rate is None and "spec_acceptance_rate" in g:
-        rate = _total(g["spec_acceptance_rate"]) / len(g["spec_acceptance_rate"])
+        rate = _mean(g["spec_acceptance_rate"])
     length = None if ratio(accepted, drafts) is None else 1.0 + (accepted or 0.0) / (drafts or 1)
     if length is None and "spec_acceptance_length" in g:
-        length = _total(g["spec_acceptance_length"]) / len(g["spec_acceptance_length"])
+        length = _mean(g["spec_acceptance_length"])
     pos = dict(w.cur.per_pos)
     if w.prev is not None:
         pos = {i: counter_increase(w.prev.per_pos.get(i, 0.0), v)[0] or 0.0 for i, v in pos.items()}
@@ -344,8 +363,7 @@ def snapshot_from(
     hits, queries = w.increase("prefix_cache_hits"), w.increase("prefix_cache_queries")
     hit_rate = ratio(hits, queries)
     if hit_rate is None and "prefix_cache_hit_rate" in cur.gauges:
-        gauge = cur.gauges["prefix_cache_hit_rate"]
-        hit_rate = sum(gauge.values()) / len(gauge)
+        hit_rate = _mean(cur.gauges["prefix_cache_hit_rate"])
     latency = {c: s for c in LATENCY_NAMES if (s := window_stat(w.hist(c))) is not None}
     bs, blocks, tokens = _kv_totals(cur)
     models = tuple(dict.fromkeys((*served_models, *cur.models)))

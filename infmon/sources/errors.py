@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from infmon.model.sanitize import clean
+
 
 class SourceError(Exception):
-    """A scrape failed. ``kind`` is one of the class constants; ``message`` is one line."""
+    """A scrape failed. ``kind`` is one of the class constants; ``message`` is one line,
+    sanitised (it may quote the server)."""
 
     CONNECT = "connect"
     TIMEOUT = "timeout"
@@ -13,9 +16,14 @@ class SourceError(Exception):
     NO_METRICS = "no_metrics"
     """The server has no metrics endpoint (HTTP 404): shown as "no server metrics"."""
     PROMETHEUS = "prometheus"
+    TOO_LARGE = "too_large"
+    """The page (or Prometheus answer) is over the size cap (``--metrics-max-bytes``)."""
+    TOO_MANY_SERIES = "too_many_series"
+    """The page has more series than the cap (``--metrics-max-series``): rejected unparsed."""
     OTHER = "other"
 
     def __init__(self, kind: str, message: str) -> None:
+        message = clean(message, 500)
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message

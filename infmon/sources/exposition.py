@@ -2,7 +2,11 @@
 
 Uses ``prometheus_client``'s own parsers (the library vLLM and SGLang expose with), which
 take ~6 ms for a 53 kB vLLM page (``bench/scrape.py``). ``*_created`` series are dropped;
-OpenMetrics exemplars are ignored. Anything unparseable raises ``ExpositionError`` only.
+OpenMetrics exemplars are ignored. Anything unparseable raises ``ExpositionError`` only;
+a page with more series than ``max_series`` raises ``TooManySeries`` (one) before it is parsed,
+so a label-cardinality explosion costs a line count, not seconds of parsing. Metric and label
+names and label values are untrusted text: control and bidi characters in them come out
+escaped (``infmon.model.sanitize``), so nothing downstream sees them raw.
 """
 
 from __future__ import annotations
@@ -15,9 +19,26 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
+from infmon.model.sanitize import clean, is_clean
+
+MAX_SERIES = 100_000
+"""Default cap on the series of one page (``--metrics-max-series``)."""
+MAX_LABEL_CHARS = 1024
+"""A metric name, label name or value longer than this is cut (with a marker)."""
+
 
 class ExpositionError(ValueError):
     """The text is not Prometheus exposition format (the one error parsing can raise)."""
+
+
+class TooManySeries(ExpositionError):
+    """The page has more series than the cap: rejected whole, unparsed."""
+
+    def __init__(self, series: int, cap: int) -> None:
+        super().__init__(
+            f"page has {series:,} series, over the cap of {cap:,} (--metrics-max-series)"
+        )
+        self.series, self.cap = series, cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,22 +79,53 @@ def page_from_samples(samples: Iterable[Sample]) -> Page:
     return Page({k: tuple(v) for k, v in index.items()})
 
 
-def parse_exposition(text: str | bytes) -> Page:
-    """Parse a ``/metrics`` page; raise ``ExpositionError`` if it is not exposition text."""
+def count_series(text: str) -> int:
+    """Sample lines of a page (not comments, not blank): what the series cap counts."""
+    return sum(
+        1 for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    )
+
+
+def parse_exposition(text: str | bytes, max_series: int | None = MAX_SERIES) -> Page:
+    """Parse a ``/metrics`` page; raise ``ExpositionError`` if it is not exposition text,
+    ``TooManySeries`` if it has more than ``max_series`` series (None: no cap)."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ExpositionError(f"not UTF-8 text: {exc}") from None
+            raise ExpositionError(f"not UTF-8 text (byte {exc.start:,})") from None
     if "\x00" in text:
         raise ExpositionError("NUL byte in exposition text")
+    if max_series is not None and text.count("\n") >= max_series:
+        n = count_series(text)
+        if n > max_series:
+            raise TooManySeries(n, max_series)
     is_openmetrics = text.rstrip().endswith("# EOF")
     parser = openmetrics_families if is_openmetrics else text_families
+    # Label values hold a raw newline only through the ``\\n`` escape; long lines may hold
+    # long values. Otherwise a clean page has clean names and values: no per-label pass.
+    plain = is_clean(text, multiline=True) and "\\n" not in text and not _has_long_line(text)
     try:
         samples = [
             Sample(s.name, s.labels, float(s.value)) for fam in parser(text) for s in fam.samples
         ]
     except Exception as exc:  # the parsers raise ValueError, KeyError, IndexError…
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise ExpositionError(f"not Prometheus exposition text: {first}") from None
-    return page_from_samples(samples)
+        raise ExpositionError(f"not Prometheus exposition text: {clean(first, 200)}") from None
+    return page_from_samples(samples if plain else [_clean_sample(s) for s in samples])
+
+
+def _has_long_line(text: str) -> bool:
+    return (
+        len(text) > MAX_LABEL_CHARS
+        and max(map(len, text.splitlines()), default=0) > MAX_LABEL_CHARS
+    )
+
+
+def clean_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """Label names and values with control characters escaped and lengths bounded."""
+    return {clean(k, MAX_LABEL_CHARS): clean(v, MAX_LABEL_CHARS) for k, v in labels.items()}
+
+
+def _clean_sample(s: Sample) -> Sample:
+    return Sample(clean(s.name, MAX_LABEL_CHARS), clean_labels(s.labels), s.value)

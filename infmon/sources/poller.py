@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from infmon.clock import Clock
+from infmon.model.sanitize import clean
 from infmon.model.server import ServerSnapshot, SourceState, unavailable
 from infmon.sources.errors import SourceError
 
@@ -64,7 +65,7 @@ class MetricPoller:
         except SourceError as exc:
             snap = self._failed(now, exc.kind, exc.message)
         except Exception as exc:  # errors are data: the loop must survive anything
-            snap = self._failed(now, SourceError.OTHER, f"{type(exc).__name__}: {exc}")
+            snap = self._failed(now, SourceError.OTHER, clean(f"{type(exc).__name__}: {exc}"))
         else:
             self.failures = 0
             self.last_ok = snap
@@ -89,7 +90,15 @@ class MetricPoller:
         return min(self.max_backoff_s, self.interval_s * 2.0 ** (self.failures - 1))
 
     async def run(self) -> None:
-        """Poll until cancelled."""
-        while True:
+        """Poll until cancelled (also when a library swallowed the cancellation: the task still
+        counts it, ``Task.cancelling()``, and the loop ends)."""
+        task = asyncio.current_task()
+        while not _cancel_requested(task):
             await self.poll_once()
             await self._sleep(self.next_delay_s())
+        raise asyncio.CancelledError()
+
+
+def _cancel_requested(task: asyncio.Task[None] | None) -> bool:
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return bool(cancelling()) if cancelling is not None else False

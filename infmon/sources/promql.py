@@ -5,22 +5,32 @@ for the fleet, one row per pod), ``rate`` / ``histogram_quantile`` / ``sum by`` 
 latency quantiles over ``window_s``. With ``window_s=None`` the latency statistics are since the
 servers started (the same as one direct scrape), so both sources can be compared number for
 number.
+
+Bounded like the direct source: every answer is read up to a size cap, one snapshot (all its
+queries) has a total deadline, a fleet with more series than the cap is rejected, and label
+names and values are sanitised. Certificates are verified unless ``insecure``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import time
+from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
+import requests
 from prometheus_api_client import PrometheusConnect
+from requests.adapters import HTTPAdapter
 
 from infmon.model.server import LATENCY_NAMES, ServerSnapshot, WindowStat
+from infmon.net import TLSConfigError, requests_verify
 from infmon.sources.backends import detect, table_named
 from infmon.sources.backends.table import BackendTable
 from infmon.sources.canonical import read_page, snapshot_from
 from infmon.sources.errors import SourceError
-from infmon.sources.exposition import Sample, page_from_samples
+from infmon.sources.exposition import MAX_SERIES, Sample, clean_labels, page_from_samples
 
 _PREFIXES = ("vllm:", "sglang:", "tgi_", "llamacpp:", "DCGM_FI_")
 
@@ -31,6 +41,59 @@ def selector_matchers(selector: str) -> str:
     if inner.startswith("{") and inner.endswith("}"):
         inner = inner[1:-1]
     return inner.strip().rstrip(",")
+
+
+class _AnswerTimeout(Exception):
+    pass
+
+
+class _AnswerTooLarge(Exception):
+    pass
+
+
+class BoundedAdapter(HTTPAdapter):
+    """``requests`` transport that reads each answer up to ``max_bytes`` and gives up at
+    ``deadline`` (monotonic; checked between reads, each read also timing out), without retries:
+    prometheus-api-client reads whole bodies with no bound and retries for seconds."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(max_retries=0)
+        self.max_bytes = max_bytes
+        self.deadline = math.inf
+
+    def send(self, request: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _AnswerTimeout()
+        kwargs["stream"] = True
+        kwargs["timeout"] = (min(left, 30.0), min(left, 30.0))
+        resp = super().send(request, **kwargs)
+        parts, size = [], 0
+        try:
+            for chunk in _chunks(resp.raw):
+                parts.append(chunk)
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise _AnswerTooLarge()
+                if time.monotonic() > self.deadline:
+                    raise _AnswerTimeout()
+        except BaseException:
+            resp.close()
+            raise
+        resp._content = b"".join(parts)
+        resp._content_consumed = True
+        return resp
+
+
+def _chunks(raw: Any) -> Iterator[bytes]:
+    """The body as it arrives: ``read1`` returns what one read got (``read(n)`` would wait for
+    all n bytes, and a server dripping a byte a second would never be timed out)."""
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:  # urllib3 1.x
+        yield from raw.stream(64 * 1024, decode_content=True)
+        return
+    while chunk := read1(64 * 1024, decode_content=True):  # gzip from Prometheus: decoded
+        yield chunk
 
 
 class PrometheusSource:
@@ -44,22 +107,53 @@ class PrometheusSource:
         backend: str | None = None,
         window_s: float | None = None,
         timeout_s: float = 10.0,
+        max_bytes: int = 16 * 1024 * 1024,
+        max_series: int = MAX_SERIES,
+        ca_bundle: str | None = None,
+        insecure: bool = False,
     ) -> None:
         self.url = url.rstrip("/")
         self.matchers = selector_matchers(selector)
         self.description = f"{self.url} {{{self.matchers}}}"
         self.table: BackendTable | None = table_named(backend) if backend else None
         self.window_s = window_s
-        self._prom = PrometheusConnect(url=self.url, disable_ssl=True, timeout=int(timeout_s))
+        self.max_series = max_series
+        try:
+            verify = requests_verify(ca_bundle, insecure)
+        except TLSConfigError as exc:
+            raise SourceError(SourceError.OTHER, str(exc)) from None
+        self._prom = PrometheusConnect(url=self.url, disable_ssl=insecure, timeout=timeout_s)
+        self._prom._session.verify = verify
+        self._adapter = BoundedAdapter(max_bytes)
+        self._prom._session.mount(self.url, self._adapter)  # replaces the library's retrying one
         self._timeout_s = timeout_s
+        self._max_bytes = max_bytes
 
     def _sel(self, name: str) -> str:
         return f"{name}{{{self.matchers}}}"
 
-    def query(self, promql: str) -> list[dict]:
+    def query(self, promql: str) -> list[dict[str, Any]]:
         """One instant query (blocking); failures become ``SourceError``."""
         try:
-            return list(self._prom.custom_query(promql))
+            result = self._prom.custom_query(promql)
+            return [r for r in result if isinstance(r, dict)] if isinstance(result, list) else []
+        except _AnswerTimeout:
+            raise SourceError(
+                SourceError.TIMEOUT, f"{self.url}: no complete answer within {self._timeout_s:g} s"
+            ) from None
+        except _AnswerTooLarge:
+            raise SourceError(
+                SourceError.TOO_LARGE,
+                f"{self.url}: answer over {self._max_bytes:,} bytes (--metrics-max-bytes)",
+            ) from None
+        except requests.exceptions.ConnectionError as exc:  # TLS failures included
+            raise SourceError(
+                SourceError.CONNECT, f"{self.url}: cannot connect ({_root_cause(exc)})"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise SourceError(
+                SourceError.TIMEOUT, f"{self.url}: no answer within {self._timeout_s:g} s"
+            ) from None
         except Exception as exc:
             msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             raise SourceError(SourceError.PROMETHEUS, f"{self.url}: {msg}") from None
@@ -69,18 +163,28 @@ class PrometheusSource:
         result = self.query(promql)
         if not result:
             return None
-        value = float(result[0]["value"][1])
-        return None if math.isnan(value) or math.isinf(value) else value
+        value = _value(result[0])
+        return None if value is None or math.isnan(value) or math.isinf(value) else value
 
     def _raw_page(self) -> tuple[list[Sample], str]:
         names = "|".join(p + ".+" for p in _PREFIXES)
         extra = f", {self.matchers}" if self.matchers else ""
         series = self.query(f'{{__name__=~"{names}"{extra}}}')
+        if len(series) > self.max_series:
+            raise SourceError(
+                SourceError.TOO_MANY_SERIES,
+                f"{self.url}: {len(series):,} series, over the cap of {self.max_series:,} "
+                "(--metrics-max-series)",
+            )
         samples = []
         for item in series:
-            labels = dict(item["metric"])
-            name = labels.pop("__name__")
-            samples.append(Sample(name, labels, float(item["value"][1])))
+            metric, value = item.get("metric"), _value(item)
+            if not isinstance(metric, dict) or value is None:
+                continue
+            labels = clean_labels({str(k): str(v) for k, v in metric.items()})
+            name = labels.pop("__name__", None)
+            if name is not None:
+                samples.append(Sample(name, labels, value))
         pod_label = "pod" if any("pod" in s.labels for s in samples) else "instance"
         return samples, pod_label
 
@@ -110,6 +214,14 @@ class PrometheusSource:
         return None
 
     def snapshot_sync(self, now_s: float) -> ServerSnapshot:
+        """One snapshot: every query it makes shares one deadline (``timeout_s``)."""
+        self._adapter.deadline = time.monotonic() + self._timeout_s
+        try:
+            return self._snapshot(now_s)
+        finally:
+            self._adapter.deadline = math.inf
+
+    def _snapshot(self, now_s: float) -> ServerSnapshot:
         samples, pod_label = self._raw_page()
         page = page_from_samples(samples)
         table = self.table or detect(page)
@@ -139,6 +251,26 @@ class PrometheusSource:
 
     async def aclose(self) -> None:
         self._prom._session.close()
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost reason of a requests/urllib3 error (e.g. the certificate check), one line."""
+    for _ in range(8):
+        arg = exc.args[0] if exc.args else None
+        inner = getattr(exc, "reason", None) or (arg if isinstance(arg, BaseException) else None)
+        inner = inner or exc.__cause__ or exc.__context__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def _value(item: dict[str, Any]) -> float | None:
+    """The number of an instant-vector element (``"value": [time, "1.5"]``), None if odd."""
+    try:
+        return float(item["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
 
 
 def _duration(seconds: float) -> str:

@@ -2,20 +2,50 @@
 
 Transport only; parsing and derivation live in ``exposition`` and ``canonical``. Keeps the
 previous page so each snapshot carries rates and window statistics over the poll interval.
+
+Bounded (``ScrapeLimits``): one read of ``/metrics`` has a total deadline (default 5 s: a page
+that drips a byte a second fails as ``timeout``), a size cap (16 MiB: a page that never ends
+fails as ``too_large`` without holding more) and a series cap (100,000: beyond it the page is
+rejected as ``too_many_series`` before parsing). Parsing runs in a worker thread, off the
+caller's event loop. Certificates are verified unless ``--insecure``; ``--ca-bundle`` applies.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import asyncio
+import json
+from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 
+from infmon.config import Config
+from infmon.model.sanitize import clean
 from infmon.model.server import ServerSnapshot
+from infmon.net import FetchTimeout, FetchTooLarge, TLSConfigError, bounded_get, tls_verify
 from infmon.sources.backends import table_named
 from infmon.sources.backends.table import BackendTable
 from infmon.sources.canonical import Readings, read_page, snapshot_from
 from infmon.sources.errors import SourceError
-from infmon.sources.exposition import ExpositionError, Page, parse_exposition
+from infmon.sources.exposition import MAX_SERIES, ExpositionError, TooManySeries, parse_exposition
+
+INFO_MAX_BYTES = 1024 * 1024
+"""``/v1/models`` and ``/version`` are read up to this."""
+MAX_MODEL_LEN = 10**9
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeLimits:
+    """The bounds of one scrape (``--metrics-timeout``, ``--metrics-max-bytes``,
+    ``--metrics-max-series``)."""
+
+    timeout_s: float = 5.0
+    max_bytes: int = 16 * 1024 * 1024
+    max_series: int = MAX_SERIES
+
+    @classmethod
+    def from_config(cls, config: Config) -> ScrapeLimits:
+        return cls(config.metrics_timeout_s, config.metrics_max_bytes, config.metrics_max_series)
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -26,22 +56,48 @@ def split_url(url: str) -> tuple[str, str]:
     return url, url + "/metrics"
 
 
-async def fetch_page(client: httpx.AsyncClient, metrics_url: str) -> Page:
-    """One GET of a metrics page; every failure becomes a ``SourceError``."""
+def make_http_client(
+    timeout_s: float, ca_bundle: str | None = None, insecure: bool = False
+) -> httpx.AsyncClient:
+    """The source's own client: per-read timeout, TLS verified unless ``insecure``."""
     try:
-        resp = await client.get(metrics_url)
+        verify = tls_verify(ca_bundle, insecure)
+    except TLSConfigError as exc:
+        raise SourceError(SourceError.OTHER, str(exc)) from None
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), verify=verify, trust_env=False)
+
+
+async def fetch_body(client: httpx.AsyncClient, metrics_url: str, limits: ScrapeLimits) -> bytes:
+    """One bounded GET of a metrics page; every failure becomes a ``SourceError``."""
+    try:
+        got = await bounded_get(
+            client, metrics_url, max_bytes=limits.max_bytes, deadline_s=limits.timeout_s
+        )
+    except FetchTimeout as exc:
+        raise SourceError(SourceError.TIMEOUT, f"{metrics_url}: {exc}") from None
+    except FetchTooLarge as exc:
+        raise SourceError(
+            SourceError.TOO_LARGE, f"{metrics_url}: {exc} (--metrics-max-bytes)"
+        ) from None
     except httpx.TimeoutException as exc:
         raise SourceError(SourceError.TIMEOUT, f"{metrics_url}: {type(exc).__name__}") from None
     except httpx.HTTPError as exc:
         raise SourceError(
             SourceError.CONNECT, f"{metrics_url}: {exc or type(exc).__name__}"
         ) from None
-    if resp.status_code == 404:
+    if got.status == 404:
         raise SourceError(SourceError.NO_METRICS, f"{metrics_url}: 404, no server metrics")
-    if resp.status_code != 200:
-        raise SourceError(SourceError.HTTP, f"{metrics_url}: HTTP {resp.status_code}")
+    if got.status != 200:
+        raise SourceError(SourceError.HTTP, f"{metrics_url}: HTTP {got.status}")
+    return got.body
+
+
+def parse_body(body: bytes, limits: ScrapeLimits, table: BackendTable | None) -> Readings:
+    """Page bytes → readings (CPU work: run it off the event loop)."""
     try:
-        return parse_exposition(resp.content)
+        return read_page(parse_exposition(body, limits.max_series), table)
+    except TooManySeries as exc:
+        raise SourceError(SourceError.TOO_MANY_SERIES, str(exc)) from None
     except ExpositionError as exc:
         raise SourceError(SourceError.PARSE, str(exc)) from None
 
@@ -55,40 +111,65 @@ class DirectSource:
         *,
         client: httpx.AsyncClient | None = None,
         backend: str | None = None,
-        timeout_s: float = 5.0,
+        timeout_s: float | None = None,
+        limits: ScrapeLimits | None = None,
+        ca_bundle: str | None = None,
+        insecure: bool = False,
     ) -> None:
         self.base_url, self.metrics_url = split_url(url)
         self.description = self.metrics_url
+        self.limits = limits or ScrapeLimits()
+        if timeout_s is not None and limits is None:
+            self.limits = replace(self.limits, timeout_s=timeout_s)
         self._own_client = client is None
-        self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout_s))
+        self.client = client or make_http_client(self.limits.timeout_s, ca_bundle, insecure)
         self.table: BackendTable | None = table_named(backend) if backend else None
         self._prev: tuple[float, Readings] | None = None
         self._info: tuple[int | None, tuple[str, ...], str | None] | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: Config, url: str | None = None, *, backend: str | None = None
+    ) -> DirectSource:
+        """The source for a run: its bounds and TLS settings from the same ``Config``."""
+        return cls(
+            url or config.url or "",
+            backend=backend,
+            limits=ScrapeLimits.from_config(config),
+            ca_bundle=config.ca_bundle,
+            insecure=config.insecure,
+        )
+
+    async def _json(self, path: str) -> Any:
+        try:
+            got = await bounded_get(
+                self.client,
+                self.base_url + path,
+                max_bytes=INFO_MAX_BYTES,
+                deadline_s=self.limits.timeout_s,
+            )
+            return json.loads(got.body) if got.status == 200 else None
+        except (httpx.HTTPError, FetchTimeout, FetchTooLarge, ValueError):
+            return None
 
     async def _server_info(self) -> tuple[int | None, tuple[str, ...], str | None]:
         """``max_model_len`` and model ids from ``/v1/models``, version from ``/version``."""
         if self._info is not None:
             return self._info
-        max_len, ids, version = None, (), None
-        try:
-            models = (await self.client.get(self.base_url + "/v1/models")).json().get("data", [])
-            ids = tuple(str(m.get("id")) for m in models if isinstance(m, dict))
-            lens = [m.get("max_model_len") for m in models if isinstance(m, dict)]
-            max_len = next((int(x) for x in lens if isinstance(x, int)), None)
-        except (httpx.HTTPError, ValueError, AttributeError):
-            pass
-        try:
-            resp = await self.client.get(self.base_url + "/version")
-            if resp.status_code == 200:
-                version = resp.json().get("version")
-        except (httpx.HTTPError, ValueError, AttributeError):
-            pass
-        self._info = (max_len, ids, version if isinstance(version, str) else None)
+        models = await self._json("/v1/models")
+        data = models.get("data") if isinstance(models, dict) else None
+        entries = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+        ids = tuple(clean(m.get("id"), 300) for m in entries if m.get("id") is not None)
+        lens = [m.get("max_model_len") for m in entries]
+        max_len = next((x for x in lens if isinstance(x, int) and 0 < x <= MAX_MODEL_LEN), None)
+        version = await self._json("/version")
+        found = version.get("version") if isinstance(version, dict) else None
+        self._info = (max_len, ids, clean(found, 64) if isinstance(found, str) else None)
         return self._info
 
     async def snapshot(self, now_s: float) -> ServerSnapshot:
-        page = await fetch_page(self.client, self.metrics_url)
-        cur = read_page(page, self.table)
+        body = await fetch_body(self.client, self.metrics_url, self.limits)
+        cur = await asyncio.to_thread(parse_body, body, self.limits, self.table)
         max_len, ids, version = await self._server_info()
         prev = self._prev
         self._prev = (now_s, cur)

@@ -102,7 +102,8 @@ async def test_failures_are_records_and_the_level_is_held() -> None:
     d, records = make(client)
     d.set_concurrency(3)
     await asyncio.sleep(0.3)
-    assert d.inflight == 3
+    # Held: three streams still exist (one may be waiting out its backoff after a failure).
+    assert d.target == 3 and len(d._workers) == 3 and client.max_inflight >= 2
     await d.stop()
     kinds = {r.error_kind for r in records}
     assert {ErrorKind.RESET, ErrorKind.OTHER, None} <= kinds

@@ -63,7 +63,7 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 def _decode(chunks: list[bytes], limit: int = 4 * 1024 * 1024) -> list:
-    d = SSEDecoder(max_line_bytes=limit)
+    d = SSEDecoder(max_event_bytes=limit)
     out = []
     for c in chunks:
         out += d.feed(c)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infmon.load.sse import SSEDecoder, SSEError, SSEEvent
+from infmon.load.sse import SSEDecoder, SSEEvent, SSEEventTooLarge
 
 STREAM = (
     b": keep-alive comment\n"
@@ -62,9 +62,27 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
 
 
 def test_overlong_line_is_a_clear_error() -> None:
-    d = SSEDecoder(max_line_bytes=10)
-    with pytest.raises(SSEError, match="longer than 10 bytes"):
+    d = SSEDecoder(max_event_bytes=10)
+    with pytest.raises(SSEEventTooLarge, match="over 10 bytes"):
         d.feed(b"data: " + b"x" * 20)
+
+
+def test_data_lines_without_a_blank_line_are_capped_as_one_event() -> None:
+    """Short ``data:`` lines that never end an event hold memory: the event's total is capped."""
+    d = SSEDecoder(max_event_bytes=1000)
+    with pytest.raises(SSEEventTooLarge):
+        for _ in range(200):
+            d.feed(b"data: 0123456789\n")
+    d = SSEDecoder(max_event_bytes=1000)
+    for _ in range(200):  # the same lines, each event ended: no limit is reached
+        assert d.feed(b"data: 0123456789\n\n") == [SSEEvent("0123456789")]
+
+
+def test_a_big_read_of_whole_events_takes_the_checked_path() -> None:
+    d = SSEDecoder(max_event_bytes=100)
+    with pytest.raises(SSEEventTooLarge):
+        d.feed(b"data: " + b"x" * 200 + b"\n\n")
+    assert SSEDecoder(max_event_bytes=100).feed(b"data: a\n\n" * 50) == [SSEEvent("a")] * 50
 
 
 @settings(max_examples=200, deadline=None)

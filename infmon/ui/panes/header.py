@@ -35,11 +35,11 @@ class HeaderBar(Pane):
             " ",
             f.clock(h.elapsed_s),
             sep,
-            h.endpoint or "—",
+            _crop(h.endpoint or "—", 60),
             sep,
-            h.model or "model ?",
+            _crop(h.model or "model ?", 60),
             sep,
-            backend,
+            _crop(backend, 40),
         ]
         if h.sweep:
             parts += [sep, (h.sweep, self.style("accent"))]
@@ -51,3 +51,8 @@ class HeaderBar(Pane):
         if h.baseline_step is not None:
             parts += [sep, (f"baseline step {h.baseline_step}", self.style("muted"))]
         self.query_one(Body).show(Text.assemble(*parts, no_wrap=True, overflow="ellipsis"))
+
+
+def _crop(text: str, n: int) -> str:
+    """At most ``n`` characters (a server's long model id must leave room for the rest)."""
+    return text if len(text) <= n else text[: n - 1] + "…"
