@@ -179,6 +179,10 @@ class StreamState:
                 self.texts.append(text)
                 self.texts_chars += len(text)
 
+    def counted_tokens(self) -> int:
+        """What the meter counted for this stream (one a chunk where the count is unknown)."""
+        return sum(n if n >= 0 else 1 for n in self.tokens)
+
     def kept_text(self) -> str | None:
         """The generated text (when kept): control characters escaped, at most 64 KiB."""
         if self.texts is None:
@@ -227,10 +231,6 @@ def usage_consistency_problem(
             f"{sum(chunk_tokens):,} token ids"
         )
     return None
-
-    def counted_tokens(self) -> int:
-        """What the meter counted for this stream (one a chunk where the count is unknown)."""
-        return sum(n if n >= 0 else 1 for n in self.tokens)
 
 
 def int_or_none(value: Any) -> int | None:
