@@ -35,6 +35,7 @@ from infmon.engine.runner import EdgeRate, StepRunner, StepSpec, plan_from_confi
 from infmon.journal import JournalWriter
 from infmon.load.runtime import tune_for_load
 from infmon.model.ledger import StepLedger, StepResult
+from infmon.sources.errors import SourceError
 from infmon.sources.scraper import DirectSource
 from infmon.sources.thread import ScrapeThread
 
@@ -142,7 +143,11 @@ async def _bench(
     scrapes = _scraper(config, opts.metrics_interval_s, wiring, clock)
     try:
         if scrapes is not None:
-            scrapes.start()
+            try:
+                scrapes.start()
+            except SourceError as exc:
+                scrapes = None
+                raise CliError(exc.message) from None
         try:
             target = await engine.start()
         except EngineError as exc:

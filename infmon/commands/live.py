@@ -18,6 +18,7 @@ from infmon.journal import JournalWriter
 from infmon.model.dial import DialChange, LoadDial
 from infmon.model.session import Session
 from infmon.model.steps import CLOSED, StepEvent
+from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
 
 TICK_S = 0.25
@@ -51,7 +52,11 @@ class LiveController:
     async def run(self) -> None:
         """Start the workers, apply the dial's level, then tick the sweep until cancelled."""
         if self.scrapes is not None:
-            self.scrapes.start()
+            try:
+                self.scrapes.start()
+            except SourceError as exc:
+                self.session.add_event(self.clock.now(), "error", f"server metrics: {exc.message}")
+                self.scrapes = None
         await self.engine.open()
         self.start()
         try:

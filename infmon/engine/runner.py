@@ -156,7 +156,9 @@ class StepRunner:
 
         await _hold(clock, t0 + spec.warmup_s, self.tick_s, lambda: tick("warmup"))
         engine.flush()
-        first = await self._edge()
+        first = asyncio.ensure_future(
+            self._edge()
+        )  # scraped meanwhile: a slow page never holds the step
         if spec.max_requests is not None:
             measure = asyncio.ensure_future(engine.budget_spent())
             await _hold(clock, float("inf"), self.tick_s, lambda: tick("measure"), measure)
@@ -168,14 +170,32 @@ class StepRunner:
         t_end = clock.now()
         if spec.max_requests is None:
             self._apply(self.ledger.book.end(t_end))  # chunks after this are not the step's
-        last = await self._edge()
+        last = asyncio.ensure_future(self._edge())
         tick("drain")
         await engine.wait_idle(self.drain_timeout_s)
         if spec.max_requests is not None:  # measured until the last request ended
             self._apply(self.ledger.book.end(max(t_end, self.ledger.last_end(index))))
         self.ledger.settle(index)
         result = next(r for r in self.ledger.settled_results() if r.index == index)
-        return result, edge_rate(first, last)
+        return result, edge_rate(*await _edges(first, last, grace_s=EDGE_GRACE_S))
+
+
+EDGE_GRACE_S = 1.0
+"""How long a step waits, after its drain, for its edge scrapes (a slow page gives no rate)."""
+
+
+async def _edges(
+    *scrapes: asyncio.Future[ServerSnapshot | None], grace_s: float
+) -> list[ServerSnapshot | None]:
+    await asyncio.wait(scrapes, timeout=grace_s)
+    out = []
+    for fut in scrapes:
+        if fut.done() and not fut.cancelled() and fut.exception() is None:
+            out.append(fut.result())
+        else:
+            fut.cancel()
+            out.append(None)
+    return out
 
 
 async def _hold(

@@ -27,8 +27,9 @@ from infmon.model.tally import StepTally
 NAN = math.nan
 MIN_HOLD_S = 5.0
 MIN_REQUESTS = 20
-"""A step shorter than ``MIN_HOLD_S`` of measured time or with fewer completed requests than
-``MIN_REQUESTS`` is shown but never feeds the knee (its figures are noise)."""
+"""A step shorter than ``MIN_HOLD_S`` of measured time or that held fewer requests than
+``MIN_REQUESTS`` (sent in its measured time: finished, failed or cancelled at a quit) is shown
+but never feeds the knee (its figures are noise)."""
 MAX_SAMPLES = 20_000
 
 
@@ -264,7 +265,8 @@ class StepLedger:
             window_output_tokens=entry.live_tokens if live else entry.tokens,
             window_prompt_tokens=entry.prompt_tokens,
         )
-        held = stats.completed if settled else max(stats.completed, entry.sent)
+        attempts = stats.completed + stats.failed + stats.cancelled
+        held = attempts if settled else max(attempts, entry.sent)
         eligible = duration >= self.min_hold_s and held >= self.min_requests
         return StepResult(span, stats, evidence_of(entry.samples), eligible, settled)
 

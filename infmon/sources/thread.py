@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from infmon.clock import Clock
 from infmon.model.server import ServerSnapshot
+from infmon.sources.errors import SourceError
 from infmon.sources.poller import MetricPoller, SnapshotSource
 
 
@@ -38,6 +39,8 @@ class ScrapeThread:
         self.clock = clock
         self.max_backoff_s = max_backoff_s
         self.poller: MetricPoller | None = None
+        self.error: SourceError | None = None
+        """Why the source could not be made (``start`` raises it)."""
         self._consumer: asyncio.AbstractEventLoop | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()
@@ -50,6 +53,8 @@ class ScrapeThread:
         self._consumer = asyncio.get_running_loop()
         self._thread.start()
         self._started.wait(10)
+        if self.error is not None:
+            raise self.error
 
     def _hand_over(self, snap: ServerSnapshot) -> None:
         consumer = self._consumer
@@ -67,7 +72,12 @@ class ScrapeThread:
 
     async def _main(self) -> None:
         self._lock = asyncio.Lock()
-        source = self.make_source()
+        try:
+            source = self.make_source()
+        except SourceError as exc:  # e.g. a CA bundle that cannot be read: said once, by start()
+            self.error = exc
+            self._started.set()
+            return
         self.poller = MetricPoller(
             source, self.interval_s, self._hand_over, self.clock, max_backoff_s=self.max_backoff_s
         )
