@@ -28,7 +28,7 @@ from infmon.config import Config
 from infmon.journal import JournalWriter
 from infmon.load.client import ClientError, StreamingClient
 from infmon.load.driver import LoadDriver
-from infmon.load.prompts import Workload
+from infmon.load.feed import LazyWorkload, WorkloadError
 from infmon.load.runtime import tune_for_load
 from infmon.load.steps import StepCollector, StepProgress, StepSpec, plan_from_config, run_steps
 from infmon.model.knee import find_knee, slo_max_concurrency
@@ -73,8 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    plan = plan_from_config(config)
     workload = make_workload(config)
+    plan = plan_from_config(config, workload if workload.arrivals else None)
     session_dir = (
         Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
     )
@@ -121,7 +121,7 @@ def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> Non
 async def _bench(
     config: Config,
     plan: list[StepSpec],
-    workload: Workload,
+    workload: LazyWorkload,
     journal: JournalWriter,
     clock: MonotonicClock,
     stop: StopSignals,
@@ -152,7 +152,13 @@ async def _bench(
             **target,
             capabilities={"stream_options": caps.stream_options, "vllm_fields": caps.vllm_fields},
         )
+        try:
+            feed = await workload.ready(model)
+        except WorkloadError as exc:
+            raise CliError(str(exc)) from None
+        journal.write_event("workload", **feed.info().to_dict())
         _print_intro(target, caps.vllm_fields, config)
+        say(f"prompts: {feed.info().workload}, {feed.info().sizing} · seed {config.seed}")
         errors: Counter[str] = Counter()
         collector = StepCollector(journal.write_record, lambda r: _count_error(errors, r))
         driver = LoadDriver(client, workload, collector, clock, seed=config.seed)
@@ -189,6 +195,7 @@ async def _bench(
             )
         if watch is not None:
             await watch.stop()
+        await workload.aclose()
         await client.aclose()
 
 

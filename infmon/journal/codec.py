@@ -51,6 +51,7 @@ def encode_record(r: RequestRecord) -> dict[str, Any]:
         ("n", r.concurrency),
         ("r", r.rate),
         ("txt", r.output_text),
+        ("pr", r.prompt_tokens_requested),
     )
     for key, value in optional:
         if value is not None:
@@ -102,4 +103,5 @@ def decode_record(d: dict[str, Any]) -> RequestRecord:
         get("r"),
         bool(get("w", 0)),
         get("txt"),
+        get("pr"),
     )

@@ -27,7 +27,6 @@ import httpx
 from infmon.clock import Clock, MonotonicClock
 from infmon.config import Config
 from infmon.load.h1 import H1Pool, H1Settings, WireError
-from infmon.load.prompts import Prompt
 from infmon.load.sse import SSEError
 from infmon.load.stream_state import (
     StreamFailure,
@@ -36,6 +35,7 @@ from infmon.load.stream_state import (
     error_text,
 )
 from infmon.load.wire import Opened, drain, httpx_post
+from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind, RequestRecord
 
 PROBE_ATTEMPTS = 5
@@ -114,28 +114,9 @@ class StreamingClient:
         self._path = "/v1/chat/completions" if params.endpoint == "chat" else "/v1/completions"
         self.request_id_prefix = f"infmon-{secrets.token_hex(6)}-"
         """Each request's ``X-Request-Id`` is this prefix and its ``request_id`` (unique per client)."""
-        headers = {"Accept-Encoding": "identity", "User-Agent": "infmon"}
-        if params.api_key:
-            headers["Authorization"] = f"Bearer {params.api_key}"
+        headers = base_headers(params)
         verify = _verify(params)
-        self._http = httpx.AsyncClient(
-            base_url=params.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(
-                connect=params.connect_timeout_s,
-                read=params.read_timeout_s,
-                write=params.read_timeout_s,
-                pool=None,
-            ),
-            limits=httpx.Limits(
-                max_connections=params.max_connections,
-                max_keepalive_connections=params.max_connections,
-                keepalive_expiry=30.0,
-            ),
-            verify=verify,
-            transport=transport,
-            trust_env=False,
-        )
+        self._http = http_client(params, transport=transport, verify=verify)
         """Discovery (``/v1/models``), and streams too when a transport is injected (tests)."""
         self._wire: H1Pool | None = None
         if transport is None:
@@ -255,6 +236,7 @@ class StreamingClient:
         concurrency: int | None = None,
         rate: float | None = None,
         warmup: bool = False,
+        prompt_tokens_requested: int | None = None,
         keep_text: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         on_cancel: Callable[[RequestRecord], None] | None = None,
@@ -274,7 +256,14 @@ class StreamingClient:
         caps = self.capabilities or await self.detect_capabilities()
 
         def label(rec: RequestRecord) -> RequestRecord:
-            return replace(rec, step=step, concurrency=concurrency, rate=rate, warmup=warmup)
+            return replace(
+                rec,
+                step=step,
+                concurrency=concurrency,
+                rate=rate,
+                warmup=warmup,
+                prompt_tokens_requested=prompt_tokens_requested,
+            )
 
         report_cancel = None if on_cancel is None else (lambda partial: on_cancel(label(partial)))
         rec = await self._stream(
@@ -432,6 +421,41 @@ async def _consume(resp: Opened, st: StreamState, clock: Clock) -> None:
             await drain(chunks)
             return
     st.finish(clock.now())
+
+
+def base_headers(params: ClientParams) -> dict[str, str]:
+    """Headers every request to the server carries (the API key among them)."""
+    headers = {"Accept-Encoding": "identity", "User-Agent": "infmon"}
+    if params.api_key:
+        headers["Authorization"] = f"Bearer {params.api_key}"
+    return headers
+
+
+def http_client(
+    params: ClientParams,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    verify: ssl.SSLContext | bool | None = None,
+    read_timeout_s: float | None = None,
+) -> httpx.AsyncClient:
+    """The one way infmon builds an httpx client for the server: base URL, API key, TLS
+    (CA bundle or ``--insecure``), explicit limits and timeouts, no proxies from the env."""
+    read_s = params.read_timeout_s if read_timeout_s is None else read_timeout_s
+    return httpx.AsyncClient(
+        base_url=params.base_url,
+        headers=base_headers(params),
+        timeout=httpx.Timeout(
+            connect=params.connect_timeout_s, read=read_s, write=read_s, pool=None
+        ),
+        limits=httpx.Limits(
+            max_connections=params.max_connections,
+            max_keepalive_connections=params.max_connections,
+            keepalive_expiry=30.0,
+        ),
+        verify=_verify(params) if verify is None else verify,
+        transport=transport,
+        trust_env=False,
+    )
 
 
 def _verify(params: ClientParams) -> ssl.SSLContext | bool:

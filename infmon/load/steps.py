@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from infmon.clock import Clock
 from infmon.config import Config
-from infmon.load.driver import LoadDriver
+from infmon.load.driver import ArrivalSource, LoadDriver
 from infmon.model.records import RequestRecord
 from infmon.model.stats import SLO, StepStats, summarize
 
@@ -35,9 +35,13 @@ class StepSpec:
     max_requests: int | None = None
     max_concurrency: int = 256
     arrival: str = "poisson"
+    replay: ArrivalSource | None = None
+    """A trace or schedule: send at its times until its arrivals are over."""
 
     @property
     def label(self) -> str:
+        if self.replay is not None:
+            return "replay"
         return f"c={self.concurrency}" if self.concurrency is not None else f"rate={self.rate:g}/s"
 
 
@@ -55,8 +59,9 @@ class StepProgress:
     failed: int
 
 
-def plan_from_config(config: Config) -> list[StepSpec]:
-    """The steps a config asks for (concurrency steps, else rate steps, else c=1)."""
+def plan_from_config(config: Config, replay: ArrivalSource | None = None) -> list[StepSpec]:
+    """The steps a config asks for (a trace or schedule replay, else concurrency steps, else
+    rate steps, else c=1)."""
     base = StepSpec(
         duration_s=config.step_duration_s,
         warmup_s=config.effective_warmup_s,
@@ -64,6 +69,8 @@ def plan_from_config(config: Config) -> list[StepSpec]:
         max_concurrency=config.max_concurrency,
         arrival=config.arrival,
     )
+    if replay is not None or config.trace or config.schedule:
+        return [replace(base, warmup_s=config.warmup_s or 0.0, duration_s=math.inf, replay=replay)]
     if config.rate and not config.concurrency:
         return [replace(base, rate=r) for r in config.rate]
     return [replace(base, concurrency=c) for c in (config.concurrency or (1,))]
@@ -125,7 +132,10 @@ async def _run_one(
     drain_timeout_s: float,
 ) -> StepStats:
     step = driver.next_step(spec.warmup_s)
-    if spec.concurrency is not None:
+    replay_over = asyncio.Event()
+    if spec.replay is not None:
+        driver.set_arrivals(spec.replay, spec.max_concurrency, replay_over.set)
+    elif spec.concurrency is not None:
         driver.set_concurrency(spec.concurrency)
     else:
         assert spec.rate is not None
@@ -138,9 +148,9 @@ async def _run_one(
             done, failed = collector.counts(step)
             on_tick(StepProgress(index, total, spec, phase, clock.now() - t0, done, failed))
 
-    await _hold(clock, t0 + spec.warmup_s, tick_s, lambda: tick("warmup"))
+    await _hold(clock, t0 + spec.warmup_s, tick_s, lambda: tick("warmup"), replay_over)
     w0, area0 = clock.now(), driver.inflight_area_s()
-    limit_reached = asyncio.Event()
+    limit_reached = replay_over if spec.replay is not None else asyncio.Event()
     if spec.max_requests is not None:
         driver.limit_sends(spec.max_requests, limit_reached.set)  # exactly N, then it pauses
     await _hold(clock, w0 + spec.duration_s, tick_s, lambda: tick("measure"), limit_reached)

@@ -55,7 +55,10 @@ class RequestRecord:
     warmup: bool = False
     """Started during the step's warm-up: excluded from the step's statistics."""
     output_text: str | None = field(default=None, compare=False)
-    """Generated text, kept only when asked for (quality probes)."""
+    """Generated text, kept only when asked for (quality probes, the next turn of a chat)."""
+    prompt_tokens_requested: int | None = None
+    """The prompt length the workload asked for (None: not sized, e.g. a dataset prompt);
+    ``prompt_tokens`` is what the server counted."""
 
     @property
     def ok(self) -> bool:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from infmon.config import ConfigError, build_config
 from infmon.load.client import StreamFailure, StreamState
-from infmon.load.prompts import DatasetError, Prompt, load_dataset
+from infmon.load.workload import DatasetError, Prompt, load_dataset
 from infmon.load.sse import SSEDecoder, SSEError
 from infmon.sources.canonical import read_page, snapshot_from, snapshot_of_page
 from infmon.sources.exposition import ExpositionError, Page, parse_exposition

@@ -1,0 +1,363 @@
+"""The driver's source of work: what each stream slot sends next, and when arrivals come.
+
+``build_workload(config)`` makes it from the Config alone (so a worker process can call it):
+it opens its own HTTP client to the server (the load client's settings: API key, TLS),
+finds the server's tokenizer, prepares the sizing and reads any trace or schedule.
+
+The driver asks ``next_item(slot)`` (a closed-loop stream slot, or None in open loop) and
+hands every finished record back to ``finished``; a multi-turn conversation's next turn is
+made from the answer in that record, so turn k+1 is never sent before turn k ended. In
+closed loop a slot runs its conversation turn by turn; in open loop an arrival takes the next
+turn of a conversation whose think time is over, else starts a new conversation. With a trace
+or schedule, ``next_arrival()`` gives each send time (seconds after replay start) and item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from dataclasses import dataclass
+
+import httpx
+
+from infmon.clock import Clock, MonotonicClock
+from infmon.config import Config
+from infmon.load.client import ClientParams, http_client
+from infmon.load.sizing import PromptMaker, Sizing
+from infmon.load.tokenize import PROBE_SIZES_CHARS, Counter, TokenizeError, make_counter
+from infmon.load.workload.conversation import Conversation
+from infmon.load.workload.corpus import make_task
+from infmon.load.workload.datasets import load_dataset
+from infmon.load.workload.items import Prompt, WorkItem
+from infmon.load.workload.lengths import Lengths
+from infmon.load.workload.schedule import Schedule, parse_schedule
+from infmon.load.workload.traces import Trace, TraceEntry, read_trace
+from infmon.load.workload.words import random_words
+from infmon.model.records import RequestRecord
+
+PREBUILD_LENGTHS = 256
+"""Distinct trace lengths cut before replay starts (more are cut when first needed)."""
+
+
+class WorkloadError(Exception):
+    """The workload cannot be built; ``str()`` is one line for the operator."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """What the run sent, for the session record and the report."""
+
+    workload: str
+    seed: int
+    sizing: str
+    exact: bool
+    prompt_tokens: str
+    output_tokens: str
+    lockstep: bool
+    shared_prefix_tokens: int
+    prefix_groups: int
+    turns: int
+    trace: str | None
+    schedule: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class Feed:
+    """Work items for the driver (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: Config,
+        maker: PromptMaker | None,
+        *,
+        dataset: list[Prompt] | None = None,
+        trace: Trace | None = None,
+        schedule: Schedule | None = None,
+        clock: Clock | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.config, self.maker = config, maker
+        self._http = http
+        self.chat = config.endpoint == "chat"
+        self.rng = random.Random(f"feed:{config.seed}")
+        self.prompt_lengths: Lengths = config.prompt_tokens
+        self.output_lengths: Lengths = config.output_lengths
+        self.turns = config.turns
+        self.keep_text = config.turns > 1
+        """The driver keeps each answer's text (only) for the next turn."""
+        self.dataset = dataset
+        self.trace, self.schedule = trace, schedule
+        self.clock = clock or MonotonicClock()
+        self.sizing = Sizing(False, 0, "not sized (dataset prompts)")
+        self._by_slot: dict[int, Conversation] = {}
+        self._convs: dict[int, Conversation] = {}
+        self._ready: deque[tuple[float, int]] = deque()
+        self._next_conv = 0
+        self._arrival = 0
+        self._dataset_i = 0
+        if dataset is not None:
+            self.rng.shuffle(self.dataset or [])
+
+    async def aclose(self) -> None:
+        """Close the tokenizer's HTTP client (lengths not cut yet can no longer be)."""
+        if self._http is not None:
+            await self._http.aclose()
+
+    # ------------------------------------------------------------------ info
+
+    @property
+    def arrivals(self) -> bool:
+        """True when send times come from a trace or a schedule."""
+        return self.trace is not None or self.schedule is not None
+
+    def info(self) -> WorkloadInfo:
+        c = self.config
+        return WorkloadInfo(
+            workload=c.dataset or c.workload,
+            seed=c.seed,
+            sizing=self.sizing.describe(),
+            exact=self.sizing.exact,
+            prompt_tokens=c.prompt_tokens.source if self.trace is None else "from the trace",
+            output_tokens=self.output_lengths.source if self.trace is None else "from the trace",
+            lockstep=c.lockstep,
+            shared_prefix_tokens=c.shared_prefix_tokens,
+            prefix_groups=c.prefix_groups if c.shared_prefix_tokens else 0,
+            turns=c.turns,
+            trace=self.trace.name if self.trace else None,
+            schedule=self.schedule.spec if self.schedule else None,
+        )
+
+    # ------------------------------------------------------------------ the driver's side
+
+    async def next_item(self, slot: int | None) -> WorkItem:
+        """What ``slot`` (closed loop) or the next arrival (``None``) sends now."""
+        if slot is not None:
+            conv = self._by_slot.get(slot)
+            if conv is not None and not conv.done and not conv.awaiting_answer:
+                return await self._next_turn(conv, slot)
+            self._by_slot.pop(slot, None)
+            return await self._first(slot, self.prompt_lengths.draw(self.rng))
+        now = self.clock.now()
+        if self._ready and self._ready[0][0] <= now:
+            _, cid = self._ready.popleft()
+            conv = self._convs.get(cid)
+            if conv is not None:
+                return await self._next_turn(conv, None)
+        return await self._first(None, self.prompt_lengths.draw(self.rng))
+
+    def finished(self, item: WorkItem, rec: RequestRecord) -> None:
+        """A request ended: its answer continues the conversation (a failure ends it)."""
+        cid = item.conversation
+        conv = self._convs.pop(cid, None) if cid is not None else None
+        if conv is None:
+            return
+        if not rec.ok or rec.output_text is None:
+            self._by_slot = {s: c for s, c in self._by_slot.items() if c.conversation_id != cid}
+            return
+        conv = conv.answer(rec.output_text)
+        if conv.done:
+            return
+        self._convs[conv.conversation_id] = conv
+        for s, c in self._by_slot.items():
+            if c.conversation_id == conv.conversation_id:
+                self._by_slot[s] = conv
+                return
+        self._ready.append((self.clock.now() + self.config.think_time_s, conv.conversation_id))
+
+    async def next_arrival(self) -> tuple[float, WorkItem] | None:
+        """(send time in seconds after replay start, item); None once the arrivals are over."""
+        i = self._arrival
+        if self.trace is not None:
+            if i >= len(self.trace.entries):
+                return None
+            entry = self.trace.entries[i]
+            self._arrival += 1
+            at = entry.at_s * self.config.time_scale
+            return at, await self._from_trace(entry, at)
+        assert self.schedule is not None
+        if i >= len(self.schedule.times_s):
+            return None
+        self._arrival += 1
+        at = self.schedule.times_s[i]
+        item = await self.next_item(None)
+        return at, _at(item, at)
+
+    # ------------------------------------------------------------------ internals
+
+    async def _first(self, slot: int | None, target: int) -> WorkItem:
+        out = self.output_lengths.draw(self.rng)
+        cid = self._next_conv
+        self._next_conv += 1
+        if self.dataset is not None:
+            prompt = self.dataset[self._dataset_i % len(self.dataset)]
+            self._dataset_i += 1
+            return WorkItem(prompt, out)
+        assert self.maker is not None
+        conv, _ = await self.maker.first_turn(target, cid, self.turns)
+        if self.turns > 1:
+            self._convs[cid] = conv
+            if slot is not None:
+                self._by_slot[slot] = conv
+        return WorkItem(conv.prompt(self.chat), out, target, cid if self.turns > 1 else None)
+
+    async def _next_turn(self, conv: Conversation, slot: int | None) -> WorkItem:
+        assert self.maker is not None
+        content = await self.maker.follow_up(self.prompt_lengths.draw(self.rng))
+        conv = conv.ask(content)
+        self._convs[conv.conversation_id] = conv
+        if slot is not None:
+            self._by_slot[slot] = conv
+        think = self.config.think_time_s if slot is not None else 0.0
+        out = self.output_lengths.draw(self.rng)
+        return WorkItem(
+            conv.prompt(self.chat), out, None, conv.conversation_id, conv.sent - 1, think
+        )
+
+    async def _from_trace(self, entry: TraceEntry, at: float) -> WorkItem:
+        assert self.maker is not None and self.trace is not None
+        if not entry.hash_ids:
+            conv, _ = await self.maker.first_turn(entry.input_tokens)
+            return WorkItem(
+                conv.prompt(self.chat), entry.output_tokens, entry.input_tokens, at_s=at
+            )
+        text = self._blocks(entry)
+        prompt = self.maker.first_prompt(0, "", text).prompt(self.chat)
+        return WorkItem(prompt, entry.output_tokens, entry.input_tokens, at_s=at)
+
+    def _blocks(self, entry: TraceEntry) -> str:
+        """Mooncake: one text per hash id (the same id, the same text: a shared prefix), each
+        of ``block_tokens`` single-token words; the first block gives room for the template."""
+        assert self.maker is not None and self.trace is not None
+        size, base = self.trace.block_tokens, self.maker.empty_tokens
+        left, parts = entry.input_tokens - base, []
+        for k, h in enumerate(entry.hash_ids):
+            n = min(left, size - (base if k == 0 else 0))
+            if n <= 0:
+                break
+            words = random_words(
+                random.Random(f"block:{self.config.seed}:{h}"), n, self.maker.words
+            )
+            parts.append(words)
+            left -= n
+        if left > 0:
+            parts.append(random_words(self.rng, left, self.maker.words))
+        return "".join(parts)
+
+
+def _at(item: WorkItem, at: float) -> WorkItem:
+    return WorkItem(
+        item.prompt, item.output_tokens, item.prompt_tokens, item.conversation, item.turn, 0.0, at
+    )
+
+
+async def build_workload(
+    config: Config,
+    *,
+    model: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock | None = None,
+) -> Feed:
+    """The run's workload from the Config alone (any server calls are made here); the
+    caller closes it with ``aclose()`` when the run ends."""
+    trace = schedule = None
+    try:
+        if config.trace:
+            trace = read_trace(config.trace)
+        if config.schedule:
+            schedule = parse_schedule(config.schedule)
+        source = config.dataset or config.workload
+        if source not in ("corpus", "synthetic"):
+            prompts = load_dataset(source)
+            return Feed(config, None, dataset=prompts, schedule=schedule, clock=clock)
+    except ValueError as exc:
+        raise WorkloadError(str(exc)) from None
+    http = http_client(ClientParams.from_config(config), transport=transport, read_timeout_s=60.0)
+    try:
+        model = model or config.model or await _first_model(http)
+        maker = await _prepared_maker(config, http, model, trace)
+    except (TokenizeError, httpx.HTTPError, ValueError) as exc:
+        await http.aclose()
+        raise WorkloadError(f"cannot size prompts on {config.url}: {exc}") from None
+    except BaseException:
+        await http.aclose()
+        raise
+    feed = Feed(config, maker, trace=trace, schedule=schedule, clock=clock, http=http)
+    feed.sizing = maker.sizing
+    return feed
+
+
+async def _first_model(http: httpx.AsyncClient) -> str:
+    resp = await http.get("/v1/models", timeout=30.0)
+    try:
+        return str(resp.json()["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise WorkloadError("the server lists no model (/v1/models): give --model") from None
+
+
+async def _prepared_maker(
+    config: Config, http: httpx.AsyncClient, model: str, trace: Trace | None
+) -> PromptMaker:
+    chat = config.endpoint == "chat"
+    rng = random.Random(f"probes:{config.seed}")
+    probes = [Prompt(text=make_task(rng, n).render()[:n]) for n in PROBE_SIZES_CHARS]
+    counter: Counter = await make_counter(http, model, chat, probes)
+    blocks = trace is not None and any(e.hash_ids for e in trace.entries)
+    maker = PromptMaker(
+        counter,
+        chat=chat,
+        synthetic=config.workload == "synthetic" or blocks,
+        seed=config.seed,
+        prefix_tokens=config.shared_prefix_tokens,
+        groups=config.prefix_groups,
+        fixed_length=config.prompt_tokens.fixed and trace is None,
+    )
+    await maker.prepare()
+    if trace is not None:
+        lengths = sorted({e.input_tokens for e in trace.entries if not e.hash_ids})
+        targets = lengths[:PREBUILD_LENGTHS] or [trace.entries[0].input_tokens]
+    else:
+        draw = random.Random(f"verify:{config.seed}")
+        targets = [config.prompt_tokens.draw(draw) for _ in range(4)]
+    maker.sizing = await maker.verify(targets)
+    return maker
+
+
+class LazyWorkload:
+    """A workload that builds itself (``build_workload``) on first use, in whatever loop
+    uses it: made synchronously from the Config, so a command or worker can hand it to the
+    driver before its loop runs. ``ready()`` builds it ahead of the first request."""
+
+    def __init__(self, config: Config, clock: Clock | None = None) -> None:
+        self.config, self.clock = config, clock
+        self.keep_text = config.turns > 1
+        self.feed: Feed | None = None
+        self._lock: asyncio.Lock | None = None
+
+    @property
+    def arrivals(self) -> bool:
+        return bool(self.config.trace or self.config.schedule)
+
+    async def ready(self, model: str | None = None) -> Feed:
+        if self.feed is None:
+            self._lock = self._lock or asyncio.Lock()
+            async with self._lock:
+                if self.feed is None:
+                    self.feed = await build_workload(self.config, model=model, clock=self.clock)
+        return self.feed
+
+    async def next_item(self, slot: int | None) -> WorkItem:
+        return await (self.feed or await self.ready()).next_item(slot)
+
+    def finished(self, item: WorkItem, rec: RequestRecord) -> None:
+        if self.feed is not None:
+            self.feed.finished(item, rec)
+
+    async def next_arrival(self) -> tuple[float, WorkItem] | None:
+        return await (self.feed or await self.ready()).next_arrival()
+
+    async def aclose(self) -> None:
+        if self.feed is not None:
+            await self.feed.aclose()
