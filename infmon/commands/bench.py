@@ -157,8 +157,8 @@ async def _bench(
         except WorkloadError as exc:
             raise CliError(str(exc)) from None
         journal.write_event("workload", **feed.info().to_dict())
-        _print_intro(target, caps.vllm_fields, config)
         say(f"prompts: {feed.info().workload}, {feed.info().sizing} · seed {config.seed}")
+        _print_intro(target, caps.vllm_fields, config)
         errors: Counter[str] = Counter()
         collector = StepCollector(journal.write_record, lambda r: _count_error(errors, r))
         driver = LoadDriver(client, workload, collector, clock, seed=config.seed)

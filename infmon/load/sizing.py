@@ -136,6 +136,11 @@ class PromptMaker:
         """A new conversation whose first prompt counts ``target`` tokens; (it, group)."""
         group = self.rng.randrange(self.groups) if self.prefixes else 0
         head = self.head()
+        short = self._base - target
+        if 0 < short < HEAD_WORDS:  # shorter than the frame: fewer head words, no body
+            words = random_words(self.rng, HEAD_WORDS - short, self.words)
+            system = self.prefixes[group] if self.prefixes else None
+            return start(conversation_id, turns, system).ask(HEAD_LABEL + words + "\n"), group
         if self.synthetic:
             body = random_words(self.rng, max(0, target - self._base), self.words)
         else:

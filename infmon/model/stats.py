@@ -25,6 +25,8 @@ CLIENT_LAG_LIMIT_S = 0.05
 """Event-loop lag p99 above which the client's own timestamps are suspect."""
 ACHIEVED_FRACTION = 0.9
 """Below this fraction of the target load, the client (not the server) may be the limit."""
+PROMPT_MISMATCH_FRACTION = 0.02
+"""Server-counted prompt tokens off the requested ones by more than this: a diagnosis line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,50 @@ class Distribution:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptTokens:
+    """Prompt lengths of a step's successful requests: as asked for, and as the server
+    counted them (``usage.prompt_tokens``), over the requests that have both."""
+
+    count: int
+    requested_mean: float
+    counted_mean: float
+    counted_p50: float
+    counted_p99: float
+
+    @classmethod
+    def of(cls, records: Sequence[RequestRecord]) -> PromptTokens:
+        pairs = [
+            (r.prompt_tokens_requested, r.prompt_tokens)
+            for r in records
+            if r.prompt_tokens_requested is not None and r.prompt_tokens is not None
+        ]
+        if not pairs:
+            nan = math.nan
+            return cls(0, nan, nan, nan, nan)
+        req = np.array([a for a, _ in pairs], dtype=float)
+        got = np.array([b for _, b in pairs], dtype=float)
+        p50, p99 = np.percentile(got, (50, 99))
+        return cls(len(pairs), float(req.mean()), float(got.mean()), float(p50), float(p99))
+
+    @property
+    def mismatch(self) -> float:
+        """(counted − requested) / requested of the means; nan when unknown."""
+        if not self.count or not self.requested_mean > 0:
+            return math.nan
+        return (self.counted_mean - self.requested_mean) / self.requested_mean
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {
+            "count": self.count,
+            "requested_mean": _json_num(self.requested_mean),
+            "counted_mean": _json_num(self.counted_mean),
+            "counted_p50": _json_num(self.counted_p50),
+            "counted_p99": _json_num(self.counted_p99),
+            "mismatch": _json_num(self.mismatch),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class StepStats:
     """One step's numbers; ``to_dict()`` is one ``steps[]`` entry of the bench JSON."""
 
@@ -106,6 +152,7 @@ class StepStats:
     achieved_concurrency: float
     loop_lag_p99_s: float
     client_notes: tuple[str, ...]
+    prompt_lengths: PromptTokens = PromptTokens(0, math.nan, math.nan, math.nan, math.nan)
 
     @property
     def client_limited(self) -> bool:
@@ -141,6 +188,7 @@ class StepStats:
             loop_lag_p99_ms=_json_num(self.loop_lag_p99_s * 1e3),
             client_limited=self.client_limited,
             client_notes=list(self.client_notes),
+            prompt_lengths=self.prompt_lengths.to_dict(),
         )
         return d
 
@@ -240,6 +288,7 @@ def summarize(
         client_notes=_client_notes(
             concurrency, rate, achieved_concurrency, len(ok) + len(failed_recs), dur, lag
         ),
+        prompt_lengths=PromptTokens.of(ok),
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from infmon.clock import MonotonicClock
 from infmon.config import Config
 from infmon.load.driver import LoadDriver
-from infmon.load.workload.words import RandomWords as Workload
 from infmon.load.steps import StepCollector, StepSpec, plan_from_config, run_steps
+from infmon.load.workload.words import RandomWords as Workload
 from infmon.model.stats import SLO
 from tests.unit.test_driver import FakeStreamClient
 
