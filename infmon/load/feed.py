@@ -35,7 +35,9 @@ from infmon.load.workload.schedule import Schedule, parse_schedule
 from infmon.load.workload.traces import Trace, TraceEntry, read_trace
 from infmon.load.workload.words import random_words
 from infmon.model.records import RequestRecord
+from infmon.sources.exposition import ExpositionError, parse_exposition
 
+MAX_METRICS_BYTES = 64 * 1024 * 1024
 PREBUILD_LENGTHS = 256
 """Distinct trace lengths cut before replay starts (more are cut when first needed)."""
 
@@ -60,6 +62,9 @@ class WorkloadInfo:
     turns: int
     trace: str | None
     schedule: str | None
+    server_started_s: float | None = None
+    """The server's ``process_start_time_seconds`` (wall clock): equal in two runs means no
+    restart between them, so the second met whatever the first left in the prefix cache."""
 
     def to_dict(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -92,6 +97,7 @@ class Feed:
         self.trace, self.schedule = trace, schedule
         self.clock = clock or MonotonicClock()
         self.sizing = Sizing(False, 0, "not sized (dataset prompts)")
+        self.server_started_s: float | None = None
         self._by_slot: dict[int, Conversation] = {}
         self._convs: dict[int, Conversation] = {}
         self._ready: deque[tuple[float, int]] = deque()
@@ -128,6 +134,7 @@ class Feed:
             turns=c.turns,
             trace=self.trace.name if self.trace else None,
             schedule=self.schedule.spec if self.schedule else None,
+            server_started_s=self.server_started_s,
         )
 
     # ------------------------------------------------------------------ the driver's side
@@ -286,7 +293,25 @@ async def build_workload(
         raise
     feed = Feed(config, maker, trace=trace, schedule=schedule, clock=clock, http=http)
     feed.sizing = maker.sizing
+    feed.server_started_s = await server_start_time(http)
     return feed
+
+
+async def server_start_time(http: httpx.AsyncClient) -> float | None:
+    """``process_start_time_seconds`` from the server's ``/metrics`` (None when absent)."""
+    try:
+        async with http.stream("GET", "/metrics", timeout=10.0) as resp:
+            data = bytearray()
+            async for chunk in resp.aiter_bytes():
+                data += chunk
+                if len(data) > MAX_METRICS_BYTES:
+                    return None
+            if resp.status_code != 200:
+                return None
+        samples = parse_exposition(bytes(data)).get("process_start_time_seconds")
+    except (httpx.HTTPError, ExpositionError):
+        return None
+    return float(samples[0].value) if samples else None
 
 
 async def _first_model(http: httpx.AsyncClient) -> str:

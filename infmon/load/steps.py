@@ -171,6 +171,7 @@ async def _run_one(
         rate=spec.rate,
         achieved_concurrency=achieved,
         loop_lag_p99_s=lag,
+        send_lateness_s=driver.arrival_lateness_s(since_s=t0),
     )
 
 

@@ -47,19 +47,21 @@ def _one_line(text: str, limit: int = 200) -> str:
     return clean[:limit]
 
 
-async def post_json(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-    """POST ``body``; (status, parsed JSON or None) with the body read up to the size cap."""
+async def post_bytes(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    """POST ``body``; (status, body bytes) read up to the size cap within the timeout."""
     data = bytearray()
     async with http.stream("POST", path, json=body, timeout=TOKENIZE_TIMEOUT_S) as resp:
         async for chunk in resp.aiter_bytes():
             data += chunk
             if len(data) > MAX_RESPONSE_BYTES:
                 raise TokenizeError(f"{path}: answer larger than {MAX_RESPONSE_BYTES >> 20} MiB")
-        status = resp.status_code
-    try:
-        return status, json.loads(bytes(data))
-    except ValueError:
-        return status, None
+        return resp.status_code, bytes(data)
+
+
+async def post_json(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """POST ``body``; (status, parsed JSON or None)."""
+    status, raw = await post_bytes(http, path, body)
+    return status, _json(raw)
 
 
 class Counter(Protocol):
@@ -213,23 +215,48 @@ def _error(data: Any) -> str:
 async def probe_prompt_tokens(
     http: httpx.AsyncClient, model: str, chat: bool, prompt: Prompt
 ) -> int | None:
-    """``usage.prompt_tokens`` of one non-streamed request for 1 token (None: no usage)."""
-    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": False}
+    """``usage.prompt_tokens`` of one streamed request for 1 token (None: no usage). Asks for
+    the usage chunk; a server that rejects ``stream_options`` is asked again without it."""
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": True}
     if chat:
         body["messages"] = prompt.as_messages()
         path = "/v1/chat/completions"
     else:
         body["prompt"] = prompt.as_text()
         path = "/v1/completions"
+    for extra in ({"stream_options": {"include_usage": True}}, {}):
+        try:
+            status, raw = await post_bytes(http, path, {**body, **extra})
+        except httpx.HTTPError as exc:
+            raise TokenizeError(f"probe {path}: {exc.__class__.__name__}") from None
+        if status in (400, 422) and extra:
+            continue
+        if status != 200:
+            raise TokenizeError(f"probe {path} failed (HTTP {status}): {_error(_json(raw))}")
+        return _usage_prompt_tokens(raw)
+    return None
+
+
+def _usage_prompt_tokens(raw: bytes) -> int | None:
+    """The last ``usage.prompt_tokens`` in an SSE body (or a plain JSON answer)."""
+    found = None
+    lines = raw.decode("utf-8", "replace").splitlines() or [""]
+    for line in lines:
+        text = line[5:].strip() if line.startswith("data:") else line.strip()
+        if not text.startswith("{"):
+            continue
+        obj = _json(text.encode())
+        usage = obj.get("usage") if isinstance(obj, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            found = int(usage["prompt_tokens"])
+    return found
+
+
+def _json(raw: bytes) -> Any:
     try:
-        status, data = await post_json(http, path, body)
-    except httpx.HTTPError as exc:
-        raise TokenizeError(f"probe {path}: {exc.__class__.__name__}") from None
-    if status != 200:
-        raise TokenizeError(f"probe {path} failed (HTTP {status}): {_error(data)}")
-    usage = data.get("usage") if isinstance(data, dict) else None
-    value = usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    return int(value) if isinstance(value, int) else None
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 class ApproxCounter:

@@ -25,6 +25,8 @@ CLIENT_LAG_LIMIT_S = 0.05
 """Event-loop lag p99 above which the client's own timestamps are suspect."""
 ACHIEVED_FRACTION = 0.9
 """Below this fraction of the target load, the client (not the server) may be the limit."""
+SEND_LATE_LIMIT_S = 0.005
+"""Trace/schedule sends later than this at p99: the replay's timing is off."""
 PROMPT_MISMATCH_FRACTION = 0.02
 """Server-counted prompt tokens off the requested ones by more than this: a diagnosis line."""
 
@@ -153,6 +155,8 @@ class StepStats:
     loop_lag_p99_s: float
     client_notes: tuple[str, ...]
     prompt_lengths: PromptTokens = PromptTokens(0, math.nan, math.nan, math.nan, math.nan)
+    send_lateness_p99_s: float = math.nan
+    """Trace or schedule replay: p99 of (send time − scheduled time)."""
 
     @property
     def client_limited(self) -> bool:
@@ -189,6 +193,7 @@ class StepStats:
             client_limited=self.client_limited,
             client_notes=list(self.client_notes),
             prompt_lengths=self.prompt_lengths.to_dict(),
+            send_lateness_p99_ms=_json_num(self.send_lateness_p99_s * 1e3),
         )
         return d
 
@@ -238,6 +243,7 @@ def summarize(
     rate: float | None = None,
     achieved_concurrency: float | None = None,
     loop_lag_p99_s: float = math.nan,
+    send_lateness_s: Sequence[float] = (),
 ) -> StepStats:
     """Summarize one step's records (warm-up ones are dropped here)."""
     all_recs = list(records)
@@ -286,9 +292,18 @@ def summarize(
         achieved_concurrency=achieved_concurrency,
         loop_lag_p99_s=lag,
         client_notes=_client_notes(
-            concurrency, rate, achieved_concurrency, len(ok) + len(failed_recs), dur, lag
+            concurrency,
+            rate,
+            achieved_concurrency,
+            len(ok) + len(failed_recs),
+            dur,
+            lag,
+            float(np.percentile(send_lateness_s, 99)) if len(send_lateness_s) else math.nan,
         ),
         prompt_lengths=PromptTokens.of(ok),
+        send_lateness_p99_s=float(np.percentile(send_lateness_s, 99))
+        if len(send_lateness_s)
+        else math.nan,
     )
 
 
@@ -299,6 +314,7 @@ def _client_notes(
     sent: int,
     dur: float,
     lag_s: float,
+    late_s: float = math.nan,
 ) -> tuple[str, ...]:
     """When the client itself may be the bottleneck, say why (empty when all looks right)."""
     notes = []
@@ -306,6 +322,8 @@ def _client_notes(
         notes.append(f"achieved concurrency {achieved:.1f} of target {concurrency}")
     if rate and sent / dur < ACHIEVED_FRACTION * rate:
         notes.append(f"achieved rate {sent / dur:.2f} of target {rate:g} req/s")
+    if late_s > SEND_LATE_LIMIT_S:
+        notes.append(f"sends p99 {late_s * 1e3:.1f} ms behind the trace/schedule")
     if lag_s > CLIENT_LAG_LIMIT_S:
         notes.append(f"event-loop lag p99 {lag_s * 1e3:.0f} ms: client timestamps are late")
     return tuple(notes)
