@@ -85,12 +85,12 @@ class ServerSeries:
             out[f"{key}_mean"] = sum(vals) / len(vals) if vals else None
             out[f"{key}_max"] = max(vals) if vals else None
         out["scrapes"] = hi - lo
-        out["prefix_hit_rate"] = self._prefix_hit_rate(max(0, lo - 1), hi)
+        out["prefix_hit_rate"] = self._prefix_hit_rate(max(0, lo - 1), hi + 1)
         return out
 
     def _prefix_hit_rate(self, lo: int, hi: int) -> float | None:
-        """Δhits / Δqueries of the prefix cache from the scrape before the window to its last
-        (vLLM's definition); None when unknown or the counters went back (a restart)."""
+        """Δhits / Δqueries of the prefix cache from the scrape before the window to the one
+        after it (vLLM's definition); None when unknown or the counters went back (a restart)."""
         pts = [
             (p["prefix_hits_total"], p["prefix_queries_total"])
             for p in self.points[lo:hi]
