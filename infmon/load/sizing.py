@@ -37,6 +37,8 @@ BODIES_PER_LENGTH = 4
 CHARS_PER_TOKEN = 6
 """Passage characters to start from per requested token (generous; doubled when short)."""
 MIN_SINGLE_WORDS = 8
+RETRIES = 3
+"""Other passages tried when no cut of one gives the exact length."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +48,17 @@ class Sizing:
     exact: bool
     error_tokens: int
     method: str
+    """The counter's own description (it says "approximate" when it is)."""
+    counted_exactly: bool = True
+    """The counter is the server's tokenizer (misses then come from cutting the text)."""
 
     def describe(self) -> str:
-        if self.exact:
+        if self.exact or not self.counted_exactly:
             return self.method
-        return f"approximate (±{self.error_tokens} tokens): {self.method}"
+        return (
+            f"approximate (±{self.error_tokens} tokens: no cut of the text hit every length "
+            f"exactly; counted with {self.method.removeprefix('exact (').rstrip(')')})"
+        )
 
 
 class PromptMaker:
@@ -80,7 +88,9 @@ class PromptMaker:
         self.empty_tokens = 0
         """Count of the prompt frame alone (no head, no body): trace blocks fill the rest."""
         self.miss_tokens = 0
-        self.sizing = Sizing(counter.exact, counter.error_tokens, counter.describe())
+        self.sizing = Sizing(
+            counter.exact, counter.error_tokens, counter.describe(), counted_exactly=counter.exact
+        )
 
     # ------------------------------------------------------------------ preparation
 
@@ -106,6 +116,12 @@ class PromptMaker:
         fitted = await _fit_growing(
             count, lambda n: system_prompt(group, rng, n), self.prefix_tokens
         )
+        for _ in range(RETRIES):
+            if fitted.exact:
+                break
+            fitted = await _fit_growing(
+                count, lambda n: system_prompt(group, rng, n), self.prefix_tokens
+            )
         self.miss_tokens = max(self.miss_tokens, abs(fitted.tokens - self.prefix_tokens))
         return fitted.text
 
@@ -118,7 +134,7 @@ class PromptMaker:
             worst = max(worst, abs(got - target))
         method = self.counter.describe()
         if not self.counter.exact:
-            return Sizing(False, max(worst, self.counter.error_tokens), method)
+            return Sizing(False, max(worst, self.counter.error_tokens), method, False)
         return Sizing(worst == 0, worst, method)
 
     # ------------------------------------------------------------------ prompts
@@ -172,6 +188,11 @@ class PromptMaker:
         fitted = await _fit_growing(count, lambda n: make_task(rng, n), target)
         if fitted.tokens > target:  # the task's own words are longer than the target
             fitted = await _fit_growing(count, lambda n: _plain(make_task(rng, n)), target)
+        for _ in range(RETRIES):  # no cut of this passage hits it: another passage may
+            if fitted.exact:
+                break
+            again = await _fit_growing(count, lambda n: make_task(rng, n), target)
+            fitted = again if abs(again.tokens - target) < abs(fitted.tokens - target) else fitted
         self.miss_tokens = max(self.miss_tokens, abs(fitted.tokens - target))
         self._bodies.setdefault(target, []).append(fitted.text)
         return fitted.text

@@ -34,6 +34,8 @@ MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """Largest tokenize answer read (a 1M-token prompt's ids are about 8 MB of JSON)."""
 TOKENIZE_TIMEOUT_S = 30.0
 PROBE_SIZES_CHARS = (256, 1024, 3072)
+GUESS_CHARS_PER_TOKEN = 4.0
+"""When nothing can be measured: English text and code average about 4 characters a token."""
 """Prompt sizes of the calibration probes when the server has no tokenize endpoint."""
 
 
@@ -270,6 +272,11 @@ class ApproxCounter:
         self.probes = probes
 
     def describe(self) -> str:
+        if not self.probes:
+            return (
+                "approximate (no tokenize endpoint and no usage.prompt_tokens: sized at "
+                f"{1 / self.slope:.0f} characters per token, unchecked)"
+            )
         return (
             f"approximate (±{self.error_tokens} tokens: no tokenize endpoint, calibrated from "
             f"usage.prompt_tokens of {self.probes} probe requests)"
@@ -323,7 +330,10 @@ async def make_counter(
     if await tok.detect() is not None:
         await tok.calibrate(probes[0])
         return tok
-    return await ApproxCounter.calibrate(http, model, chat, probes)
+    try:
+        return await ApproxCounter.calibrate(http, model, chat, probes)
+    except TokenizeError:
+        return ApproxCounter(1 / GUESS_CHARS_PER_TOKEN, 0.0, 0, probes=0)
 
 
 async def gather_limited(n: int, coros: list[Any]) -> list[Any]:
