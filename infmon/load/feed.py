@@ -39,6 +39,8 @@ from infmon.sources.exposition import ExpositionError, parse_exposition
 
 MAX_METRICS_BYTES = 64 * 1024 * 1024
 PREBUILD_LENGTHS = 256
+ARRIVALS_AHEAD = 512
+"""Trace/schedule items made ahead of their send times."""
 """Distinct trace lengths cut before replay starts (more are cut when first needed)."""
 
 
@@ -104,11 +106,16 @@ class Feed:
         self._next_conv = 0
         self._arrival = 0
         self._dataset_i = 0
+        self._ahead: asyncio.Queue[tuple[float, WorkItem] | None] | None = None
+        self._producer: asyncio.Task[None] | None = None
         if dataset is not None:
             self.rng.shuffle(self.dataset or [])
 
     async def aclose(self) -> None:
         """Close the tokenizer's HTTP client (lengths not cut yet can no longer be)."""
+        if self._producer is not None:
+            self._producer.cancel()
+            await asyncio.gather(self._producer, return_exceptions=True)
         if self._http is not None:
             await self._http.aclose()
 
@@ -175,7 +182,39 @@ class Feed:
         self._ready.append((self.clock.now() + self.config.think_time_s, conv.conversation_id))
 
     async def next_arrival(self) -> tuple[float, WorkItem] | None:
-        """(send time in seconds after replay start, item); None once the arrivals are over."""
+        """(send time in seconds after replay start, item); None once the arrivals are over.
+
+        Items are made ahead (up to ``ARRIVALS_AHEAD``, single-turn only) so that cutting a
+        new length never delays a send; ``prefetch_arrivals`` starts that before the run."""
+        if self.turns > 1:
+            return await self._make_arrival()
+        self.prefetch_arrivals()
+        assert self._ahead is not None
+        return await self._ahead.get()
+
+    async def fill_ahead(self) -> None:
+        """Make the first arrivals before replay starts (until the queue is full or done)."""
+        self.prefetch_arrivals()
+        if self._ahead is None or self._producer is None:
+            return
+        while not self._ahead.full() and not self._producer.done():
+            await asyncio.sleep(0.005)
+
+    def prefetch_arrivals(self) -> None:
+        """Start making arrivals ahead of time (call inside the running loop)."""
+        if self._ahead is None and self.turns == 1 and self.arrivals:
+            self._ahead = asyncio.Queue(ARRIVALS_AHEAD)
+            self._producer = asyncio.get_running_loop().create_task(self._produce())
+
+    async def _produce(self) -> None:
+        assert self._ahead is not None
+        while True:
+            arrival = await self._make_arrival()
+            await self._ahead.put(arrival)
+            if arrival is None:
+                return
+
+    async def _make_arrival(self) -> tuple[float, WorkItem] | None:
         i = self._arrival
         if self.trace is not None:
             if i >= len(self.trace.entries):
@@ -294,6 +333,7 @@ async def build_workload(
     feed = Feed(config, maker, trace=trace, schedule=schedule, clock=clock, http=http)
     feed.sizing = maker.sizing
     feed.server_started_s = await server_start_time(http)
+    await feed.fill_ahead()
     return feed
 
 
