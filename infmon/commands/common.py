@@ -20,7 +20,7 @@ from infmon.cli import CliError
 from infmon.clock import Clock, wall_time
 from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalWriter
-from infmon.load.feed import LazyWorkload
+from infmon.load.feed import LazyWorkload, WorkloadError
 
 _LOAD_KEYS = (
     "url",
@@ -298,7 +298,10 @@ def _detach_lost_terminal() -> None:
 def make_workload(config: Config) -> LazyWorkload:
     """The config's workload, built (with the server's tokenizer) when first used or on
     ``await workload.ready(model)``; ``infmon.load.feed.build_workload`` builds it at once."""
-    return LazyWorkload(config)
+    try:
+        return LazyWorkload(config)
+    except WorkloadError as exc:
+        raise CliError(str(exc)) from None
 
 
 def default_session_dir(label: str, now_s: float | None = None) -> Path:

@@ -299,27 +299,35 @@ def _at(item: WorkItem, at: float) -> WorkItem:
     )
 
 
+Local = tuple[list[Prompt] | None, Trace | None, Schedule | None]
+
+
+def read_local(config: Config) -> Local:
+    """The files the Config names (dataset, trace) and its schedule, read and checked."""
+    try:
+        trace = read_trace(config.trace) if config.trace else None
+        schedule = parse_schedule(config.schedule) if config.schedule else None
+        source = config.dataset or config.workload
+        dataset = load_dataset(source) if source not in ("corpus", "synthetic") else None
+    except ValueError as exc:
+        raise WorkloadError(str(exc)) from None
+    return dataset, trace, schedule
+
+
 async def build_workload(
     config: Config,
     *,
     model: str | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Clock | None = None,
+    local: Local | None = None,
 ) -> Feed:
     """The run's workload from the Config alone (any server calls are made here); the
-    caller closes it with ``aclose()`` when the run ends."""
-    trace = schedule = None
-    try:
-        if config.trace:
-            trace = read_trace(config.trace)
-        if config.schedule:
-            schedule = parse_schedule(config.schedule)
-        source = config.dataset or config.workload
-        if source not in ("corpus", "synthetic"):
-            prompts = load_dataset(source)
-            return Feed(config, None, dataset=prompts, schedule=schedule, clock=clock)
-    except ValueError as exc:
-        raise WorkloadError(str(exc)) from None
+    caller closes it with ``aclose()`` when the run ends. ``local`` is ``read_local(config)``
+    when the caller has read the files already."""
+    dataset, trace, schedule = local or read_local(config)
+    if dataset is not None:
+        return Feed(config, None, dataset=dataset, schedule=schedule, clock=clock)
     http = http_client(ClientParams.from_config(config), transport=transport, read_timeout_s=60.0)
     try:
         model = model or config.model or await _first_model(http)
@@ -397,6 +405,8 @@ class LazyWorkload:
 
     def __init__(self, config: Config, clock: Clock | None = None) -> None:
         self.config, self.clock = config, clock
+        self.local = read_local(config)
+        """The dataset and trace, read now so a bad file is an error before any request."""
         self.keep_text = config.turns > 1
         self.feed: Feed | None = None
         self._lock: asyncio.Lock | None = None
@@ -410,7 +420,9 @@ class LazyWorkload:
             self._lock = self._lock or asyncio.Lock()
             async with self._lock:
                 if self.feed is None:
-                    self.feed = await build_workload(self.config, model=model, clock=self.clock)
+                    self.feed = await build_workload(
+                        self.config, model=model, clock=self.clock, local=self.local
+                    )
         return self.feed
 
     async def next_item(self, slot: int | None) -> WorkItem:

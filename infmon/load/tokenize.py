@@ -98,6 +98,8 @@ class ServerTokenizer:
         self.info: TokenizerInfo | None = None
         self.offset = 0
         """usage.prompt_tokens minus the endpoint's count, measured by :meth:`calibrate`."""
+        self.per_message = 0
+        """What each chat message beyond the first adds (template not rendered by the endpoint)."""
         self.calls = 0
 
     def describe(self) -> str:
@@ -177,14 +179,24 @@ class ServerTokenizer:
         return len(await self.token_ids(text))
 
     async def count(self, prompt: Prompt) -> int:
-        return await self.raw_count(prompt) + self.offset
+        extra = len(_pairs(prompt)) - 1 if self.chat else 0
+        return await self.raw_count(prompt) + self.offset + self.per_message * extra
 
     async def calibrate(self, sample: Prompt) -> int:
-        """Measure ``usage.prompt_tokens − raw_count`` on one probe; returns the offset."""
+        """Measure ``usage.prompt_tokens − raw_count`` on a probe; where the endpoint cannot
+        render the chat template, a second probe with one more message measures what each
+        message adds. Returns the offset."""
+        self.offset = await self._miss(sample)
+        info = self._info()
+        if self.chat and not info.counts_chat:
+            two = Prompt(messages=(("system", "Be brief."), *_pairs(sample)))
+            self.per_message = await self._miss(two) - self.offset
+        return self.offset
+
+    async def _miss(self, sample: Prompt) -> int:
         raw = await self.raw_count(sample)
         used = await probe_prompt_tokens(self.http, self.model, self.chat, sample)
-        self.offset = used - raw if used is not None else 0
-        return self.offset
+        return used - raw if used is not None else 0
 
     def _info(self) -> TokenizerInfo:
         if self.info is None:
@@ -305,6 +317,8 @@ class ApproxCounter:
         if len(points) < 2:
             raise TokenizeError("fewer than two calibration probes succeeded")
         slope, intercept = _line(points)
+        if not slope > 0:
+            raise TokenizeError("usage.prompt_tokens does not grow with the prompt")
         worst = max(abs(slope * x + intercept - y) for x, y in points)
         return cls(slope, intercept, max(1, math.ceil(worst)), len(points))
 
