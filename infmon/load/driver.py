@@ -22,6 +22,8 @@ from infmon.clock import Clock, MonotonicClock
 from infmon.load.workload.items import Prompt, WorkItem
 from infmon.model.records import ErrorKind, RequestRecord
 
+EARLY_WAKE_S = 0.0015
+"""Replay sends wake this early and yield until their time (timer rounding is 1 ms)."""
 STOP_GRACE_S = 2.0
 """How long ``stop()`` waits for cancelled tasks to unwind."""
 
@@ -422,9 +424,7 @@ class LoadDriver:
                     break
                 at_s, item = arrival
                 upcoming = loop.create_task(source.next_arrival())
-                delay = t0 + at_s - self.clock.now()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                await self._until(t0 + at_s)
                 while self.paused or self.inflight >= self.max_concurrency or not self._may_send():
                     if self.paused:
                         paused_at = self.clock.now()
@@ -442,6 +442,15 @@ class LoadDriver:
         self.pause()
         if done is not None:
             done()
+
+    async def _until(self, due_s: float) -> None:
+        """Wake at ``due_s``: a timer to just before it (timers round to the loop's clock
+        tick, 1 ms on uvloop), then yield to the loop until it is there."""
+        delay = due_s - self.clock.now()
+        if delay > EARLY_WAKE_S:
+            await asyncio.sleep(delay - EARLY_WAKE_S)
+        while self.clock.now() < due_s:
+            await asyncio.sleep(0)
 
     async def _timed(self, item: WorkItem, due_s: float) -> RequestRecord:
         rec = await self._one_request(counted=True, item=item)
