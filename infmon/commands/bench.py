@@ -26,9 +26,10 @@ from infmon.commands.common import (
 from infmon.commands.serverwatch import ServerWatch
 from infmon.config import Config
 from infmon.journal import JournalWriter
+from infmon.load.build import LazyWorkload
 from infmon.load.client import ClientError, StreamingClient
 from infmon.load.driver import LoadDriver
-from infmon.load.feed import LazyWorkload, WorkloadError
+from infmon.load.feed import WorkloadError
 from infmon.load.runtime import tune_for_load
 from infmon.load.steps import StepCollector, StepProgress, StepSpec, plan_from_config, run_steps
 from infmon.model.knee import find_knee, slo_max_concurrency

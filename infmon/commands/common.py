@@ -20,7 +20,8 @@ from infmon.cli import CliError
 from infmon.clock import Clock, wall_time
 from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalWriter
-from infmon.load.feed import LazyWorkload, WorkloadError
+from infmon.load.build import LazyWorkload
+from infmon.load.feed import WorkloadError
 
 _LOAD_KEYS = (
     "url",
@@ -297,7 +298,7 @@ def _detach_lost_terminal() -> None:
 
 def make_workload(config: Config) -> LazyWorkload:
     """The config's workload, built (with the server's tokenizer) when first used or on
-    ``await workload.ready(model)``; ``infmon.load.feed.build_workload`` builds it at once."""
+    ``await workload.ready(model)``; ``infmon.load.build.build_workload`` builds it at once."""
     try:
         return LazyWorkload(config)
     except WorkloadError as exc:
