@@ -94,7 +94,7 @@ async def _infmon_worker(args: argparse.Namespace) -> dict[str, Any]:
     from infmon.journal import JournalWriter
     from infmon.load.client import ClientParams, StreamingClient
     from infmon.load.driver import LoadDriver
-    from infmon.load.prompts import Workload
+    from infmon.load.workload.words import RandomWords as Workload
 
     params = ClientParams(
         base_url=args.url, endpoint="completions", max_connections=max(64, 2 * args.concurrency)

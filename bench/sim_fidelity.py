@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from infmon.load.prompts import synthetic_prompt
+from infmon.load.workload.words import random_words
 from infmon.sim.analysis import ngram_acceptance
 from infmon.sim.fidelity import BAND, evaluate
 from infmon.sim.scenarios import SCENARIOS, build_config
@@ -33,7 +33,7 @@ def corpus_prompts(n: int = 40, min_chars: int = 600) -> list[str]:
 
 def random_prompts(n: int = 40, tokens: int = 500) -> list[str]:
     rng = random.Random(0)
-    return [synthetic_prompt(rng, tokens).as_text() for _ in range(n)]
+    return [random_words(rng, tokens).lstrip() for _ in range(n)]
 
 
 def ngram_figures() -> tuple[tuple[float, float], tuple[float, float]]:

@@ -14,12 +14,15 @@ from __future__ import annotations
 import math
 import os
 import re
+import secrets
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from infmon.load.workload.lengths import LengthError, Lengths, fixed, parse_lengths
+from infmon.load.workload.schedule import ScheduleError, parse_schedule
 from infmon.model.stats import SLO
 
 if sys.version_info >= (3, 11):
@@ -40,11 +43,24 @@ class Config:
     api_key: str | None = field(default=None, repr=False)
     model: str | None = None
     endpoint: str = "completions"
-    prompt_tokens: int = 128
-    output_tokens_min: int = 128
-    output_tokens_max: int = 128
+    prompt_tokens: Lengths = field(default_factory=lambda: fixed(128))
+    """Whole prompt length (a shared prefix included), counted by the server's tokenizer."""
+    output_tokens: Lengths | None = None
+    """None: the default, 128 varied by ±10 % (exactly 128 with ``lockstep``)."""
+    lockstep: bool = False
     dataset: str | None = None
+    workload: str = "corpus"
+    """"corpus" (built-in real text), "synthetic" (random words) or a dataset file."""
+    shared_prefix_tokens: int = 0
+    prefix_groups: int = 1
+    turns: int = 1
+    think_time_s: float = 0.0
+    trace: str | None = None
+    time_scale: float = 1.0
+    """Trace replay: a trace's time gaps are multiplied by this (0.5 = twice as fast)."""
+    schedule: str | None = None
     seed: int = 0
+    """``build_config`` draws a fresh one per run unless ``--seed`` is given."""
     slo: SLO = field(default_factory=SLO)
     session_dir: str | None = None
     label: str = "run"
@@ -74,6 +90,13 @@ class Config:
     config_file: str | None = None
 
     @property
+    def output_lengths(self) -> Lengths:
+        """The output length distribution in force (the default varies unless lockstep)."""
+        if self.output_tokens is not None:
+            return self.output_tokens
+        return fixed(128) if self.lockstep else fixed(128).jittered()
+
+    @property
     def effective_warmup_s(self) -> float:
         if self.warmup_s is not None:
             return self.warmup_s
@@ -88,6 +111,8 @@ class Config:
                 value = "<redacted>" if value else None
             elif isinstance(value, SLO):
                 value = value.to_dict()
+            elif isinstance(value, Lengths):
+                value = value.source
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
@@ -138,6 +163,47 @@ def parse_token_range(text: str | int) -> tuple[int, int]:
     if lo < 1 or hi < lo:
         raise ConfigError(f"bad token range {text!r}: need 1 <= min <= max")
     return lo, hi
+
+
+def _lengths(text: str | int) -> Lengths:
+    try:
+        return parse_lengths(text)
+    except LengthError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _schedule(text: Any) -> str:
+    try:
+        return parse_schedule(str(text)).spec
+    except ScheduleError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _workload(text: Any) -> str:
+    value = str(text).strip()
+    if not value:
+        raise ConfigError("empty workload (use corpus, synthetic or a dataset file)")
+    return value.lower() if value.lower() in ("corpus", "synthetic") else value
+
+
+def _nonneg_int(text: str | int) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise ConfigError(f"must be >= 0: {text!r}")
+    return value
+
+
+def _positive_float(text: Any) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"not a number: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"must be a positive number: {text!r}")
+    return value
 
 
 def _int_list(text: str | int | list[Any]) -> tuple[int, ...]:
@@ -239,9 +305,18 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "api_key": str,
     "model": str,
     "endpoint": _choice("completions", "chat"),
-    "prompt_tokens": _positive_int,
-    "output_tokens": parse_token_range,
+    "prompt_tokens": _lengths,
+    "output_tokens": _lengths,
+    "lockstep": _bool,
     "dataset": str,
+    "workload": _workload,
+    "shared_prefix_tokens": _nonneg_int,
+    "prefix_groups": _positive_int,
+    "turns": _positive_int,
+    "think_time": _nonneg_duration,
+    "trace": str,
+    "time_scale": _positive_float,
+    "schedule": _schedule,
     "seed": _seed,
     "slo": parse_slo,
     "session_dir": str,
@@ -271,6 +346,7 @@ _RENAMES = {
     "connect_timeout": "connect_timeout_s",
     "read_timeout": "read_timeout_s",
     "metrics_timeout": "metrics_timeout_s",
+    "think_time": "think_time_s",
 }
 
 
@@ -356,13 +432,26 @@ def _to_config(raw: Mapping[str, Any], path: str) -> Config:
             parsed = _PARSERS[key](value)
         except ConfigError as exc:
             raise ConfigError(f"{key.replace('_', '-')}: {exc}") from None
-        if key == "output_tokens":
-            kwargs["output_tokens_min"], kwargs["output_tokens_max"] = parsed
-        else:
-            kwargs[_RENAMES.get(key, key)] = parsed
+        kwargs[_RENAMES.get(key, key)] = parsed
+    if "seed" not in kwargs:
+        kwargs["seed"] = secrets.randbelow(2**31)  # fresh prompts per run (recorded)
     if kwargs.get("url"):
         kwargs["url"] = normalise_url(kwargs["url"])
-    return Config(**kwargs)
+    return _checked(Config(**kwargs))
+
+
+def _checked(c: Config) -> Config:
+    """Options that cannot go together, said once, before anything runs."""
+    if c.trace and c.schedule:
+        raise ConfigError("--trace and --schedule both set the arrival times: give one")
+    if c.shared_prefix_tokens and c.shared_prefix_tokens + 8 > c.prompt_tokens.upper:
+        raise ConfigError(
+            f"--shared-prefix-tokens {c.shared_prefix_tokens} leaves no room in --prompt-tokens "
+            f"{c.prompt_tokens.source} (the prompt length includes the shared prefix)"
+        )
+    if c.dataset and c.workload not in ("corpus", c.dataset):
+        raise ConfigError("--dataset and --workload FILE name two prompt sources: give one")
+    return c
 
 
 def normalise_url(url: str) -> str:

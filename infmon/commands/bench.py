@@ -153,6 +153,10 @@ async def _bench(
         except EngineError as exc:
             raise CliError(exc.message) from None
         _journal_target(journal, config, target)
+        if target.workload is not None:
+            w = target.workload
+            journal.write_event("workload", **w.to_dict())
+            say(f"prompts: {w.workload}, {w.sizing} · seed {config.seed}")
         _print_intro(config, target, opts.wide)
         progress = _Progress(opts.wide)
         runner = StepRunner(

@@ -23,7 +23,8 @@ from infmon.cli import CliError
 from infmon.clock import Clock, wall_time
 from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalWriter
-from infmon.load.prompts import DatasetError, Workload, build_workload
+from infmon.load.build import LazyWorkload
+from infmon.load.feed import WorkloadError
 from infmon.model.sanitize import clean
 
 _LOAD_KEYS = (
@@ -34,7 +35,16 @@ _LOAD_KEYS = (
     "endpoint",
     "prompt_tokens",
     "output_tokens",
+    "lockstep",
     "dataset",
+    "workload",
+    "shared_prefix_tokens",
+    "prefix_groups",
+    "turns",
+    "think_time",
+    "trace",
+    "time_scale",
+    "schedule",
     "seed",
     "slo",
     "session_dir",
@@ -125,14 +135,58 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("server and load")
     add_server_arguments(g, endpoint_default="completions")
     add_metrics_bounds_arguments(g)
-    g.add_argument("--prompt-tokens", metavar="N", help="synthetic prompt length (default 128)")
+    lengths = "N, A-B, normal:MEAN,SD, lognormal:MEDIAN,SIGMA or empirical:FILE"
     g.add_argument(
-        "--output-tokens", metavar="N|A-B", help="output length, fixed or a range (default 128)"
+        "--prompt-tokens",
+        metavar="DIST",
+        help=f"prompt length as the server counts it, shared prefix included ({lengths}; "
+        "default 128)",
     )
     g.add_argument(
-        "--dataset", metavar="FILE", help="prompts: JSONL with prompt or messages, or ShareGPT JSON"
+        "--output-tokens",
+        metavar="DIST",
+        help=f"output length ({lengths}; default 128 varied by ±10%%)",
     )
-    g.add_argument("--seed", help="seed for prompts, lengths and arrivals (default 0)")
+    g.add_argument(
+        "--lockstep",
+        action="store_true",
+        default=None,
+        help="default output length exactly 128 (streams may finish in waves)",
+    )
+    g.add_argument(
+        "--workload",
+        metavar="KIND",
+        help="corpus (real text and tasks, default), synthetic (random words) or a dataset FILE",
+    )
+    g.add_argument("--dataset", metavar="FILE", help="same as --workload FILE")
+    g.add_argument(
+        "--shared-prefix-tokens",
+        metavar="N",
+        help="a system prompt of N tokens shared within each prefix group (default 0)",
+    )
+    g.add_argument("--prefix-groups", metavar="G", help="groups sharing a prefix (default 1)")
+    g.add_argument(
+        "--turns",
+        metavar="K",
+        help="user turns per conversation; each turn carries the previous answers (default 1)",
+    )
+    g.add_argument("--think-time", metavar="DUR", help="pause before each later turn (default 0)")
+    g.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="replay arrivals and lengths: Mooncake JSONL, Azure LLM trace CSV or BurstGPT CSV",
+    )
+    g.add_argument(
+        "--time-scale", metavar="X", help="multiply a trace's times by X (0.5: twice as fast)"
+    )
+    g.add_argument(
+        "--schedule",
+        metavar="SPEC",
+        help="open-loop arrivals, e.g. ramp:1-20/60s, burst:50@10s, rate:5/30s, joined with +",
+    )
+    g.add_argument(
+        "--seed", help="repeat a run's prompts, lengths and arrivals (default: new each run)"
+    )
     g.add_argument(
         "--slo", metavar="SPEC", help="e.g. ttft=500ms,tpot=50ms,e2el=10s (goodput, SLO limit)"
     )
@@ -300,11 +354,12 @@ def _detach_lost_terminal() -> None:
     os.close(null)
 
 
-def make_workload(config: Config) -> Workload:
-    """The config's prompts: a dataset file when given, else synthetic prompts."""
+def make_workload(config: Config) -> LazyWorkload:
+    """The config's workload, built (with the server's tokenizer) when first used or on
+    ``await workload.ready(model)``; ``infmon.load.build.build_workload`` builds it at once."""
     try:
-        return build_workload(config)
-    except DatasetError as exc:
+        return LazyWorkload(config)
+    except WorkloadError as exc:
         raise CliError(str(exc)) from None
 
 

@@ -24,8 +24,9 @@ from infmon.engine import protocol as p
 from infmon.engine.link import InProcessLink, ProcessLink, WorkerLink
 from infmon.engine.worker import host_id
 from infmon.journal.codec import decode_record
+from infmon.load.feed import WorkloadInfo
 from infmon.model.records import RequestRecord
-from infmon.model.steps import CLOSED, Level
+from infmon.model.steps import CLOSED, REPLAY, Level
 
 PINGS = 8
 
@@ -46,6 +47,7 @@ class Target:
     endpoint: str | None
     stream_options: bool
     vllm_fields: bool
+    workload: WorkloadInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +82,13 @@ class LoadEngine:
         log_dir: Path | None = None,
         retry_s: float | None = None,
         client_factory: Callable[..., Any] | None = None,
+        workload_factory: Callable[..., Any] | None = None,
     ) -> None:
         self.config, self.clock = config, clock
         self.on_records, self.on_window, self.on_event = on_records, on_window, on_event
         self.retry_s = retry_s
         self.links: list[WorkerLink] = [
-            InProcessLink(i, client_factory)
+            InProcessLink(i, client_factory, workload_factory)
             if in_process or client_factory is not None
             else ProcessLink(i, log_dir / f"worker-{i}.log" if log_dir else None)
             for i in range(workers)
@@ -100,6 +103,8 @@ class LoadEngine:
         self._inflight_by_step: dict[int, dict[int, int]] = {}
         self._spent: set[int] = set()
         self._spent_event = asyncio.Event()
+        self._replayed: set[int] = set()
+        self._replayed_event = asyncio.Event()
         self._idle_event = asyncio.Event()
         """Set at every window (``wait_idle`` checks what it needs)."""
         self._window_end: dict[int, float] = {}
@@ -163,6 +168,11 @@ class LoadEngine:
 
     # ---- control ------------------------------------------------------------------------------
     def set_level(self, step: int, level: Level, warmup_until_s: float) -> None:
+        if level.mode == REPLAY:
+            if self.workers > 1:
+                raise EngineError("replay", "a trace or schedule replays on one load worker")
+            self._replayed.clear()
+            self._replayed_event.clear()
         shares = split_level(level.value, level.mode, self.workers)
         for link, share in zip(self.links, shares, strict=True):
             link.send(
@@ -196,6 +206,10 @@ class LoadEngine:
             return
         for link, share in zip(self.links, split_level(n, CLOSED, self.workers), strict=True):
             link.send(p.LimitSends(int(share)))
+
+    async def arrivals_done(self) -> None:
+        """Wait until the replay step's trace or schedule has sent its last arrival."""
+        await self._replayed_event.wait()
 
     async def budget_spent(self) -> None:
         """Wait until every worker has sent its share of the ``limit_sends`` budget."""
@@ -251,6 +265,10 @@ class LoadEngine:
             self._spent.add(msg.worker_id)
             if len(self._spent) == self.workers:
                 self._spent_event.set()
+        elif isinstance(msg, p.ArrivalsDone):
+            self._replayed.add(msg.worker_id)
+            if len(self._replayed) == self.workers:
+                self._replayed_event.set()
         elif isinstance(msg, p.Pong):
             self._on_pong(msg)
         elif isinstance(msg, p.Stopped):
@@ -281,7 +299,11 @@ class LoadEngine:
         if len(self._readies) == self.workers:
             first = self._readies[min(self._readies)]
             self.target = Target(
-                first.model, first.endpoint, first.stream_options, first.vllm_fields
+                first.model,
+                first.endpoint,
+                first.stream_options,
+                first.vllm_fields,
+                first.workload,
             )
             self.ready.set()
 

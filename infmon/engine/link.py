@@ -114,9 +114,15 @@ class InProcessLink:
     """The worker core on the controller's own loop: measures as a process would, minus the
     process boundary (the outbox thread still encodes off the loop)."""
 
-    def __init__(self, worker_id: int, client_factory: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self,
+        worker_id: int,
+        client_factory: Callable[..., Any] | None = None,
+        workload_factory: Callable[..., Any] | None = None,
+    ) -> None:
         self.worker_id = worker_id
         self.client_factory = client_factory
+        self.workload_factory = workload_factory
         self.closed = asyncio.Event()
         self.description = f"worker {worker_id} (in process)"
         self._core: WorkerCore | None = None
@@ -131,7 +137,9 @@ class InProcessLink:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(on_message, msg)
 
-        self._core = WorkerCore(deliver, client_factory=self.client_factory)
+        self._core = WorkerCore(
+            deliver, client_factory=self.client_factory, workload_factory=self.workload_factory
+        )
 
     def send(self, msg: object) -> None:
         core = self._core

@@ -89,6 +89,7 @@ class Outbox:
         self.driver: DriverView | None = None
         self.meter: TokenMeter | None = None
         self.lags: Callable[[float, float], list[float]] | None = None
+        self.lateness: Callable[[float, float], list[float]] | None = None
         self.backoff: Callable[[], str | None] | None = None
         self._records: deque[RequestRecord] = deque()
         """Appended by the loop, taken by the thread (deque ends are thread-safe)."""
@@ -183,9 +184,11 @@ class Outbox:
         t0, self._window_t0 = self._window_t0, now
         hists, self._hists = self._hists, _Hists()
         d = self.driver
-        lag = LogHistogram()
+        lag, late = LogHistogram(), LogHistogram()
         if self.lags is not None:
             lag.add(self.lags(t0, now))
+        if self.lateness is not None:
+            late.add(self.lateness(t0, now))
         off = self.offset_s
         return Window(
             worker_id=self.worker_id,
@@ -205,6 +208,7 @@ class Outbox:
             itl=hists.itl.sparse(),
             e2el=hists.e2el.sparse(),
             lag=lag.sparse(),
+            lateness=late.sparse() if late.count else None,
             backoff=self.backoff() if self.backoff is not None else None,
         )
 

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass, field
 
 from infmon.config import Config
+from infmon.load.feed import WorkloadInfo
 from infmon.model.window import LoadWindow
 
 _LEN = struct.Struct(">I")
@@ -101,6 +102,8 @@ class Ready:
     error_kind: str | None = None
     error: str | None = None
     """Discovery failed (unreachable server, unknown model, probe rejected): one line."""
+    workload: WorkloadInfo | None = None
+    """What the worker sends: workload kind, sizing (exact or approximate), seed, trace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,15 @@ Window = LoadWindow
 
 @dataclass(frozen=True, slots=True)
 class BudgetSpent:
+    worker_id: int
+    step: int
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalsDone:
+    """The trace or schedule of a replay step has no more arrivals (this worker paused)."""
+
     worker_id: int
     step: int
     t: float

@@ -23,7 +23,7 @@ from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.model.server import ServerSnapshot
-from infmon.model.steps import CLOSED, RATE, Level, StepEvent
+from infmon.model.steps import CLOSED, RATE, REPLAY, Level, StepEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +35,13 @@ class StepSpec:
     duration_s: float = 20.0
     warmup_s: float = 2.0
     max_requests: int | None = None
+    replay: bool = False
+    """Send at the times of the run's trace or schedule until its arrivals are over."""
 
     @property
     def level(self) -> Level:
+        if self.replay:
+            return Level(REPLAY, 0.0)
         if self.concurrency is not None:
             return Level(CLOSED, self.concurrency)
         assert self.rate is not None
@@ -78,6 +82,8 @@ def plan_from_config(config: Config) -> list[StepSpec]:
         warmup_s=config.effective_warmup_s,
         max_requests=config.step_requests,
     )
+    if config.trace or config.schedule:
+        return [replace(base, warmup_s=config.warmup_s or 0.0, replay=True)]
     if config.rate and not config.concurrency:
         return [replace(base, rate=r) for r in config.rate]
     return [replace(base, concurrency=c) for c in (config.concurrency or (1,))]
@@ -159,7 +165,10 @@ class StepRunner:
         first = asyncio.ensure_future(
             self._edge()
         )  # scraped meanwhile: a slow page never holds the step
-        if spec.max_requests is not None:
+        if spec.replay:
+            measure = asyncio.ensure_future(engine.arrivals_done())
+            await _hold(clock, float("inf"), self.tick_s, lambda: tick("measure"), measure)
+        elif spec.max_requests is not None:
             measure = asyncio.ensure_future(engine.budget_spent())
             await _hold(clock, float("inf"), self.tick_s, lambda: tick("measure"), measure)
         else:
@@ -168,12 +177,13 @@ class StepRunner:
             )
         engine.pause()
         t_end = clock.now()
-        if spec.max_requests is None:
+        until_last = spec.max_requests is not None or spec.replay
+        if not until_last:
             self._apply(self.ledger.book.end(t_end))  # chunks after this are not the step's
         last = asyncio.ensure_future(self._edge())
         tick("drain")
         await engine.wait_idle(self.drain_timeout_s)
-        if spec.max_requests is not None:  # measured until the last request ended
+        if until_last:  # measured until the last request ended
             self._apply(self.ledger.book.end(max(t_end, self.ledger.last_end(index))))
         self.ledger.settle(index)
         result = next(r for r in self.ledger.settled_results() if r.index == index)

@@ -14,16 +14,18 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.config import Config
 from infmon.engine import protocol as p
 from infmon.engine.outbox import Outbox
+from infmon.load.build import build_workload
 from infmon.load.client import ClientError, StreamingClient
 from infmon.load.driver import LoadDriver
-from infmon.load.prompts import DatasetError, build_workload
+from infmon.load.feed import WorkloadError
 
 
 def host_id() -> str:
@@ -45,10 +47,13 @@ class WorkerCore:
         deliver: Callable[[object], None],
         clock: Clock | None = None,
         client_factory: Callable[[Config, Clock], Any] | None = None,
+        workload_factory: Callable[[Config], Awaitable[Any]] | None = None,
     ) -> None:
         self.clock = clock or MonotonicClock()
         self.client_factory = client_factory or StreamingClient
         """Builds the stream client (tests inject a scripted one in process)."""
+        self.workload_factory = workload_factory
+        """Builds the work source (default: ``build_workload``, the server's tokenizer)."""
         self.deliver = deliver
         self.worker_id = 0
         self.outbox: Outbox | None = None
@@ -59,6 +64,8 @@ class WorkerCore:
         """Level, pause and budget messages that came before the server was found."""
         self._start_task: asyncio.Task[None] | None = None
         self._budget_step = 0
+        self.workload: Any = None
+        """The work source (a ``Feed`` in real runs)."""
 
     async def handle(self, msg: object) -> bool:
         """Apply one control message; False once the worker has stopped."""
@@ -97,12 +104,16 @@ class WorkerCore:
             try:
                 model = await client.resolve_model()
                 caps = await client.detect_capabilities()
-                workload = build_workload(msg.config, seed=msg.seed)
+                config = replace(msg.config, seed=msg.seed)
+                if self.workload_factory is not None:
+                    workload = await self.workload_factory(config)
+                else:
+                    workload = await build_workload(config, model=model, clock=self.clock)
                 break
-            except (ClientError, DatasetError) as exc:
+            except (ClientError, WorkloadError) as exc:
                 text = exc.message if isinstance(exc, ClientError) else str(exc)
-                if msg.retry_s is None or isinstance(exc, DatasetError):
-                    kind = exc.kind if isinstance(exc, ClientError) else "dataset"
+                if msg.retry_s is None or isinstance(exc, WorkloadError):
+                    kind = exc.kind if isinstance(exc, ClientError) else "workload"
                     self.deliver(
                         p.Ready(msg.worker_id, os.getpid(), host_id(), error_kind=kind, error=text)
                     )
@@ -111,6 +122,7 @@ class WorkerCore:
                     said = text
                     self.deliver(p.Waiting(msg.worker_id, text))
                 await asyncio.sleep(msg.retry_s)
+        self.workload = workload
         driver = LoadDriver(client, workload, self.outbox.add_record, self.clock, seed=msg.seed)
         driver.pause()
         driver.start()
@@ -119,6 +131,9 @@ class WorkerCore:
         self.outbox.meter = client.meter
         self.outbox.lags = lambda t0, t1: [lag for t, lag in list(driver._lags) if t0 <= t < t1]
         self.outbox.backoff = lambda: driver.backoff.describe() or None
+        self.outbox.lateness = lambda t0, t1: [
+            late for t, late in list(driver._lateness) if t0 <= t < t1
+        ]
         self.outbox.start()
         self.outbox.put(
             p.Ready(
@@ -129,6 +144,7 @@ class WorkerCore:
                 msg.config.endpoint,
                 caps.stream_options,
                 caps.vllm_fields,
+                workload=workload.info() if hasattr(workload, "info") else None,
             )
         )
         self._ready.set()
@@ -153,7 +169,16 @@ class WorkerCore:
         if isinstance(msg, p.SetLevel):
             box.flush_window()
             d.set_step(msg.step, self._local(msg.warmup_until_s))
-            if msg.mode == "closed":
+            if msg.mode == "replay":
+                assert self.workload is not None
+                step = msg.step
+                d.set_concurrency(0)
+                d.set_arrivals(
+                    self.workload,
+                    msg.max_concurrency,
+                    lambda: box.put(p.ArrivalsDone(self.worker_id, step, self.clock.now())),
+                )
+            elif msg.mode == "closed":
                 d.set_concurrency(int(msg.value))
             else:
                 d.set_concurrency(0)
@@ -183,6 +208,9 @@ class WorkerCore:
             await d.stop(cancel_inflight=cancel)
         if self.client is not None:
             await self.client.aclose()
+        close = getattr(self.workload, "aclose", None)
+        if close is not None:
+            await close()
         stopped = p.Stopped(self.worker_id, *(_totals(d) if d else (0, 0, 0, 0)))
         if self.outbox is not None and self._ready.is_set():
             self.outbox.put(stopped)

@@ -52,6 +52,7 @@ def encode_record(r: RequestRecord) -> dict[str, Any]:
         ("r", r.rate),
         ("txt", r.output_text),
         ("ub", r.usage_rejected),
+        ("pr", r.prompt_tokens_requested),
     )
     for key, value in optional:
         if value is not None:
@@ -104,4 +105,5 @@ def decode_record(d: dict[str, Any]) -> RequestRecord:
         bool(get("w", 0)),
         get("txt"),
         get("ub"),
+        get("pr"),
     )

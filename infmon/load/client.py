@@ -31,7 +31,6 @@ from infmon.clock import Clock, MonotonicClock, wall_time
 from infmon.config import Config
 from infmon.load.backoff import parse_retry_after
 from infmon.load.h1 import H1Pool, H1Settings, WireError
-from infmon.load.prompts import Prompt
 from infmon.load.sse import MAX_EVENT_BYTES, SSEError, SSEEventTooLarge
 from infmon.load.stream_state import (
     StreamFailure,
@@ -41,6 +40,7 @@ from infmon.load.stream_state import (
     error_text,
 )
 from infmon.load.wire import Opened, drain, httpx_post
+from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind, RequestRecord
 from infmon.model.sanitize import clean
 from infmon.net import FetchError, TLSConfigError, bounded_get, tls_verify
@@ -131,28 +131,9 @@ class StreamingClient:
         """Output tokens of every stream as their chunks arrive (the live rate)."""
         self.request_id_prefix = f"infmon-{secrets.token_hex(6)}-"
         """Each request's ``X-Request-Id`` is this prefix and its ``request_id`` (unique per client)."""
-        headers = {"Accept-Encoding": "identity", "User-Agent": "infmon"}
-        if params.api_key:
-            headers["Authorization"] = f"Bearer {params.api_key}"
+        headers = base_headers(params)
         verify = _verify(params)
-        self._http = httpx.AsyncClient(
-            base_url=params.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(
-                connect=params.connect_timeout_s,
-                read=params.read_timeout_s,
-                write=params.read_timeout_s,
-                pool=None,
-            ),
-            limits=httpx.Limits(
-                max_connections=params.max_connections,
-                max_keepalive_connections=params.max_connections,
-                keepalive_expiry=30.0,
-            ),
-            verify=verify,
-            transport=transport,
-            trust_env=False,
-        )
+        self._http = http_client(params, transport=transport, verify=verify)
         """Discovery (``/v1/models``), and streams too when a transport is injected (tests)."""
         self._wire: H1Pool | None = None
         if transport is None:
@@ -282,6 +263,7 @@ class StreamingClient:
         concurrency: int | None = None,
         rate: float | None = None,
         warmup: bool = False,
+        prompt_tokens_requested: int | None = None,
         keep_text: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         on_cancel: Callable[[RequestRecord], None] | None = None,
@@ -301,7 +283,14 @@ class StreamingClient:
         caps = self.capabilities or await self.detect_capabilities()
 
         def label(rec: RequestRecord) -> RequestRecord:
-            return replace(rec, step=step, concurrency=concurrency, rate=rate, warmup=warmup)
+            return replace(
+                rec,
+                step=step,
+                concurrency=concurrency,
+                rate=rate,
+                warmup=warmup,
+                prompt_tokens_requested=prompt_tokens_requested,
+            )
 
         report_cancel = None if on_cancel is None else (lambda partial: on_cancel(label(partial)))
         rec = await self._stream(
@@ -486,6 +475,41 @@ def _with_retry_after(rec: RequestRecord, header: str | None) -> RequestRecord:
     if header is None or rec.http_status not in (429, 503):
         return rec
     return replace(rec, retry_after_s=parse_retry_after(header, wall_time()))
+
+
+def base_headers(params: ClientParams) -> dict[str, str]:
+    """Headers every request to the server carries (the API key among them)."""
+    headers = {"Accept-Encoding": "identity", "User-Agent": "infmon"}
+    if params.api_key:
+        headers["Authorization"] = f"Bearer {params.api_key}"
+    return headers
+
+
+def http_client(
+    params: ClientParams,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    verify: ssl.SSLContext | bool | None = None,
+    read_timeout_s: float | None = None,
+) -> httpx.AsyncClient:
+    """The one way infmon builds an httpx client for the server: base URL, API key, TLS
+    (CA bundle or ``--insecure``), explicit limits and timeouts, no proxies from the env."""
+    read_s = params.read_timeout_s if read_timeout_s is None else read_timeout_s
+    return httpx.AsyncClient(
+        base_url=params.base_url,
+        headers=base_headers(params),
+        timeout=httpx.Timeout(
+            connect=params.connect_timeout_s, read=read_s, write=read_s, pool=None
+        ),
+        limits=httpx.Limits(
+            max_connections=params.max_connections,
+            max_keepalive_connections=params.max_connections,
+            keepalive_expiry=30.0,
+        ),
+        verify=_verify(params) if verify is None else verify,
+        transport=transport,
+        trust_env=False,
+    )
 
 
 def _verify(params: ClientParams) -> ssl.SSLContext | bool:

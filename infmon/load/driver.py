@@ -15,15 +15,18 @@ import math
 import random
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.load.backoff import Backoff, BackoffSummary, summarise
-from infmon.load.prompts import Prompt, Workload
+from infmon.load.workload.items import Prompt, WorkItem
 from infmon.model.records import ErrorKind, RequestRecord
 
+EARLY_WAKE_S = 0.0015
+"""Replay sends wake this early and yield until their time (timer rounding is 1 ms)."""
 STOP_GRACE_S = 2.0
 """How long ``stop()`` waits for cancelled tasks to unwind."""
 
@@ -43,13 +46,32 @@ class StreamClient(Protocol):
     ) -> RequestRecord: ...
 
 
+class WorkSource(Protocol):
+    """Where the driver gets its work (``infmon.load.feed.Feed``): the slot that asks (a
+    closed-loop stream, or None for an open-loop arrival) and every finished request handed
+    back, so a conversation's next turn can carry the answer."""
+
+    keep_text: bool
+    """Records must keep ``output_text`` until ``finished`` has seen them."""
+
+    async def next_item(self, slot: int | None) -> WorkItem: ...
+
+    def finished(self, item: WorkItem, rec: RequestRecord) -> None: ...
+
+
+class ArrivalSource(Protocol):
+    """Send times (seconds after the replay starts) with their items: a trace or schedule."""
+
+    async def next_arrival(self) -> tuple[float, WorkItem] | None: ...
+
+
 class LoadDriver:
     """Owns the request tasks; the caller sets the level and receives every record."""
 
     def __init__(
         self,
         client: StreamClient,
-        workload: Workload,
+        workload: WorkSource,
         on_record: Callable[[RequestRecord], None],
         clock: Clock | None = None,
         *,
@@ -99,6 +121,9 @@ class LoadDriver:
         """One per closed-loop worker; ``_open_backoff`` paces the open loop's arrivals."""
         self._open_backoff = Backoff(self._jitter)
         self._open_resume_s = -math.inf
+        self._slots: set[int] = set()
+        self._lateness: deque[tuple[float, float]] = deque(maxlen=100_000)
+        """(send time, send time − scheduled time) of trace/schedule arrivals."""
 
     # ------------------------------------------------------------------ control
 
@@ -115,7 +140,9 @@ class LoadDriver:
         self.mode, self.target = "closed", n
         loop = asyncio.get_running_loop()
         while len(self._workers) < n:
-            task = loop.create_task(self._worker())
+            slot = next(i for i in range(len(self._slots) + 1) if i not in self._slots)
+            self._slots.add(slot)
+            task = loop.create_task(self._worker(slot))
             self._workers.add(task)
 
     def set_rate(
@@ -135,6 +162,24 @@ class LoadDriver:
         self._slot_freed.set()
         if self._scheduler is None:
             self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
+
+    def set_arrivals(
+        self, source: ArrivalSource, max_concurrency: int, done: Callable[[], None] | None = None
+    ) -> None:
+        """Open loop at the send times of ``source`` (a trace or schedule), capped; ``done`` is
+        called once the arrivals are over (the driver then pauses)."""
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        self._stop_scheduler()
+        self.mode, self.target = "open", None
+        self.max_concurrency = max_concurrency
+        self._slot_freed.set()
+        self._scheduler = asyncio.get_running_loop().create_task(self._replay(source, done))
+
+    def arrival_lateness_s(self, since_s: float | None = None) -> list[float]:
+        """How late each trace/schedule arrival was sent (its record's ``sent_s`` minus its
+        scheduled time), in send order."""
+        return [late for t, late in self._lateness if since_s is None or t >= since_s]
 
     def pause(self) -> None:
         """Send nothing new; in-flight requests finish."""
@@ -264,11 +309,6 @@ class LoadDriver:
             self._slot_freed.set()
 
     def _emit(self, rec: RequestRecord) -> None:
-        left = self.inflight_by_step[rec.step] - 1
-        if left > 0:
-            self.inflight_by_step[rec.step] = left
-        else:
-            self.inflight_by_step.pop(rec.step, None)
         if rec.error_kind == ErrorKind.CANCELLED:
             self.cancelled += 1
         elif rec.ok:
@@ -277,8 +317,65 @@ class LoadDriver:
             self.failed += 1
         self.on_record(rec)
 
-    async def _one_request(self, counted: bool = False) -> RequestRecord:
-        item = self.workload.next()
+    async def _one_request(
+        self, counted: bool = False, slot: int | None = None, item: WorkItem | None = None
+    ) -> RequestRecord:
+        rec: RequestRecord | None = None
+        try:
+            if item is None:
+                item = await self.workload.next_item(slot)
+            if item.think_s > 0 and not counted:
+                await asyncio.sleep(item.think_s)  # a user reading: not in flight
+        except asyncio.CancelledError:
+            if counted:
+                self._inflight_delta(-1)
+            raise
+        except Exception as exc:  # a workload that cannot make a prompt: data, not a crash
+            rec = self._failure(exc, "workload")
+        if not counted:
+            self._inflight_delta(+1)
+        sent_step: int | None = None
+        try:
+            if rec is None:
+                assert item is not None
+                sent_step = self.step  # _send tags the request with it, in this same step
+                rec = await self._send(item)
+        finally:
+            self._inflight_delta(-1)
+            if rec is None and sent_step is not None:  # cancelled: on_cancel emitted it
+                self._step_request_done(sent_step)
+        if item is not None and self.workload.keep_text:
+            self.workload.finished(item, rec)
+            rec = replace(rec, output_text=None)
+        self._emit(rec)
+        if sent_step is not None:
+            self._step_request_done(sent_step)
+        return rec
+
+    def _step_request_done(self, step: int) -> None:
+        """After its record was emitted: a step whose count reaches 0 has all its records out."""
+        left = self.inflight_by_step[step] - 1
+        if left > 0:
+            self.inflight_by_step[step] = left
+        else:
+            self.inflight_by_step.pop(step, None)
+
+    def _failure(self, exc: Exception, where: str, **kw: Any) -> RequestRecord:
+        rid = self._next_id
+        self._next_id += 1
+        now = self.clock.now()
+        text = " ".join(str(exc).split())[:200]
+        return RequestRecord(
+            request_id=rid,
+            sent_s=now,
+            end_s=now,
+            error_kind=ErrorKind.OTHER,
+            error_message=f"{where}: {exc.__class__.__name__}" + (f": {text}" if text else ""),
+            step=self.step,
+            **kw,
+        )
+
+    async def _send(self, item: WorkItem) -> RequestRecord:
         rid = self._next_id
         self._next_id += 1
         now = self.clock.now()
@@ -288,15 +385,15 @@ class LoadDriver:
             "concurrency": int(self.target) if closed and self.target is not None else None,
             "rate": self.target if not closed else None,
             "warmup": now < self._warmup_until_s,
+            "prompt_tokens_requested": item.prompt_tokens,
         }
+        text = {"keep_text": True} if self.workload.keep_text else {}
         self.sent += 1
         self.sent_by_step[self.step] += 1
         self.inflight_by_step[self.step] += 1
-        if not counted:
-            self._inflight_delta(+1)
         try:
             rec = await self.client.stream(
-                rid, item.prompt, item.output_tokens, on_cancel=self._emit, **kw
+                rid, item.prompt, item.output_tokens, on_cancel=self._emit, **text, **kw
             )
         except asyncio.CancelledError:
             raise
@@ -309,12 +406,9 @@ class LoadDriver:
                 error_message=exc.__class__.__name__,
                 **kw,
             )
-        finally:
-            self._inflight_delta(-1)
-        self._emit(rec)
         return rec
 
-    async def _worker(self) -> None:
+    async def _worker(self, slot: int) -> None:
         task = asyncio.current_task()
         backoff = Backoff(self._jitter)
         self._backoffs.add(backoff)
@@ -325,11 +419,12 @@ class LoadDriver:
                 if self.paused or not self._may_send():
                     await self._resumed.wait()
                     continue
-                delay_s = backoff.after(await self._one_request())
+                delay_s = backoff.after(await self._one_request(slot=slot))
                 if delay_s:
                     await asyncio.sleep(delay_s)
         finally:
             self._backoffs.discard(backoff)
+            self._slots.discard(slot)
             if task is not None:
                 self._workers.discard(task)
 
@@ -371,6 +466,51 @@ class LoadDriver:
         delay_s = self._open_backoff.after(task.result())
         if delay_s:
             self._open_resume_s = max(self._open_resume_s, self.clock.now() + delay_s)
+
+    async def _replay(self, source: ArrivalSource, done: Callable[[], None] | None) -> None:
+        """Send each arrival at its time; the next item is made while waiting for this one."""
+        loop = asyncio.get_running_loop()
+        t0 = self.clock.now()
+        upcoming = loop.create_task(source.next_arrival())
+        try:
+            while not self._stopping:
+                arrival = await upcoming
+                if arrival is None:
+                    break
+                at_s, item = arrival
+                upcoming = loop.create_task(source.next_arrival())
+                await self._until(t0 + at_s)
+                while self.paused or self.inflight >= self.max_concurrency or not self._may_send():
+                    if self.paused:
+                        paused_at = self.clock.now()
+                        await self._resumed.wait()
+                        t0 += self.clock.now() - paused_at  # a pause shifts the schedule
+                    else:
+                        self._slot_freed.clear()
+                        await self._slot_freed.wait()
+                self._inflight_delta(+1)
+                task = loop.create_task(self._timed(item, t0 + at_s))
+                self._requests.add(task)
+                task.add_done_callback(self._requests.discard)
+        finally:
+            upcoming.cancel()
+        self.pause()
+        if done is not None:
+            done()
+
+    async def _until(self, due_s: float) -> None:
+        """Wake at ``due_s``: a timer to just before it (timers round to the loop's clock
+        tick, 1 ms on uvloop), then yield to the loop until it is there."""
+        delay = due_s - self.clock.now()
+        if delay > EARLY_WAKE_S:
+            await asyncio.sleep(delay - EARLY_WAKE_S)
+        while self.clock.now() < due_s:
+            await asyncio.sleep(0)
+
+    async def _timed(self, item: WorkItem, due_s: float) -> RequestRecord:
+        rec = await self._one_request(counted=True, item=item)
+        self._lateness.append((rec.sent_s, rec.sent_s - due_s))
+        return rec
 
     async def _lag_loop(self) -> None:
         interval = self._lag_interval_s

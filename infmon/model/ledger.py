@@ -39,6 +39,8 @@ class ClientCheck:
 
     achieved_concurrency: float = NAN
     loop_lag_p99_s: float = NAN
+    send_lateness_p99_s: float = NAN
+    """How late trace/schedule arrivals were sent, p99 (nan: not a replay)."""
 
     def payload(self) -> dict[str, float | None]:
         def j(x: float) -> float | None:
@@ -47,16 +49,19 @@ class ClientCheck:
         return {
             "achieved_concurrency": j(self.achieved_concurrency),
             "loop_lag_p99_ms": j(self.loop_lag_p99_s * 1e3),
+            "send_lateness_p99_ms": j(self.send_lateness_p99_s * 1e3),
         }
 
     @classmethod
     def from_payload(cls, d: Any) -> ClientCheck:
         if not isinstance(d, dict):
             return cls()
-        ach, lag = d.get("achieved_concurrency"), d.get("loop_lag_p99_ms")
+        ach, lag, late = (d.get(k) for k in
+                          ("achieved_concurrency", "loop_lag_p99_ms", "send_lateness_p99_ms"))  # fmt: skip
         return cls(
             float(ach) if isinstance(ach, (int, float)) else NAN,
             float(lag) / 1e3 if isinstance(lag, (int, float)) else NAN,
+            float(late) / 1e3 if isinstance(late, (int, float)) else NAN,
         )
 
 
@@ -108,13 +113,15 @@ class _Open:
     area_s: float = 0.0
     covered_s: float = 0.0
     lag: LogHistogram = field(default_factory=LogHistogram)
+    lateness: LogHistogram = field(default_factory=LogHistogram)
     sent: int = 0
 
     def client_check(self) -> ClientCheck:
         if self.check is not None:
             return self.check
         achieved = self.area_s / self.covered_s if self.covered_s > 0 else NAN
-        return ClientCheck(achieved, self.lag.quantile(0.99) if self.lag.count else NAN)
+        late = self.lateness.quantile(0.99) if self.lateness.count else NAN
+        return ClientCheck(achieved, self.lag.quantile(0.99) if self.lag.count else NAN, late)
 
 
 class StepLedger:
@@ -148,7 +155,13 @@ class StepLedger:
             self._open[index].check = check
 
     def add_window(
-        self, t0: float, t1: float, tokens: float, area_s: float, lag: LogHistogram | None = None
+        self,
+        t0: float,
+        t1: float,
+        tokens: float,
+        area_s: float,
+        lag: LogHistogram | None = None,
+        lateness: LogHistogram | None = None,
     ) -> None:
         """A window of the load (``[t0, t1)``): its tokens and in-flight area, shared among the
         steps by how much of it fell in their measured time; its loop lag to the step
@@ -166,8 +179,11 @@ class StepLedger:
                     entry.live_tokens += tokens * share
                     entry.area_s += area_s * share
                     entry.covered_s += overlap
-                    if lag is not None and span.measures(mid):
-                        entry.lag.merge(lag)
+                    if span.measures(mid):
+                        if lag is not None:
+                            entry.lag.merge(lag)
+                        if lateness is not None:
+                            entry.lateness.merge(lateness)
             if span.start_s <= t0:
                 break
 
@@ -189,7 +205,8 @@ class StepLedger:
         done = self._settled.get(index)
         if done is None:
             return ClientCheck()
-        return ClientCheck(done.stats.achieved_concurrency, done.stats.loop_lag_p99_s)
+        s = done.stats
+        return ClientCheck(s.achieved_concurrency, s.loop_lag_p99_s, s.send_lateness_p99_s)
 
     def add_record(self, rec: RequestRecord) -> None:
         """A finished request: its tokens go to the steps its chunks fell in, its figures to
@@ -262,6 +279,7 @@ class StepLedger:
             rate=span.level.rate,
             achieved_concurrency=check.achieved_concurrency,
             loop_lag_p99_s=check.loop_lag_p99_s,
+            send_lateness_p99_s=check.send_lateness_p99_s,
             window_output_tokens=entry.live_tokens if live else entry.tokens,
             window_prompt_tokens=entry.prompt_tokens,
         )

@@ -62,11 +62,14 @@ class RequestRecord:
     warmup: bool = False
     """Started during the step's warm-up: excluded from the step's statistics."""
     output_text: str | None = field(default=None, compare=False)
-    """Generated text, kept only when asked for (quality probes)."""
+    """Generated text, kept only when asked for (quality probes, the next turn of a chat)."""
     usage_rejected: str | None = None
     """Why the server's ``usage`` was not believed (kind ``bad_usage``); None when it was."""
     retry_after_s: float | None = field(default=None, compare=False)
     """The server's ``Retry-After`` on a refused request (429/503), in seconds from its end."""
+    prompt_tokens_requested: int | None = None
+    """The prompt length the workload asked for (None: not sized, e.g. a dataset prompt);
+    ``prompt_tokens`` is what the server counted."""
 
     @property
     def ok(self) -> bool:

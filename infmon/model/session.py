@@ -141,7 +141,8 @@ class Session:
     def add_window(self, w: LoadWindow) -> None:
         self.windows.add(w)
         lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
-        self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag)
+        late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
+        self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late)
         self._settle()
 
     def add_server(self, snap: ServerSnapshot, now: float) -> None:

@@ -13,7 +13,7 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,10 @@ CLIENT_LAG_LIMIT_S = 0.05
 """Event-loop lag p99 above which the client's own timestamps are suspect."""
 ACHIEVED_FRACTION = 0.9
 """Below this fraction of the target load, the client (not the server) may be the limit."""
+SEND_LATE_LIMIT_S = 0.005
+"""Trace/schedule sends later than this at p99: the replay's timing is off."""
+PROMPT_MISMATCH_FRACTION = 0.02
+"""Server-counted prompt tokens off the requested ones by more than this: a diagnosis line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,57 @@ class Distribution:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptTokens:
+    """Prompt lengths of a step's successful requests: as asked for, and as the server
+    counted them (``usage.prompt_tokens``), over the requests that have both."""
+
+    count: int
+    requested_mean: float
+    counted_mean: float
+    counted_p50: float
+    counted_p99: float
+
+    @classmethod
+    def of(cls, records: Sequence[RequestRecord]) -> PromptTokens:
+        pairs = [
+            (r.prompt_tokens_requested, r.prompt_tokens)
+            for r in records
+            if r.prompt_tokens_requested is not None and r.prompt_tokens is not None
+        ]
+        req = np.array([a for a, _ in pairs], dtype=float)
+        got = np.array([b for _, b in pairs], dtype=float)
+        return cls.of_arrays(req, got)
+
+    @classmethod
+    def of_arrays(cls, requested: np.ndarray, counted: np.ndarray) -> PromptTokens:
+        """From the requested and counted lengths of the same requests."""
+        if not len(counted):
+            nan = math.nan
+            return cls(0, nan, nan, nan, nan)
+        p50, p99 = np.percentile(counted, (50, 99))
+        return cls(
+            len(counted), float(requested.mean()), float(counted.mean()), float(p50), float(p99)
+        )
+
+    @property
+    def mismatch(self) -> float:
+        """(counted − requested) / requested of the means; nan when unknown."""
+        if not self.count or not self.requested_mean > 0:
+            return math.nan
+        return (self.counted_mean - self.requested_mean) / self.requested_mean
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {
+            "count": self.count,
+            "requested_mean": _json_num(self.requested_mean),
+            "counted_mean": _json_num(self.counted_mean),
+            "counted_p50": _json_num(self.counted_p50),
+            "counted_p99": _json_num(self.counted_p99),
+            "mismatch": _json_num(self.mismatch),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class StepStats:
     """One step's numbers; ``to_dict()`` is one ``steps[]`` entry of the bench JSON."""
 
@@ -106,6 +161,9 @@ class StepStats:
     achieved_concurrency: float
     loop_lag_p99_s: float
     client_notes: tuple[str, ...]
+    prompt_lengths: PromptTokens = PromptTokens(0, math.nan, math.nan, math.nan, math.nan)
+    send_lateness_p99_s: float = math.nan
+    """Trace or schedule replay: p99 of (send time − scheduled time)."""
 
     @property
     def client_limited(self) -> bool:
@@ -141,6 +199,8 @@ class StepStats:
             loop_lag_p99_ms=_json_num(self.loop_lag_p99_s * 1e3),
             client_limited=self.client_limited,
             client_notes=list(self.client_notes),
+            prompt_lengths=self.prompt_lengths.to_dict(),
+            send_lateness_p99_ms=_json_num(self.send_lateness_p99_s * 1e3),
         )
         return d
 
@@ -203,6 +263,8 @@ class StepFigures:
     itl: Distribution
     e2el: Distribution
     tokens_estimated: bool
+    prompt_lengths: PromptTokens = field(default_factory=lambda: PromptTokens.of(()))
+    """Prompt lengths asked for and as the server counted them (sized workloads)."""
 
     @property
     def failed(self) -> int:
@@ -230,6 +292,7 @@ def figures(records: Iterable[RequestRecord], slo: SLO | None = None) -> StepFig
         itl=Distribution.of(pooled_itl_s(ok)),
         e2el=Distribution.of([r.e2el_s for r in ok]),
         tokens_estimated=any(r.tokens_estimated for r in ok),
+        prompt_lengths=PromptTokens.of(ok),
     )
 
 
@@ -244,6 +307,7 @@ def summarize(
     loop_lag_p99_s: float = math.nan,
     window_output_tokens: float | None = None,
     window_prompt_tokens: float | None = None,
+    send_lateness_p99_s: float = math.nan,
 ) -> StepStats:
     """Summarize one step's records (warm-up ones are dropped here).
 
@@ -271,6 +335,7 @@ def summarize(
         loop_lag_p99_s=loop_lag_p99_s,
         window_output_tokens=window_output_tokens,
         window_prompt_tokens=window_prompt_tokens,
+        send_lateness_p99_s=send_lateness_p99_s,
     )
 
 
@@ -284,6 +349,7 @@ def assemble(
     loop_lag_p99_s: float = math.nan,
     window_output_tokens: float | None = None,
     window_prompt_tokens: float | None = None,
+    send_lateness_p99_s: float = math.nan,
 ) -> StepStats:
     """A step's ``StepStats`` from its figures and measured duration (see ``summarize``)."""
     dur = duration_s if duration_s and duration_s > 0 else math.nan
@@ -320,7 +386,11 @@ def assemble(
         tokens_estimated=fig.tokens_estimated,
         achieved_concurrency=achieved_concurrency,
         loop_lag_p99_s=lag,
-        client_notes=_client_notes(concurrency, rate, achieved_concurrency, attempted, dur, lag),
+        client_notes=_client_notes(
+            concurrency, rate, achieved_concurrency, attempted, dur, lag, send_lateness_p99_s
+        ),
+        prompt_lengths=fig.prompt_lengths,
+        send_lateness_p99_s=send_lateness_p99_s,
     )
 
 
@@ -331,6 +401,7 @@ def _client_notes(
     sent: int,
     dur: float,
     lag_s: float,
+    late_s: float = math.nan,
 ) -> tuple[str, ...]:
     """When the client itself may be the bottleneck, say why (empty when all looks right)."""
     notes = []
@@ -338,6 +409,8 @@ def _client_notes(
         notes.append(f"achieved concurrency {achieved:.1f} of target {concurrency}")
     if rate and sent / dur < ACHIEVED_FRACTION * rate:
         notes.append(f"achieved rate {sent / dur:.2f} of target {rate:g} req/s")
+    if late_s > SEND_LATE_LIMIT_S:
+        notes.append(f"sends p99 {late_s * 1e3:.1f} ms behind the trace/schedule")
     if lag_s > CLIENT_LAG_LIMIT_S:
         notes.append(f"event-loop lag p99 {lag_s * 1e3:.0f} ms: client timestamps are late")
     return tuple(notes)

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-CLOSED, RATE = "closed", "rate"
+CLOSED, RATE, REPLAY = "closed", "rate", "replay"
+"""Closed loop (``value`` streams), open loop (``value`` req/s), or a trace/schedule replayed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,8 @@ class Level:
 
     @property
     def label(self) -> str:
+        if self.mode == REPLAY:
+            return "replay"
         return f"c={self.value:g}" if self.mode == CLOSED else f"{self.value:g} req/s"
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from infmon.model.loghist import LogHistogram
 from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.stats import SLO, Distribution, StepFigures, meets_slo
+from infmon.model.stats import SLO, Distribution, PromptTokens, StepFigures, meets_slo
 
 _PS = (0.5, 0.9, 0.95, 0.99)
 
@@ -47,6 +47,8 @@ class StepTally:
     def __init__(self, slo: SLO | None = None) -> None:
         self.slo = slo if slo is not None and not slo.empty else None
         self._ttft, self._tpot, self._e2el = _Column(), _Column(), _Column()
+        self._asked, self._counted = _Column(), _Column()
+        """Prompt lengths asked for and counted by the server, of requests that have both."""
         self.itl = LogHistogram()
         self.completed = self.cancelled = self.warmup_excluded = self.output_tokens = 0
         self.good = 0
@@ -82,6 +84,9 @@ class StepTally:
         self.estimated = self.estimated or rec.tokens_estimated
         if self.slo is not None and meets_slo(rec, self.slo):
             self.good += 1
+        if rec.prompt_tokens_requested is not None and rec.prompt_tokens is not None:
+            self._asked.append(rec.prompt_tokens_requested)
+            self._counted.append(rec.prompt_tokens)
         self._ttft.append(rec.ttft_s)
         self._e2el.append(rec.e2el_s)
         if n > 1:
@@ -104,6 +109,7 @@ class StepTally:
             itl=_from_histogram(self.itl),
             e2el=Distribution.of(self._e2el.values()),
             tokens_estimated=self.estimated,
+            prompt_lengths=PromptTokens.of_arrays(self._asked.values(), self._counted.values()),
         )
 
 

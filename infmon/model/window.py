@@ -34,5 +34,7 @@ class LoadWindow:
     e2el: SparseCounts | None = None
     lag: SparseCounts | None = None
     """How late the worker's loop woke a 50 ms timer (its own health)."""
+    lateness: SparseCounts | None = None
+    """How late each trace/schedule arrival was sent, of those sent in the window."""
     backoff: str | None = None
     """"backing off 0.8 s after 5 failures" while the worker backs off."""

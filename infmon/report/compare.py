@@ -157,7 +157,32 @@ def compare_runs(runs: list[Run]) -> dict[str, Any]:
         "steps": _steps(runs),
     }
     doc["explanations"] = explain.explain(runs, doc)
+    doc["warnings"] = warm_cache_warnings(runs)
     return doc
+
+
+def warm_cache_warnings(runs: list[Run]) -> list[str]:
+    """Two runs with the same seed against the same server and no restart between them (the
+    same server start time): the later one was served its prompts from a warm prefix cache."""
+    out = []
+    for i, a in enumerate(runs):
+        for b in runs[i + 1 :]:
+            wa, wb = a.doc.get("workload") or {}, b.doc.get("workload") or {}
+            ta, tb = a.doc.get("target") or {}, b.doc.get("target") or {}
+            if wa.get("seed") is None or wa.get("seed") != wb.get("seed"):
+                continue
+            if ta.get("url") != tb.get("url"):
+                continue
+            sa, sb = wa.get("server_started_s"), wb.get("server_started_s")
+            if sa is not None and sb is not None and sa != sb:
+                continue  # restarted in between: a cold cache for both
+            how = "no restart between them" if sa is not None else "a restart cannot be told"
+            out.append(
+                f"{a.name} and {b.name} sent the same prompts (seed {wa['seed']}) to "
+                f"{ta.get('url')} ({how}): the later run met a warm prefix cache. "
+                "Rerun without --seed (a fresh seed per run) or restart the server between runs."
+            )
+    return out
 
 
 def _quality_brief(q: dict[str, Any] | None) -> dict[str, Any] | None:

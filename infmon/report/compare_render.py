@@ -43,7 +43,10 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
 
 def render_text(doc: dict[str, Any]) -> str:
     names = [r["name"] for r in doc["runs"]]
-    out = [f"compare: baseline {names[0]} vs {', '.join(names[1:])}", "", "server configuration:"]
+    out = [f"compare: baseline {names[0]} vs {', '.join(names[1:])}", ""]
+    out += [f"warning: {w}" for w in doc.get("warnings") or []]
+    out += [""] if doc.get("warnings") else []
+    out += ["server configuration:"]
     for row in doc["config_diff"]:
         flag = "≠" if row["differs"] else " "
         out.append(f"  {flag} {row['key']:<26} " + " | ".join(str(v) for v in row["values"]))

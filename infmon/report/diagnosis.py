@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infmon.model.stats import PROMPT_MISMATCH_FRACTION
+
 
 def _x(step: dict[str, Any]) -> str:
     if step.get("concurrency") is not None:
@@ -41,6 +43,14 @@ def lines(doc: dict[str, Any]) -> list[str]:
                 f"{_x(step)}: preemptions up to {srv['preemptions_per_s_max']:.1f}/s "
                 f"(KV usage up to {100 * (srv.get('kv_usage_max') or 0):.0f}%)."
             )
+        prompt = step.get("prompt_lengths") or {}
+        miss = _num(prompt.get("mismatch"))
+        if miss is not None and abs(miss) > PROMPT_MISMATCH_FRACTION:
+            out.append(
+                f"{_x(step)}: the server counted {prompt['counted_mean']:.1f} prompt tokens per "
+                f"request, {100 * miss:+.1f}% off the {prompt['requested_mean']:.1f} asked for: "
+                "latencies compare with other runs only at equal prompt lengths."
+            )
         acc = _num(srv.get("acceptance_rate_mean"))
         if acc is not None and acc < 0.3:
             out.append(
@@ -59,6 +69,11 @@ def caveats(doc: dict[str, Any]) -> list[str]:
             f"{s['tokens_estimated']} requests had no usage from the server: their output "
             "token counts are estimated from chunks."
         )
+    work = doc.get("workload") or {}
+    if work and not work.get("exact"):
+        out.append(f"Prompt lengths: {work.get('sizing')}.")
+    if work.get("lockstep"):
+        out.append("--lockstep: every request asked for the same output length.")
     if s.get("warmup_excluded"):
         out.append(f"{s['warmup_excluded']} warm-up requests are excluded from step statistics.")
     if s.get("skipped_lines"):

@@ -50,6 +50,8 @@ STEP_HEADER = (
     "KV max",
     "waiting max",
     "accept",
+    "prompt asked / counted",
+    "prefix hits",
 )
 
 
@@ -76,7 +78,19 @@ def step_row(s: dict[str, Any]) -> list[str]:
         pct(srv.get("kv_usage_max")),
         num(srv.get("waiting_max"), 0),
         num(srv.get("acceptance_rate_mean"), 2),
+        _prompt_cell(s.get("prompt_lengths") or {}),
+        pct(srv.get("prefix_hit_rate")),
     ]
+
+
+def _prompt_cell(p: dict[str, Any]) -> str:
+    """Requested mean / server-counted mean (p50, p99) prompt tokens."""
+    if not p.get("count"):
+        return DASH
+    return (
+        f"{num(p.get('requested_mean'))} / {num(p.get('counted_mean'))} "
+        f"(p50 {num(p.get('counted_p50'), 0)}, p99 {num(p.get('counted_p99'), 0)})"
+    )
 
 
 def server_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:

@@ -23,6 +23,26 @@ def _table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[s
     return out
 
 
+def _workload_lines(w: dict[str, Any]) -> list[str]:
+    """One line naming what was sent (the trace, when one was replayed)."""
+    if not w:
+        return []
+    parts = [f"workload {w.get('workload')}", f"prompts {w.get('sizing')}"]
+    parts.append(f"prompt tokens {w.get('prompt_tokens')}, output {w.get('output_tokens')}")
+    if w.get("shared_prefix_tokens"):
+        parts.append(
+            f"shared prefix {w['shared_prefix_tokens']} tokens × {w.get('prefix_groups')} groups"
+        )
+    if (w.get("turns") or 1) > 1:
+        parts.append(f"{w['turns']} turns per conversation")
+    if w.get("trace"):
+        parts.append(f"trace {w['trace']}")
+    if w.get("schedule"):
+        parts.append(f"schedule {w['schedule']}")
+    parts.append(f"seed {w.get('seed')}")
+    return [md_escape(" · ".join(parts)), ""]
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     s = doc.get("session") or {}
     target = doc.get("target") or {}
@@ -33,6 +53,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed"
         + (f", {num(s['cancelled'])} cancelled" if s.get("cancelled") else ""),
         "",
+        *_workload_lines(doc.get("workload") or {}),
         "## Server",
         "",
     ]

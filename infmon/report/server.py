@@ -85,4 +85,21 @@ class ServerSeries:
             out[f"{key}_mean"] = sum(vals) / len(vals) if vals else None
             out[f"{key}_max"] = max(vals) if vals else None
         out["scrapes"] = hi - lo
+        out["prefix_hit_rate"] = self._prefix_hit_rate(max(0, lo - 1), hi + 1)
         return out
+
+    def _prefix_hit_rate(self, lo: int, hi: int) -> float | None:
+        """Δhits / Δqueries of the prefix cache from the scrape before the window to the one
+        after it (vLLM's definition); None when unknown or the counters went back (a restart)."""
+        pts = [
+            (p["prefix_hits_total"], p["prefix_queries_total"])
+            for p in self.points[lo:hi]
+            if isinstance(p.get("prefix_hits_total"), (int, float))
+            and isinstance(p.get("prefix_queries_total"), (int, float))
+        ]
+        if len(pts) < 2:
+            return None
+        hits, queries = pts[-1][0] - pts[0][0], pts[-1][1] - pts[0][1]
+        if hits < 0 or queries <= 0:
+            return None
+        return float(hits / queries)

@@ -100,6 +100,8 @@ def server_point(scrape: dict[str, Any], origin_s: float) -> dict[str, Any] | No
         "gen_tok_s": snap.get("generation_tokens_per_s"),
         "acceptance_rate": spec.get("acceptance_rate"),
         "mean_acceptance_length": spec.get("mean_acceptance_length"),
+        "prefix_hits_total": snap.get("prefix_cache_hits_total"),
+        "prefix_queries_total": snap.get("prefix_cache_queries_total"),
     }
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from infmon.clock import MonotonicClock
 from infmon.load.client import ClientParams, StreamingClient
-from infmon.load.prompts import Workload
+from infmon.load.workload.words import RandomWords as Workload
 from infmon.model.stats import summarize
 from tests.loadkit.server import serve_subprocess
 

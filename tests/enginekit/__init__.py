@@ -103,6 +103,16 @@ class ScriptedClient:
         )
 
 
+def random_words(prompt_tokens: int = 8, output_tokens: int = 20):
+    """A workload factory for ``LoadEngine(workload_factory=…)``: no tokenizer calls."""
+    from infmon.load.workload.words import RandomWords
+
+    async def make(config):
+        return RandomWords(prompt_tokens, (output_tokens, output_tokens), seed=config.seed)
+
+    return make
+
+
 def scripted(**kw):
     """A client factory for ``LoadEngine(client_factory=…)``."""
     return lambda config, clock: ScriptedClient(config, clock, **kw)

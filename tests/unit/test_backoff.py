@@ -20,7 +20,7 @@ from infmon.load.backoff import (
     summarise,
 )
 from infmon.load.driver import LoadDriver
-from infmon.load.prompts import Workload
+from infmon.load.workload.words import RandomWords
 from infmon.model.records import ErrorKind, RequestRecord
 
 NOW = 1_700_000_000.0
@@ -103,7 +103,7 @@ class RefusingClient:
 async def test_the_driver_waits_and_shows_it_and_keeps_the_level(mode: str) -> None:
     client = RefusingClient()
     d = LoadDriver(
-        client, Workload(prompt_tokens=4, output_tokens=(4, 4)), lambda r: None, MonotonicClock()
+        client, RandomWords(prompt_tokens=4, output_tokens=(4, 4)), lambda r: None, MonotonicClock()
     )
     if mode == "closed":
         d.set_concurrency(1)

@@ -15,7 +15,7 @@ from infmon.engine.runner import EdgeRate, StepRunner, StepSpec
 from infmon.model.ledger import StepLedger
 from infmon.model.records import RequestRecord
 from infmon.model.stats import SLO, summarize
-from tests.enginekit import scripted
+from tests.enginekit import random_words, scripted
 
 
 def stats(c: int, ok: int, failed: int = 0):
@@ -43,11 +43,12 @@ async def run_plan(plan, **client):
         ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s)
 
     engine = LoadEngine(
-        Config(url="http://scripted", output_tokens_min=20, output_tokens_max=20),
+        Config(url="http://scripted"),
         clock,
         on_records=on_records,
         on_window=on_window,
         client_factory=scripted(**client),
+        workload_factory=random_words(),
     )
     await engine.start()
     runner = StepRunner(engine, ledger, clock, on_events=events.extend, tick_s=0.1)

@@ -12,7 +12,7 @@ import pytest
 
 from infmon.clock import FakeClock
 from infmon.load.client import ClientError, ClientParams, ServerCapabilities, StreamingClient
-from infmon.load.prompts import Prompt
+from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind, RequestRecord
 
 KEY = "sk-secret-123456"

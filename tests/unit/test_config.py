@@ -20,8 +20,8 @@ from infmon.config import (
     config_path,
     parse_duration_s,
     parse_slo,
-    parse_token_range,
 )
+from infmon.load.workload.lengths import Lengths, fixed
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -33,7 +33,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_defaults() -> None:
     c = build_config({}, environ={"XDG_CONFIG_HOME": "/nonexistent"})
-    assert c.endpoint == "completions" and c.prompt_tokens == 128 and c.ignore_eos
+    assert c.endpoint == "completions" and c.prompt_tokens == fixed(128) and c.ignore_eos
     assert c.read_timeout_s == 600.0 and c.effective_warmup_s == 2.0 and c.slo.empty
 
 
@@ -45,11 +45,10 @@ def test_precedence_cli_over_env_over_file(tmp_path: Path) -> None:
         "INFMON_PROMPT_TOKENS": "22",
     }
     c = build_config({"model": "from-cli"}, environ=env)
-    assert (c.model, c.prompt_tokens, c.output_tokens_min, c.output_tokens_max, c.label) == (
+    assert (c.model, c.prompt_tokens, c.output_tokens, c.label) == (
         "from-cli",
-        22,
-        5,
-        9,
+        fixed(22),
+        Lengths("uniform", 5, 9, source="5-9"),
         "f",
     )
     assert config_path(env) == tmp_path / "infmon" / "config.toml"
@@ -74,7 +73,6 @@ def test_values_parse() -> None:
         and parse_duration_s("3") == 3
     )
     assert parse_slo("ttft=500ms,tpot=50ms,e2el=10s") == SLO(0.5, 0.05, 10.0)
-    assert parse_token_range("100-200") == (100, 200) and parse_token_range(64) == (64, 64)
     c = build_config(
         {
             "concurrency": "1,4,16",
@@ -94,7 +92,10 @@ def test_values_parse() -> None:
     [
         ({"slo": "ttft=fast"}, "duration"),
         ({"slo": "foo=1s"}, "bad --slo"),
-        ({"output_tokens": "9-3"}, "token range"),
+        ({"output_tokens": "9-3"}, "bad length"),
+        ({"prompt_tokens": "normal:5"}, "bad normal length"),
+        ({"schedule": "ramp:x"}, "not a schedule part"),
+        ({"trace": "t.csv", "schedule": "burst:5@1s"}, "give one"),
         ({"concurrency": "1,x"}, "integers"),
         ({"url": "ftp://x"}, "http"),
         ({"endpoint": "embeddings"}, "not one of"),

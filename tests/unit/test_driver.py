@@ -9,7 +9,7 @@ import pytest
 
 from infmon.clock import MonotonicClock
 from infmon.load.driver import LoadDriver
-from infmon.load.prompts import Workload
+from infmon.load.workload.words import RandomWords as Workload
 from infmon.model.records import ErrorKind, RequestRecord
 
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from infmon.config import ConfigError, build_config
 from infmon.load.client import StreamFailure, StreamState
-from infmon.load.prompts import DatasetError, Prompt, load_dataset
 from infmon.load.sse import SSEDecoder, SSEError
+from infmon.load.workload import DatasetError, Prompt, load_dataset
 from infmon.sources.canonical import read_page, snapshot_from, snapshot_of_page
 from infmon.sources.exposition import ExpositionError, Page, parse_exposition
 from tests.conftest import FIXTURES
@@ -349,7 +349,7 @@ def _build(text: str | None = None, env: dict | None = None, cli: dict | None = 
         except ConfigError as exc:
             assert str(exc)
             return
-    assert config.prompt_tokens >= 1 and config.output_tokens_min <= config.output_tokens_max
+    assert config.prompt_tokens.upper >= 1 and config.output_lengths.upper >= 1
     assert all(c >= 1 for c in config.concurrency) and all(r > 0 for r in config.rate)
     assert config.step_duration_s > 0 and config.read_timeout_s > 0
     config.to_public_dict()

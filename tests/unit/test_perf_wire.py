@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from infmon.load.client import ClientParams, ServerCapabilities, StreamingClient
-from infmon.load.prompts import Prompt
+from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind
 
 Script = Callable[[asyncio.StreamWriter, int], Awaitable[None]]

@@ -12,8 +12,8 @@ import pytest
 
 from infmon.clock import FakeClock
 from infmon.config import ConfigError, build_config, parse_size_bytes
-from infmon.load.prompts import Prompt
 from infmon.load.stream_state import StreamState
+from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind
 from infmon.model.sanitize import is_clean
 from infmon.net import FetchTimeout, FetchTooLarge, bounded_get

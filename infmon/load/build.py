@@ -1,0 +1,168 @@
+"""``build_workload(config)``: the run's workload from the Config alone, so a worker process
+can build it in its own loop. It opens its own HTTP client to the server (the load client's
+settings: API key, TLS), finds the server's tokenizer, cuts the first prompts and reads any
+trace or schedule. ``LazyWorkload`` does the same on first use, for callers that must hand a
+workload to the driver before their loop runs."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import httpx
+
+from infmon.clock import Clock
+from infmon.config import Config
+from infmon.load.client import ClientParams, http_client
+from infmon.load.feed import PREBUILD_LENGTHS, Feed, WorkloadError
+from infmon.load.sizing import PromptMaker
+from infmon.load.tokenize import PROBE_SIZES_CHARS, Counter, TokenizeError, make_counter
+from infmon.load.workload.corpus import make_task
+from infmon.load.workload.datasets import load_dataset
+from infmon.load.workload.items import Prompt, WorkItem
+from infmon.load.workload.schedule import Schedule, parse_schedule
+from infmon.load.workload.traces import Trace, read_trace
+from infmon.model.records import RequestRecord
+from infmon.sources.exposition import ExpositionError, parse_exposition
+
+MAX_METRICS_BYTES = 64 * 1024 * 1024
+
+Local = tuple[list[Prompt] | None, Trace | None, Schedule | None]
+
+
+def read_local(config: Config) -> Local:
+    """The files the Config names (dataset, trace) and its schedule, read and checked."""
+    try:
+        trace = read_trace(config.trace) if config.trace else None
+        schedule = parse_schedule(config.schedule) if config.schedule else None
+        source = config.dataset or config.workload
+        dataset = load_dataset(source) if source not in ("corpus", "synthetic") else None
+    except ValueError as exc:
+        raise WorkloadError(str(exc)) from None
+    return dataset, trace, schedule
+
+
+async def build_workload(
+    config: Config,
+    *,
+    model: str | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock | None = None,
+    local: Local | None = None,
+) -> Feed:
+    """The run's workload from the Config alone (any server calls are made here); the
+    caller closes it with ``aclose()`` when the run ends. ``local`` is ``read_local(config)``
+    when the caller has read the files already."""
+    dataset, trace, schedule = local or read_local(config)
+    if dataset is not None:
+        return Feed(config, None, dataset=dataset, schedule=schedule, clock=clock)
+    http = http_client(ClientParams.from_config(config), transport=transport, read_timeout_s=60.0)
+    try:
+        model = model or config.model or await _first_model(http)
+        maker = await _prepared_maker(config, http, model, trace)
+    except (TokenizeError, httpx.HTTPError, ValueError) as exc:
+        await http.aclose()
+        raise WorkloadError(f"cannot size prompts on {config.url}: {exc}") from None
+    except BaseException:
+        await http.aclose()
+        raise
+    feed = Feed(config, maker, trace=trace, schedule=schedule, clock=clock, http=http)
+    feed.sizing = maker.sizing
+    feed.server_started_s = await server_start_time(http)
+    await feed.fill_ahead()
+    return feed
+
+
+async def server_start_time(http: httpx.AsyncClient) -> float | None:
+    """``process_start_time_seconds`` from the server's ``/metrics`` (None when absent)."""
+    try:
+        async with http.stream("GET", "/metrics", timeout=10.0) as resp:
+            data = bytearray()
+            async for chunk in resp.aiter_bytes():
+                data += chunk
+                if len(data) > MAX_METRICS_BYTES:
+                    return None
+            if resp.status_code != 200:
+                return None
+        samples = parse_exposition(bytes(data)).get("process_start_time_seconds")
+    except (httpx.HTTPError, ExpositionError):
+        return None
+    return float(samples[0].value) if samples else None
+
+
+async def _first_model(http: httpx.AsyncClient) -> str:
+    resp = await http.get("/v1/models", timeout=30.0)
+    try:
+        return str(resp.json()["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise WorkloadError("the server lists no model (/v1/models): give --model") from None
+
+
+async def _prepared_maker(
+    config: Config, http: httpx.AsyncClient, model: str, trace: Trace | None
+) -> PromptMaker:
+    chat = config.endpoint == "chat"
+    rng = random.Random(f"probes:{config.seed}")
+    probes = [Prompt(text=make_task(rng, n).render()[:n]) for n in PROBE_SIZES_CHARS]
+    counter: Counter = await make_counter(http, model, chat, probes)
+    blocks = trace is not None and any(e.hash_ids for e in trace.entries)
+    maker = PromptMaker(
+        counter,
+        chat=chat,
+        synthetic=config.workload == "synthetic" or blocks,
+        seed=config.seed,
+        prefix_tokens=config.shared_prefix_tokens,
+        groups=config.prefix_groups,
+        fixed_length=config.prompt_tokens.fixed and trace is None,
+    )
+    await maker.prepare()
+    if trace is not None:
+        lengths = sorted({e.input_tokens for e in trace.entries if not e.hash_ids})
+        targets = lengths[:PREBUILD_LENGTHS] or [trace.entries[0].input_tokens]
+    else:
+        draw = random.Random(f"verify:{config.seed}")
+        targets = [config.prompt_tokens.draw(draw) for _ in range(4)]
+    maker.sizing = await maker.verify(targets)
+    return maker
+
+
+class LazyWorkload:
+    """A workload that builds itself (``build_workload``) on first use, in whatever loop
+    uses it: made synchronously from the Config, so a command or worker can hand it to the
+    driver before its loop runs. ``ready()`` builds it ahead of the first request."""
+
+    def __init__(self, config: Config, clock: Clock | None = None) -> None:
+        self.config, self.clock = config, clock
+        self.local = read_local(config)
+        """The dataset and trace, read now so a bad file is an error before any request."""
+        self.keep_text = config.turns > 1
+        self.feed: Feed | None = None
+        self._lock: asyncio.Lock | None = None
+
+    @property
+    def arrivals(self) -> bool:
+        return bool(self.config.trace or self.config.schedule)
+
+    async def ready(self, model: str | None = None) -> Feed:
+        if self.feed is None:
+            self._lock = self._lock or asyncio.Lock()
+            async with self._lock:
+                if self.feed is None:
+                    self.feed = await build_workload(
+                        self.config, model=model, clock=self.clock, local=self.local
+                    )
+        return self.feed
+
+    async def next_item(self, slot: int | None) -> WorkItem:
+        return await (self.feed or await self.ready()).next_item(slot)
+
+    def finished(self, item: WorkItem, rec: RequestRecord) -> None:
+        if self.feed is not None:
+            self.feed.finished(item, rec)
+
+    async def next_arrival(self) -> tuple[float, WorkItem] | None:
+        return await (self.feed or await self.ready()).next_arrival()
+
+    async def aclose(self) -> None:
+        if self.feed is not None:
+            await self.feed.aclose()

@@ -1,0 +1,361 @@
+"""The server's own tokenizer, over HTTP: count a prompt as the server will, with no local one.
+
+Endpoints, tried in this order (one request each):
+
+- vLLM (and SGLang, which copies its shape): ``POST /tokenize`` ``{"model", "prompt"}`` or
+  ``{"model", "messages", "add_generation_prompt": true}`` → ``{"count", "tokens"}``;
+  ``POST /detokenize`` ``{"model", "tokens"}`` → ``{"prompt"}`` (SGLang: ``{"text"}``).
+- llama.cpp: ``POST /tokenize`` ``{"content", "add_special": true}`` → ``{"tokens"}``;
+  ``POST /detokenize`` ``{"tokens"}`` → ``{"content"}``.
+- TGI: ``POST /tokenize`` ``{"inputs"}`` → a list of tokens.
+
+Where the tokenize endpoint cannot count a chat template (llama.cpp, TGI), or adds special
+tokens differently from generation, one probe generation request (``max_tokens`` 1) measures
+the difference from its ``usage.prompt_tokens``, and every count is corrected by it. A server
+with no tokenize endpoint gets :class:`ApproxCounter`: a straight line through a few probes'
+``usage.prompt_tokens``, and its counts say "approximate (±k tokens)".
+
+Every response is read with a size cap and a timeout (the tokenizer's own, not the stream's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+
+from infmon.load.workload.items import Prompt
+
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+"""Largest tokenize answer read (a 1M-token prompt's ids are about 8 MB of JSON)."""
+TOKENIZE_TIMEOUT_S = 30.0
+PROBE_SIZES_CHARS = (256, 1024, 3072)
+GUESS_CHARS_PER_TOKEN = 4.0
+"""When nothing can be measured: English text and code average about 4 characters a token."""
+"""Prompt sizes of the calibration probes when the server has no tokenize endpoint."""
+
+
+class TokenizeError(Exception):
+    """The tokenizer could not be used; ``str()`` is one clean line."""
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """Server text made safe to show: printable, one line, bounded."""
+    clean = "".join(ch if ch.isprintable() else "?" for ch in " ".join(text.split()))
+    return clean[:limit]
+
+
+async def post_bytes(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    """POST ``body``; (status, body bytes) read up to the size cap within the timeout."""
+    data = bytearray()
+    async with http.stream("POST", path, json=body, timeout=TOKENIZE_TIMEOUT_S) as resp:
+        async for chunk in resp.aiter_bytes():
+            data += chunk
+            if len(data) > MAX_RESPONSE_BYTES:
+                raise TokenizeError(f"{path}: answer larger than {MAX_RESPONSE_BYTES >> 20} MiB")
+        return resp.status_code, bytes(data)
+
+
+async def post_json(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """POST ``body``; (status, parsed JSON or None)."""
+    status, raw = await post_bytes(http, path, body)
+    return status, _json(raw)
+
+
+class Counter(Protocol):
+    """Counts prompts as the server's generation endpoint will (``usage.prompt_tokens``)."""
+
+    exact: bool
+    error_tokens: int
+    """0 when exact; else the largest miss seen while calibrating (the ± of "approximate")."""
+
+    async def count(self, prompt: Prompt) -> int: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizerInfo:
+    kind: str
+    """"vllm", "llamacpp" or "tgi"."""
+    counts_chat: bool
+    """The endpoint renders chat messages with the server's template (vLLM, SGLang)."""
+    detokenize: bool
+
+
+class ServerTokenizer:
+    """The server's tokenize (and detokenize) endpoints; ``count`` includes the chat template."""
+
+    exact = True
+    error_tokens = 0
+
+    def __init__(self, http: httpx.AsyncClient, model: str, chat: bool) -> None:
+        self.http, self.model, self.chat = http, model, chat
+        self.info: TokenizerInfo | None = None
+        self.offset = 0
+        """usage.prompt_tokens minus the endpoint's count, measured by :meth:`calibrate`."""
+        self.per_message = 0
+        """What each chat message beyond the first adds (template not rendered by the endpoint)."""
+        self.calls = 0
+
+    def describe(self) -> str:
+        info = self.info
+        kind = info.kind if info else "?"
+        extra = f", corrected by {self.offset:+d} from a probe" if self.offset else ""
+        return f"exact (the server's /tokenize, {kind}{extra})"
+
+    async def detect(self) -> TokenizerInfo | None:
+        """Which tokenize API the server has (None: none of them)."""
+        probe = "Hello world"
+        status, data = await self._post("/tokenize", {"model": self.model, "prompt": probe})
+        if status == 200 and isinstance(data, dict) and isinstance(data.get("tokens"), list):
+            msgs = {"model": self.model, "messages": [{"role": "user", "content": probe}]}
+            status, chat = await self._post("/tokenize", {**msgs, "add_generation_prompt": True})
+            counts_chat = status == 200 and isinstance(chat, dict) and "tokens" in chat
+            detok = await self._post("/detokenize", {"model": self.model, "tokens": data["tokens"]})
+            self.info = TokenizerInfo("vllm", counts_chat, _detok_text(detok[1]) is not None)
+            return self.info
+        status, data = await self._post("/tokenize", {"content": probe, "add_special": True})
+        if status == 200 and isinstance(data, dict) and isinstance(data.get("tokens"), list):
+            detok = await self._post("/detokenize", {"tokens": data["tokens"]})
+            self.info = TokenizerInfo("llamacpp", False, _detok_text(detok[1]) is not None)
+            return self.info
+        status, data = await self._post("/tokenize", {"inputs": probe})
+        if status == 200 and isinstance(data, list):
+            self.info = TokenizerInfo("tgi", False, False)
+            return self.info
+        return None
+
+    async def _post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        self.calls += 1
+        try:
+            return await post_json(self.http, path, body)
+        except httpx.HTTPError as exc:
+            raise TokenizeError(f"{path}: {exc.__class__.__name__}") from None
+
+    async def token_ids(self, text: str) -> list[int]:
+        """The ids of ``text`` as a plain prompt (special tokens as generation adds them)."""
+        info = self._info()
+        if info.kind == "vllm":
+            body: dict[str, Any] = {"model": self.model, "prompt": text}
+        elif info.kind == "llamacpp":
+            body = {"content": text, "add_special": True}
+        else:
+            body = {"inputs": text}
+        status, data = await self._post("/tokenize", body)
+        tokens = data if info.kind == "tgi" else (data or {}).get("tokens")
+        if status != 200 or not isinstance(tokens, list):
+            raise TokenizeError(f"/tokenize failed (HTTP {status}): {_error(data)}")
+        return [int(t) if isinstance(t, int) else 0 for t in tokens]
+
+    async def detokenize(self, ids: list[int]) -> str:
+        info = self._info()
+        if not info.detokenize:
+            raise TokenizeError(f"the {info.kind} server has no /detokenize")
+        body: dict[str, Any] = {"tokens": ids}
+        if info.kind == "vllm":
+            body["model"] = self.model
+        status, data = await self._post("/detokenize", body)
+        text = _detok_text(data)
+        if status != 200 or text is None:
+            raise TokenizeError(f"/detokenize failed (HTTP {status}): {_error(data)}")
+        return text
+
+    async def raw_count(self, prompt: Prompt) -> int:
+        """The endpoint's own count (the chat template included where it can render one)."""
+        info = self._info()
+        if self.chat and info.counts_chat:
+            body = {"model": self.model, "messages": prompt.as_messages()}
+            status, data = await self._post("/tokenize", {**body, "add_generation_prompt": True})
+            if status != 200 or not isinstance(data, dict):
+                raise TokenizeError(f"/tokenize (messages) failed (HTTP {status}): {_error(data)}")
+            count = data.get("count")
+            return int(count) if isinstance(count, int) else len(data.get("tokens") or ())
+        text = prompt.as_text() if not self.chat else "\n".join(c for _, c in _pairs(prompt))
+        return len(await self.token_ids(text))
+
+    async def count(self, prompt: Prompt) -> int:
+        extra = len(_pairs(prompt)) - 1 if self.chat else 0
+        return await self.raw_count(prompt) + self.offset + self.per_message * extra
+
+    async def calibrate(self, sample: Prompt) -> int:
+        """Measure ``usage.prompt_tokens − raw_count`` on a probe; where the endpoint cannot
+        render the chat template, a second probe with one more message measures what each
+        message adds. Returns the offset."""
+        self.offset = await self._miss(sample)
+        info = self._info()
+        if self.chat and not info.counts_chat:
+            two = Prompt(messages=(("system", "Be brief."), *_pairs(sample)))
+            self.per_message = await self._miss(two) - self.offset
+        return self.offset
+
+    async def _miss(self, sample: Prompt) -> int:
+        raw = await self.raw_count(sample)
+        used = await probe_prompt_tokens(self.http, self.model, self.chat, sample)
+        return used - raw if used is not None else 0
+
+    def _info(self) -> TokenizerInfo:
+        if self.info is None:
+            raise TokenizeError("tokenizer not detected")
+        return self.info
+
+
+def _pairs(prompt: Prompt) -> tuple[tuple[str, str], ...]:
+    return prompt.messages if prompt.messages is not None else (("user", prompt.text or ""),)
+
+
+def _detok_text(data: Any) -> str | None:
+    if not isinstance(data, dict):
+        return None
+    for key in ("prompt", "text", "content"):
+        if isinstance(data.get(key), str):
+            return str(data[key])
+    return None
+
+
+def _error(data: Any) -> str:
+    if isinstance(data, dict):
+        err = data.get("error") or data.get("message") or data.get("detail") or data
+        if isinstance(err, dict):
+            err = err.get("message") or err
+        return _one_line(err if isinstance(err, str) else json.dumps(err))
+    return "no JSON answer"
+
+
+async def probe_prompt_tokens(
+    http: httpx.AsyncClient, model: str, chat: bool, prompt: Prompt
+) -> int | None:
+    """``usage.prompt_tokens`` of one streamed request for 1 token (None: no usage). Asks for
+    the usage chunk; a server that rejects ``stream_options`` is asked again without it."""
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": True}
+    if chat:
+        body["messages"] = prompt.as_messages()
+        path = "/v1/chat/completions"
+    else:
+        body["prompt"] = prompt.as_text()
+        path = "/v1/completions"
+    for extra in ({"stream_options": {"include_usage": True}}, {}):
+        try:
+            status, raw = await post_bytes(http, path, {**body, **extra})
+        except httpx.HTTPError as exc:
+            raise TokenizeError(f"probe {path}: {exc.__class__.__name__}") from None
+        if status in (400, 422) and extra:
+            continue
+        if status != 200:
+            raise TokenizeError(f"probe {path} failed (HTTP {status}): {_error(_json(raw))}")
+        return _usage_prompt_tokens(raw)
+    return None
+
+
+def _usage_prompt_tokens(raw: bytes) -> int | None:
+    """The last ``usage.prompt_tokens`` in an SSE body (or a plain JSON answer)."""
+    found = None
+    lines = raw.decode("utf-8", "replace").splitlines() or [""]
+    for line in lines:
+        text = line[5:].strip() if line.startswith("data:") else line.strip()
+        if not text.startswith("{"):
+            continue
+        obj = _json(text.encode())
+        usage = obj.get("usage") if isinstance(obj, dict) else None
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            found = int(usage["prompt_tokens"])
+    return found
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+class ApproxCounter:
+    """No tokenize endpoint: tokens ≈ a·characters + b, fitted to a few probes' usage."""
+
+    exact = False
+
+    def __init__(self, slope: float, intercept: float, error_tokens: int, probes: int) -> None:
+        self.slope, self.intercept = slope, intercept
+        self.error_tokens = error_tokens
+        self.probes = probes
+
+    def describe(self) -> str:
+        if not self.probes:
+            return (
+                "approximate (no tokenize endpoint and no usage.prompt_tokens: sized at "
+                f"{1 / self.slope:.0f} characters per token, unchecked)"
+            )
+        return (
+            f"approximate (±{self.error_tokens} tokens: no tokenize endpoint, calibrated from "
+            f"usage.prompt_tokens of {self.probes} probe requests)"
+        )
+
+    async def count(self, prompt: Prompt) -> int:
+        return self.estimate(_chars(prompt))
+
+    def estimate(self, chars: int) -> int:
+        return max(1, round(self.slope * chars + self.intercept))
+
+    @classmethod
+    async def calibrate(
+        cls, http: httpx.AsyncClient, model: str, chat: bool, texts: list[Prompt]
+    ) -> ApproxCounter:
+        """Fit the line to probes; the ± is the largest residual (at least 1)."""
+        points: list[tuple[int, int]] = []
+        for prompt in texts:
+            try:
+                used = await probe_prompt_tokens(http, model, chat, prompt)
+            except TokenizeError:
+                break  # too long for the model, most likely: fit what we have
+            if used is None:
+                raise TokenizeError("the server reports no usage.prompt_tokens: cannot calibrate")
+            points.append((_chars(prompt), used))
+        if len(points) < 2:
+            raise TokenizeError("fewer than two calibration probes succeeded")
+        slope, intercept = _line(points)
+        if not slope > 0:
+            raise TokenizeError("usage.prompt_tokens does not grow with the prompt")
+        worst = max(abs(slope * x + intercept - y) for x, y in points)
+        return cls(slope, intercept, max(1, math.ceil(worst)), len(points))
+
+
+def _chars(prompt: Prompt) -> int:
+    return sum(len(c) for _, c in _pairs(prompt))
+
+
+def _line(points: list[tuple[int, int]]) -> tuple[float, float]:
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return slope, my - slope * mx
+
+
+async def make_counter(
+    http: httpx.AsyncClient, model: str, chat: bool, probes: list[Prompt]
+) -> Counter:
+    """The best counter this server allows: its tokenizer (calibrated), else the probe line."""
+    tok = ServerTokenizer(http, model, chat)
+    if await tok.detect() is not None:
+        await tok.calibrate(probes[0])
+        return tok
+    try:
+        return await ApproxCounter.calibrate(http, model, chat, probes)
+    except TokenizeError:
+        return ApproxCounter(1 / GUESS_CHARS_PER_TOKEN, 0.0, 0, probes=0)
+
+
+async def gather_limited(n: int, coros: list[Any]) -> list[Any]:
+    """Run awaitables at most ``n`` at a time (tokenize calls must not flood the server)."""
+    sem = asyncio.Semaphore(n)
+
+    async def one(c: Any) -> Any:
+        async with sem:
+            return await c
+
+    return list(await asyncio.gather(*(one(c) for c in coros)))

@@ -1,0 +1,191 @@
+"""The feed the driver pulls from: exact sizing against a counter, multi-turn ordering (turn
+k+1 is sent after turn k ended and carries its answer), and timed arrivals."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+
+import numpy as np
+import pytest
+
+from infmon.clock import MonotonicClock
+from infmon.config import build_config
+from infmon.load.driver import LoadDriver
+from infmon.load.feed import Feed
+from infmon.load.fitting import fit_task
+from infmon.load.sizing import PromptMaker
+from infmon.load.workload.corpus import make_task
+from infmon.load.workload.items import Prompt
+from infmon.load.workload.schedule import parse_schedule
+from infmon.model.records import RequestRecord
+
+PIECE = re.compile(r"\s?[A-Za-z]{1,4}|\s?\d{1,3}|\s?[^\sA-Za-z\d]|\s+")
+
+
+class PieceCounter:
+    """A deterministic stand-in for a server tokenizer (letters in pieces of up to 4, as
+    infmon's simulator counts), plus a 3-token chat frame per message."""
+
+    exact, error_tokens = True, 0
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def describe(self) -> str:
+        return "exact (test counter)"
+
+    async def count(self, prompt: Prompt) -> int:
+        self.calls += 1
+        if prompt.messages is not None:
+            return sum(3 + len(PIECE.findall(c)) for _, c in prompt.messages)
+        return len(PIECE.findall(prompt.text or ""))
+
+
+@pytest.mark.parametrize("target", [80, 256, 900, 3000])
+async def test_fitting_cuts_a_task_to_the_exact_count(target: int) -> None:
+    counter = PieceCounter()
+
+    async def count(text: str) -> int:
+        return await counter.count(Prompt(text=text))
+
+    task = make_task(random.Random(target), 8 * target)
+    fitted = await fit_task(count, task, target)
+    assert fitted is not None and fitted.exact, (fitted, target)
+    assert await count(fitted.text) == target
+    assert counter.calls <= 24
+
+
+async def maker(chat: bool = False, **kw) -> PromptMaker:
+    m = PromptMaker(PieceCounter(), chat=chat, synthetic=False, seed=5, **kw)
+    await m.prepare()
+    return m
+
+
+@pytest.mark.parametrize("chat", [False, True])
+async def test_first_turns_are_exact_unique_and_share_only_the_group_prefix(chat: bool) -> None:
+    m = await maker(chat, prefix_tokens=64, groups=2)
+    sizing = await m.verify([300] * 4)
+    assert sizing.exact, sizing
+    prompts = []
+    for _ in range(20):
+        conv, group = await m.first_turn(300)
+        p = conv.prompt(chat)
+        assert await m.counter.count(p) == 300
+        prompts.append((group, p))
+    texts = [p.as_text() for _, p in prompts]
+    assert len(set(texts)) == 20  # a unique head on every prompt
+    for g in (0, 1):
+        starts = {p.as_text()[: len(m.prefixes[g])] for grp, p in prompts if grp == g}
+        assert starts == {m.prefixes[g]}
+    assert m.prefixes[0] != m.prefixes[1]
+
+
+class AnsweringClient:
+    """Streams that answer ``answer-<id>``, with text only when asked (keep_text)."""
+
+    def __init__(self, latency_s: float = 0.01) -> None:
+        self.clock = MonotonicClock()
+        self.latency_s = latency_s
+        self.sent: list[tuple[int, Prompt, float, float]] = []
+
+    async def stream(self, rid, prompt, out, *, on_cancel=None, keep_text=False, **kw):
+        t0 = self.clock.now()
+        await asyncio.sleep(self.latency_s)
+        t1 = self.clock.now()
+        self.sent.append((rid, prompt, t0, t1))
+        return RequestRecord(
+            request_id=rid,
+            sent_s=t0,
+            chunk_times_s=(t1,),
+            end_s=t1,
+            output_tokens=out,
+            prompt_tokens=kw.get("prompt_tokens_requested"),
+            output_text=f" answer-{rid}" if keep_text else None,
+            **kw,
+        )
+
+
+async def run_turns(chat: bool, concurrency: int | None, rate: float | None) -> list:
+    config = build_config(
+        {
+            "turns": "3",
+            "prompt_tokens": "60",
+            "output_tokens": "4",
+            "seed": "9",
+            "endpoint": "chat" if chat else "completions",
+        },
+        environ={},
+    )
+    feed = Feed(config, await maker(chat), clock=MonotonicClock())
+    client, records = AnsweringClient(), []
+    driver = LoadDriver(client, feed, records.append, client.clock)
+    driver.start()
+    if concurrency:
+        driver.set_concurrency(concurrency)
+    else:
+        driver.set_rate(rate or 50, 16)
+    await asyncio.sleep(0.6)
+    await driver.stop(cancel_inflight=False)
+    assert records and all(r.output_text is None for r in records)  # text dropped after use
+    return client.sent
+
+
+@pytest.mark.parametrize(("concurrency", "rate"), [(4, None), (None, 60.0)])
+@pytest.mark.parametrize("chat", [False, True])
+async def test_turn_k_plus_one_follows_turn_k_and_carries_its_answer(chat, concurrency, rate):
+    sent = await run_turns(chat, concurrency, rate)
+    by_answer = {f" answer-{rid}": (prompt, t1) for rid, prompt, _, t1 in sent}
+    continued = 0
+    for _rid, prompt, t0, _ in sent:
+        answers = re.findall(r" answer-\d+", prompt.as_text())
+        for a in answers:
+            prev_prompt, prev_end = by_answer[a]
+            assert prev_end <= t0  # the earlier turn had ended when this one was sent
+            assert prompt.as_text().startswith(prev_prompt.as_text())  # it carries the history
+        if answers:
+            continued += 1
+            assert len(answers) <= 2  # three turns: at most two earlier answers
+            if chat:
+                roles = [r for r, _ in prompt.messages or ()]
+                assert roles[-1] == "user" and roles[-2] == "assistant"
+    assert continued >= len(sent) // 3
+
+
+async def test_think_time_delays_the_next_turn() -> None:
+    config = build_config(
+        {"turns": "2", "prompt_tokens": "50", "output_tokens": "4", "think_time": "150ms"},
+        environ={},
+    )
+    feed = Feed(config, await maker(), clock=MonotonicClock())
+    client, records = AnsweringClient(), []
+    driver = LoadDriver(client, feed, records.append, client.clock)
+    driver.start()
+    driver.set_concurrency(1)
+    await asyncio.sleep(0.5)
+    await driver.stop(cancel_inflight=False)
+    gaps = [b[2] - a[3] for a, b in zip(client.sent, client.sent[1:], strict=False)]
+    assert gaps[0] >= 0.14  # turn 2 waited for the think time
+    assert gaps[1] < 0.1  # a new conversation does not
+
+
+async def test_schedule_arrivals_are_sent_on_time() -> None:
+    config = build_config(
+        {"schedule": "rate:100/1s", "prompt_tokens": "50", "output_tokens": "4"}, environ={}
+    )
+    feed = Feed(
+        config, await maker(), schedule=parse_schedule("rate:100/1s"), clock=MonotonicClock()
+    )
+    client, records = AnsweringClient(latency_s=0.05), []
+    driver = LoadDriver(client, feed, records.append, client.clock)
+    done = asyncio.Event()
+    driver.start()
+    driver.set_arrivals(feed, 64, done.set)
+    await asyncio.wait_for(done.wait(), 5)
+    await driver.wait_idle(5)
+    late = driver.arrival_lateness_s()
+    assert len(late) == len(records) == 100
+    print(f"schedule send lateness p99 {1e3 * float(np.percentile(late, 99)):.2f} ms")
+    assert float(np.percentile(late, 99)) < 0.02
+    await driver.stop()

@@ -1,0 +1,77 @@
+"""The server-tokenizer client against scripted servers of each API shape (vLLM/SGLang,
+llama.cpp, TGI, none): detection, counting, the probe correction, the approximate line."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from infmon.load.tokenize import ApproxCounter, ServerTokenizer, make_counter
+from infmon.load.workload.items import Prompt
+
+
+def words(text: str) -> list[int]:
+    return [len(w) for w in text.split()]
+
+
+def server(kind: str, bos: int = 0):
+    """A scripted server: tokenize API of ``kind``; generation usage counts words (+ bos,
+    + 4 per chat message for its template)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content or b"{}")
+        path = request.url.path
+        if path == "/tokenize" and kind == "vllm" and "model" in body:
+            if "messages" in body:
+                ids = [1] * sum(4 + len(m["content"].split()) for m in body["messages"])
+            else:
+                ids = [1] * bos + words(body["prompt"])
+            return httpx.Response(200, json={"count": len(ids), "tokens": ids})
+        if path == "/tokenize" and kind == "llamacpp" and "content" in body:
+            return httpx.Response(200, json={"tokens": words(body["content"])})
+        if path == "/detokenize" and kind in ("vllm", "llamacpp"):
+            return httpx.Response(200, json={"prompt" if kind == "vllm" else "content": "x"})
+        if path == "/tokenize" and kind == "tgi" and "inputs" in body:
+            return httpx.Response(200, json=[{"id": i} for i in words(body["inputs"])])
+        if path.startswith("/v1/"):
+            if "messages" in body:
+                n = sum(4 + len(m["content"].split()) for m in body["messages"])
+            else:
+                n = bos + len(body["prompt"].split())
+            usage = {"prompt_tokens": n, "completion_tokens": 1}
+            chunk = json.dumps({"choices": [], "usage": usage})
+            return httpx.Response(200, content=f"data: {chunk}\n\ndata: [DONE]\n\n".encode())
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    return httpx.AsyncClient(base_url="http://x", transport=httpx.MockTransport(handler))
+
+
+PROBES = [Prompt(text="one two three " * k) for k in (5, 20, 60)]
+
+
+@pytest.mark.parametrize("kind", ["vllm", "llamacpp", "tgi"])
+@pytest.mark.parametrize("chat", [False, True])
+async def test_each_tokenize_api_counts_what_generation_counts(kind: str, chat: bool) -> None:
+    async with server(kind, bos=1 if kind == "vllm" else 0) as http:
+        counter = await make_counter(http, "m", chat, PROBES)
+        assert isinstance(counter, ServerTokenizer) and counter.exact
+        assert counter.info is not None and counter.info.kind == kind
+        assert counter.info.detokenize == (kind != "tgi")
+        assert counter.info.counts_chat == (kind == "vllm")
+        p = Prompt(messages=(("system", "be brief"), ("user", "a b c d")))
+        expected = (4 + 2) + (4 + 4) if chat else (1 if kind == "vllm" else 0) + 6
+        if not chat:
+            p = Prompt(text="be brief a b c d")
+        assert await counter.count(p) == expected
+
+
+async def test_no_tokenize_endpoint_is_approximate_with_its_error() -> None:
+    async with server("none") as http:
+        counter = await make_counter(http, "m", False, PROBES)
+    assert isinstance(counter, ApproxCounter) and not counter.exact
+    assert counter.error_tokens >= 1
+    assert counter.describe().startswith(f"approximate (±{counter.error_tokens} tokens")
+    n = await counter.count(Prompt(text="one two three " * 40))
+    assert abs(n - 120) <= counter.error_tokens + 1
