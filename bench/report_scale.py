@@ -37,7 +37,7 @@ print(dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def make_session(path: Path, requests: int) -> None:
-    from infmon.journal.synthetic import SyntheticServer, write_synthetic_session
+    from tests.synthetic import SyntheticServer, write_synthetic_session
 
     cycle = list(itertools.islice(itertools.cycle((8, 16, 32, 64)), 200))
     write_synthetic_session(

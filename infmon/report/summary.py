@@ -1,9 +1,10 @@
 """Session directory → the report document (the content of ``report.json``), in one pass.
 
-Records stream from the journal once: each goes to ``requests.csv`` and the over-time bins
-as it is read, and into its step's buffer; a step is summarised (by the bench's own
-``summarize``) and dropped as soon as records two steps later arrive, so memory follows
-the largest step, not the session.
+Records come from the journal one step at a time, as columns (``RecordColumns``: the journal's
+step index, or for old JSON-lines sessions a stream grouped by ``record.step``); each step goes
+to ``requests.csv`` and the over-time bins, and is summarised by the bench's own statistics
+(``summarize_columns``: ``summarize``'s figures, vectorised) and dropped, so memory follows the
+largest step, not the session.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from infmon.journal.reader import SessionReader
-from infmon.model.records import RequestRecord
+from infmon.model.columns import MISSING, RecordColumns
 from infmon.report import diagnosis, stepstats
 from infmon.report.server import ServerSeries, memory_budget, server_config
 from infmon.report.timeline import ClientTimeline, server_point, thin
@@ -44,20 +47,22 @@ class _Totals:
         self.first_sent_s = math.inf
         self.last_end_s = -math.inf
 
-    def add(self, r: RequestRecord) -> None:
-        self.requests += 1
-        self.failed += not r.ok
-        self.warmup += r.warmup
-        self.first_sent_s = min(self.first_sent_s, r.sent_s)
-        end = r.end_s if not math.isnan(r.end_s) else r.sent_s
-        self.last_end_s = max(self.last_end_s, end)
-        if r.prompt_tokens is not None:
-            self.prompt_sum += r.prompt_tokens
-            self.prompt_n += 1
-        if r.ok:
-            self.estimated += r.tokens_estimated
-            self.output_sum += r.output_token_count
-            self.output_n += 1
+    def add(self, c: RecordColumns) -> None:
+        if not len(c):
+            return
+        ok = c.ok
+        self.requests += len(c)
+        self.failed += int((~ok).sum())
+        self.warmup += int(c.warmup.sum())
+        self.first_sent_s = min(self.first_sent_s, float(c.sent_s.min()))
+        end = np.where(np.isnan(c.end_s), c.sent_s, c.end_s)
+        self.last_end_s = max(self.last_end_s, float(end.max()))
+        prompt = c.prompt_tokens[c.prompt_tokens != MISSING]
+        self.prompt_sum += int(prompt.sum())
+        self.prompt_n += int(prompt.size)
+        self.estimated += int(c.tokens_estimated[ok].sum())
+        self.output_sum += int(c.output_token_count[ok].sum())
+        self.output_n += int(ok.sum())
 
 
 def _step_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -65,24 +70,30 @@ def _step_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in events if e.get("kind") in ("step", "step_end")]
 
 
-def _duration_s(records: list[RequestRecord], ev: dict[str, Any]) -> float:
+def _duration_s(records: RecordColumns, ev: dict[str, Any]) -> float:
     """The step's measured duration: as recorded when it ended, else from its records."""
     for src in (ev.get("stats") or {}, ev):
         if isinstance(src.get("duration_s"), (int, float)):
             return float(src["duration_s"])
-    measured = [r for r in records if not r.warmup] or records
-    ends = [r.end_s for r in measured if not math.isnan(r.end_s)]
-    last = max(ends) if ends else max(r.sent_s for r in measured)
-    return max(last - min(r.sent_s for r in measured), 1e-9)
+    measured = records.take(~records.warmup) if (~records.warmup).any() else records
+    ends = measured.end_s[~np.isnan(measured.end_s)]
+    last = float(ends.max()) if ends.size else float(measured.sent_s.max())
+    return max(last - float(measured.sent_s.min()), 1e-9)
 
 
-def _label(records: list[RequestRecord], key: str) -> Any:
-    values = [getattr(r, key) for r in records if getattr(r, key) is not None]
-    return max(set(values), key=values.count) if values else None
+def _label(records: RecordColumns, key: str) -> Any:
+    """The most common load level among the step's records (the smallest on a tie)."""
+    values = records.concurrency if key == "concurrency" else records.rate
+    known = values[values != MISSING] if key == "concurrency" else values[~np.isnan(values)]
+    if not known.size:
+        return None
+    levels, counts = np.unique(known, return_counts=True)
+    best = levels[int(np.argmax(counts))]
+    return int(best) if key == "concurrency" else float(best)
 
 
 class _Steps:
-    """Buffers records per step and summarises each once it is complete."""
+    """Summarises each step's records (grouped by ``record.step``) against the step events."""
 
     def __init__(self, step_events: list[dict[str, Any]], slo: Any, origin_s: float) -> None:
         self.step_events, self.slo, self.origin_s = step_events, slo, origin_s
@@ -94,26 +105,19 @@ class _Steps:
         """``step_end`` events carry the records' own step index (the monitor may leave a step
         with no records, so counting would pair a step with its neighbour's end)."""
         self.order: list[int] = []
-        self.open: dict[int, list[RequestRecord]] = {}
         self.done: dict[int, dict[str, Any]] = {}
 
-    def add(self, r: RequestRecord) -> None:
-        if r.step not in self.open:
-            if r.step in self.done:
-                return
-            self.order.append(r.step)
-            self.open[r.step] = []
-        self.open[r.step].append(r)
-        for idx in [i for i in self.open if i <= r.step - 2]:
-            self._close(idx)
+    def add(self, idx: int, records: RecordColumns) -> None:
+        """One step's records, complete."""
+        if idx in self.done or not len(records):
+            return
+        self.order.append(idx)
+        self._close(idx, records)
 
     def finish(self) -> list[dict[str, Any]]:
-        for idx in list(self.open):
-            self._close(idx)
         return [self.done[i] for i in sorted(self.done)]
 
-    def _close(self, idx: int) -> None:
-        records = self.open.pop(idx)
+    def _close(self, idx: int, records: RecordColumns) -> None:
         ev = self._event_of(idx)
         recorded = dict(ev.get("stats") or {})
         for key in ("concurrency", "rate"):
@@ -123,14 +127,11 @@ class _Steps:
                 recorded[key] = _label(records, key)
         entry = stepstats.step_entry(records, _duration_s(records, ev), self.slo, recorded)
         entry["step"] = idx
-        entry["start_s"] = min(r.sent_s for r in records) - self.origin_s
+        entry["start_s"] = float(records.sent_s.min()) - self.origin_s
+        ends = records.end_s[~np.isnan(records.end_s)]
         entry["end_s"] = (
-            max(
-                (r.end_s for r in records if not math.isnan(r.end_s)),
-                default=entry["start_s"] + self.origin_s,
-            )
-            - self.origin_s
-        )
+            float(ends.max()) if ends.size else entry["start_s"] + self.origin_s
+        ) - self.origin_s
         entry["complete"] = bool(ev)
         self.done[idx] = entry
 
@@ -163,21 +164,21 @@ def _target(config: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, A
 
 
 def build_summary(
-    session_dir: Path, on_record: Callable[[RequestRecord], None] | None = None
+    session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
 ) -> dict[str, Any]:
-    """The report document of a session; ``on_record`` sees every record once (for CSV)."""
+    """The report document of a session; ``on_columns`` sees every step's records once (CSV)."""
     reader = SessionReader(Path(session_dir))
     meta, config = reader.meta, reader.config
     origin_s = reader.origin_s()
     events = list(reader.iter_events())
     steps = _Steps(_step_events(events), stepstats.parse_slo(config.get("slo")), origin_s)
     timeline, totals = ClientTimeline(origin_s), _Totals()
-    for r in reader.iter_records():
-        totals.add(r)
-        timeline.add(r)
-        steps.add(r)
-        if on_record is not None:
-            on_record(r)
+    for idx, records in reader.iter_step_columns():
+        totals.add(records)
+        timeline.add(records)
+        steps.add(idx, records)
+        if on_columns is not None:
+            on_columns(records)
     step_list = steps.finish()
     points = [p for s in reader.iter_scrapes() if (p := server_point(s, origin_s))]
     series = ServerSeries(points)
