@@ -114,8 +114,8 @@ def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> Non
         journal.write_event("interrupted", signal=stop.name)
     journal.close()
     say(f"session recorded in {session_dir}")
-    if (session_dir / "records.jsonl").stat().st_size > 0:  # some load ran: report it
-        write_session_reports(session_dir)
+    if journal.status().recorded_records > 0:  # some load ran: report it
+        write_session_reports(session_dir, journal.status())
 
 
 async def _bench(

@@ -118,6 +118,11 @@ class JournalStatus:
     """Failed flushes so far (each retried)."""
 
     @property
+    def recorded_records(self) -> int:
+        """Records this writer was given and has not dropped (on disk or held)."""
+        return self.written_records + self.held_records
+
+    @property
     def ok(self) -> bool:
         return self.error is None and self.dropped_records == 0
 

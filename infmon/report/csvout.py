@@ -51,8 +51,8 @@ def safe_cell(text: str) -> str:
     if text.startswith(FORMULA_START):
         text = "'" + text
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="").writerow([text])
-    return buf.getvalue()
+    csv.writer(buf).writerow([text])  # quoted when it holds , " \r or \n
+    return buf.getvalue()[:-2]
 
 
 def _ints(values: np.ndarray, missing: np.ndarray | None = None) -> np.ndarray:
