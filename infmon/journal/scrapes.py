@@ -85,7 +85,8 @@ class ScrapeFilter:
         if self.written_bytes >= b.budget_bytes and not keyframe:
             self.rows_cut += 1
             return None
-        full, cut = _bounded(_clean(snap), b.max_items)
+        full, cut = _bounded(snap, b.max_items)
+        full = _clean(full)
         if cut:
             full["items_cut"] = cut
         out = {}
@@ -129,7 +130,10 @@ class ScrapeReplay:
     _state: dict[str, Any] = field(default_factory=dict)
 
     def snapshot(self, keyframe: bool, row: dict[str, Any]) -> dict[str, Any]:
-        if keyframe:
-            self._state = {}
-        self._state.update(row)
-        return {k: v for k, v in self._state.items() if v is not None}
+        state = self._state = {} if keyframe else self._state
+        for k, v in row.items():
+            if v is None:
+                state.pop(k, None)
+            else:
+                state[k] = v
+        return dict(state)

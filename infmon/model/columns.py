@@ -158,6 +158,8 @@ class RecordColumns:
 
     def take(self, index: np.ndarray) -> RecordColumns:
         """The records at ``index`` (a boolean mask or integer positions), in that order."""
+        if index.dtype == bool and index.all():
+            return self
         idx = np.flatnonzero(index) if index.dtype == bool else np.asarray(index, _I64)
         kw: dict[str, object] = {name: getattr(self, name)[idx] for name in _PER_RECORD}
         kw["error_code"], kw["finish_code"] = self.error_code[idx], self.finish_code[idx]

@@ -68,24 +68,31 @@ def _ints(values: np.ndarray, missing: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
+_THREE = np.array([f"{i:03d}" for i in range(1000)], dtype=object)
+_WHOLE_DOT = np.array([f"{i}." for i in range(_TABLE)], dtype=object)
+
+
+def _whole_dot(whole: np.ndarray) -> np.ndarray:
+    """``f"{w}."`` for each non-negative integer (one lookup when below ``_TABLE``)."""
+    if whole.size and int(whole.max()) < _TABLE:
+        return _WHOLE_DOT[whole]
+    return _ints(whole) + "."
+
+
 def _fixed(units: np.ndarray, decimals: int, missing: np.ndarray) -> np.ndarray:
-    """``units / 10**decimals`` as fixed-point text (``units`` integers, "" where missing)."""
-    scale = 10**decimals
+    """``units / 10**decimals`` as fixed-point text, ``decimals`` 3 or 6 ("" where missing)."""
     u = np.where(missing, 0, units).astype(np.int64)
     neg = u < 0
-    whole, frac = np.divmod(np.abs(u), scale)
-    fracs = np.array([f".{i:0{decimals}d}" for i in range(scale)], dtype=object)
-    text = _ints(whole) + fracs[frac] if decimals <= 4 else _ints(whole) + _frac6(frac)
+    whole, frac = np.divmod(np.abs(u), 10**decimals)
+    if decimals == 3:
+        text = _whole_dot(whole) + _THREE[frac]
+    else:
+        hi, lo = np.divmod(frac, 1000)
+        text = _whole_dot(whole) + (_THREE[hi] + _THREE[lo])
     if neg.any():
         text[neg] = "-" + text[neg]
     text[missing] = ""
     return text
-
-
-def _frac6(frac: np.ndarray) -> np.ndarray:
-    hi, lo = np.divmod(frac, 1000)
-    table = np.array([f"{i:03d}" for i in range(1000)], dtype=object)
-    return "." + table[hi] + table[lo]
 
 
 def _ms(seconds: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ largest step, not the session.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,12 +180,19 @@ def build_summary(
         if on_columns is not None:
             on_columns(records)
     step_list = steps.finish()
-    points = [p for s in reader.iter_scrapes() if (p := server_point(s, origin_s))]
+    points: list[dict[str, Any]] = []
+
+    def scrapes() -> Iterator[dict[str, Any]]:  # one pass over the scrapes for both uses
+        for s in reader.iter_scrapes():
+            if p := server_point(s, origin_s):
+                points.append(p)
+            yield s
+
+    server_cfg = server_config(scrapes())
     series = ServerSeries(points)
     for entry in step_list:
         entry["server"] = series.window(entry["start_s"], entry["end_s"])
     knee, slo_max = stepstats.knee_and_slo_limit(step_list) if step_list else (None, None)
-    server_cfg = server_config(reader.iter_scrapes())
     mean_prompt = totals.prompt_sum / totals.prompt_n if totals.prompt_n else math.nan
     mean_output = totals.output_sum / totals.output_n if totals.output_n else math.nan
     doc: dict[str, Any] = {
