@@ -90,8 +90,9 @@ def main() -> int:
     warmup_s = min(120.0, a.minutes * 60 / 5)
     with tempfile.TemporaryDirectory(prefix="infmon-soak-") as tmp:
         samples = soak(a.minutes, a.streams, a.sample_s, Path(tmp) / "session")
-        with open(Path(tmp) / "session" / "records.jsonl", encoding="utf-8") as f:
-            records = sum(1 for _ in f)
+        from infmon.journal import SessionReader
+
+        records = SessionReader(Path(tmp) / "session").record_count()
     load_s = a.minutes * 60 + 2.0 * max(
         1, round(a.minutes)
     )  # steps and their warm-ups, not the final report

@@ -63,10 +63,16 @@ def _print_human(doc: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from infmon.commands.common import hide_api_key_from_process_title
+    from infmon.journal import SessionDirError, check_session_dir
     from infmon.quality.probes import ProbeFileError, load_probes
     from infmon.quality.runner import QualityError, load_baseline, run_quality
 
     hide_api_key_from_process_title()
+    try:
+        if args.session_dir:  # before the probes are sent: their results must have a home
+            check_session_dir(args.session_dir)
+    except SessionDirError as exc:
+        raise CliError(str(exc)) from None
     try:
         probes = load_probes(args.probes)
         baseline = load_baseline(args.baseline) if args.baseline else None
@@ -88,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
     if args.session_dir:
         from infmon.journal import JournalWriter
 
-        with JournalWriter(args.session_dir, autoflush=False) as j:
-            j.write_quality(doc)
+        try:
+            with JournalWriter(args.session_dir, autoflush=False) as j:
+                j.write_quality(doc)
+        except OSError as exc:  # another infmon recording there, or the disk refused
+            raise CliError(f"quality results not recorded: {exc}") from None
     if args.out:
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
     if args.json:

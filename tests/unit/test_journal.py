@@ -235,3 +235,17 @@ def test_a_killed_writer_loses_only_what_was_not_flushed(tmp_path):
     with JournalWriter(tmp_path, autoflush=False) as again:  # the lock died with its owner
         again.write_record(_rec(3))
     assert [x.request_id for x in SessionReader(tmp_path).iter_records()] == [1, 3]
+
+
+@pytest.mark.skipif(not hasattr(__import__("sqlite3").Connection, "setlimit"), reason="3.11+")
+def test_gap_blobs_past_sqlites_value_limit_are_read_row_by_row(tmp_path):
+    import sqlite3
+
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        for i in range(50):
+            j.write_record(_rec(i))
+    r = SessionReader(tmp_path)
+    whole = r.read_columns()
+    r.shards()[0].setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 200)  # the 50 blobs are 400 bytes
+    again = r.read_columns()
+    assert again.chunk_us.tolist() == whole.chunk_us.tolist() and len(again) == 50
