@@ -156,16 +156,17 @@ class RecordColumns:
             chunk_us=np.concatenate([p.chunk_us for p in parts]) if loaded else None,  # type: ignore[misc]
         )
 
-    def take(self, index: np.ndarray) -> RecordColumns:
-        """The records at ``index`` (a boolean mask or integer positions), in that order."""
-        if index.dtype == bool and index.all():
+    def take(self, index: np.ndarray, chunks: bool = True) -> RecordColumns:
+        """The records at ``index`` (a boolean mask or integer positions), in that order;
+        ``chunks=False`` leaves their chunk offsets behind (cheaper, when they are not read)."""
+        if index.dtype == bool and index.all() and (chunks or self.chunk_us is None):
             return self
         idx = np.flatnonzero(index) if index.dtype == bool else np.asarray(index, _I64)
         kw: dict[str, object] = {name: getattr(self, name)[idx] for name in _PER_RECORD}
         kw["error_code"], kw["finish_code"] = self.error_code[idx], self.finish_code[idx]
         kw["error_kinds"], kw["finish_reasons"] = self.error_kinds, self.finish_reasons
         start = chunk = None
-        if self.chunk_us is not None and self.chunk_start is not None:
+        if chunks and self.chunk_us is not None and self.chunk_start is not None:
             lo, counts = self.chunk_start[idx], self.chunks[idx]
             start = np.zeros(idx.size + 1, _I64)
             np.cumsum(counts, out=start[1:])
@@ -231,13 +232,17 @@ class RecordColumns:
             raise ValueError("chunk offsets were not loaded")
         return np.repeat(self.sent_s, self.chunks) + self.chunk_us / US
 
-    def pooled_itl_s(self) -> np.ndarray:
-        """Every gap between successive chunks of one record, records one after another."""
+    def pooled_itl_s(self, select: np.ndarray | None = None) -> np.ndarray:
+        """Every gap between successive chunks of one record, records one after another (of
+        the records ``select`` marks, when given: as ``take(select).pooled_itl_s()``)."""
         flat = self.chunk_times_s()
         if flat.size < 2:
             return np.empty(0)
         gaps = np.diff(flat)
-        keep = np.ones(gaps.size, dtype=bool)
+        if select is None:
+            keep = np.ones(gaps.size, dtype=bool)
+        else:  # a gap is kept when the chunk it ends belongs to a selected record
+            keep = np.repeat(select, self.chunks)[1:]
         starts = np.cumsum(self.chunks)[:-1]
         keep[starts[(starts > 0) & (starts < flat.size)] - 1] = False
         return gaps[keep]

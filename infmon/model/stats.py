@@ -67,16 +67,9 @@ class Distribution:
         if a.size == 0:
             nan = math.nan
             return cls(0, nan, nan, nan, nan, nan, nan)
-        p = np.percentile(a, PERCENTILES)
-        return cls(
-            int(a.size),
-            float(a.mean()),
-            float(p[0]),
-            float(p[1]),
-            float(p[2]),
-            float(p[3]),
-            float(a.max()),
-        )
+        mean, top = float(a.mean()), float(a.max())
+        p = np.percentile(a, PERCENTILES, overwrite_input=True)  # ``a`` is our copy (a mask)
+        return cls(int(a.size), mean, float(p[0]), float(p[1]), float(p[2]), float(p[3]), top)
 
     def to_ms_dict(self) -> dict[str, float | None]:
         keys = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -270,8 +263,8 @@ def summarize_columns(
 ) -> StepStats:
     """``summarize`` over a step's records as columns (``infmon.model.columns``): the same
     figures as ``summarize`` of the decoded records, without a Python object per record."""
-    recs = columns.take(~columns.warmup)
-    ok = recs.take(recs.ok)
+    recs = columns.take(~columns.warmup, chunks=False)
+    ok = recs.take(recs.ok, chunks=False)
     failed = ~recs.ok & ~recs.cancelled
     values = _StepValues(
         recorded=len(columns),
@@ -286,7 +279,7 @@ def summarize_columns(
         output_tokens=ok.output_token_count,
         prompt_tokens=ok.prompt_tokens,
         tokens_estimated=bool(ok.tokens_estimated.any()),
-        itl_s=ok.pooled_itl_s(),
+        itl_s=columns.pooled_itl_s(columns.ok & ~columns.warmup),
     )
     return _reduce(values, duration_s, slo, concurrency, rate, achieved_concurrency, loop_lag_p99_s)
 

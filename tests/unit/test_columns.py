@@ -91,6 +91,8 @@ def test_columns_give_exactly_the_figures_of_summarize(recs, duration, slo, achi
 @given(recs=sessions(), pick=st.lists(st.integers(0, 29), max_size=20))
 def test_take_and_concat_keep_every_record(recs, pick):
     cols = RecordColumns.from_records(recs)
+    mask = cols.ok & ~cols.warmup
+    assert np.array_equal(cols.pooled_itl_s(mask), cols.take(mask).pooled_itl_s())
     idx = np.array([i for i in pick if i < len(recs)], dtype=np.int64)
     part = cols.take(idx)
     expect = RecordColumns.from_records([recs[i] for i in idx.tolist()])

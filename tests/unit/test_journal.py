@@ -249,3 +249,13 @@ def test_gap_blobs_past_sqlites_value_limit_are_read_row_by_row(tmp_path):
     r.shards()[0].setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 200)  # the 50 blobs are 400 bytes
     again = r.read_columns()
     assert again.chunk_us.tolist() == whole.chunk_us.tolist() and len(again) == 50
+
+
+def test_token_counts_too_large_to_pack_are_read_exactly(tmp_path):
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        j.write_record(_rec(1))
+        j.write_record(_rec(2, output_tokens=10**9, prompt_tokens=2**40))
+    cols = SessionReader(tmp_path).read_columns()
+    assert cols.output_tokens.tolist() == [3, 10**9]
+    assert cols.prompt_tokens.tolist() == [12, 2**40]
+    assert cols.chunks.tolist() == [3, 3] and cols.chunk_token_sum.tolist() == [3, 3]

@@ -74,3 +74,17 @@ def test_columns_from_the_journal_equal_its_records(items, wide):
 
 def _fields(rec) -> dict:
     return {k: getattr(rec, k) for k in rec.__dataclass_fields__}
+
+
+def test_running_offsets_fall_back_when_a_stored_last_offset_disagrees():
+    from infmon.journal.sqlcols import _running_offsets
+
+    counts = np.array([3, 0, 2, 1], dtype=np.int64)
+    start = np.array([0, 3, 3, 5, 6], dtype=np.int64)
+    first = np.array([10, -1, 7, 4], dtype=np.int64)
+    gaps = np.array([1, 2, 5], dtype=np.int64)
+    expect = [10, 11, 13, 7, 12, 4]
+    good_last = np.array([13, -1, 12, 4], dtype=np.int64)
+    assert _running_offsets(first, good_last, counts, start, gaps).tolist() == expect
+    bad_last = np.array([99, -1, 12, 4], dtype=np.int64)  # a damaged row
+    assert _running_offsets(first, bad_last, counts, start, gaps).tolist() == expect
