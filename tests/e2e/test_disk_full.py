@@ -104,3 +104,39 @@ def test_a_disk_that_fills_mid_run(tmp_path):
     md = (reports / "report.md").read_text()
     assert f"{held:,} records were held in memory" in md
     assert f"Reports written to {reports}" in md
+
+
+def test_a_read_only_disk(tmp_path):
+    """``bench`` refuses it on one line before any load; ``report`` writes to the fallback."""
+    from tests.synthetic import write_synthetic_session
+
+    fallback_root = tmp_path / "tmp"
+    fallback_root.mkdir()
+    env = {**os.environ, "TMPDIR": str(fallback_root)}
+    with small_tmpfs(tmp_path / "disk") as disk:
+        write_synthetic_session(disk / "old", concurrencies=(2,), step_duration_s=2)
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        bench = subprocess.run(
+            infmon_cmd("bench", "http://127.0.0.1:9", "--session-dir", str(disk / "new")),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        report = subprocess.run(
+            infmon_cmd("report", str(disk / "old")),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+    assert bench.returncode == 2 and bench.stderr.count("\n") == 1, bench.stderr
+    assert "read-only file system" in bench.stderr and "Traceback" not in bench.stderr
+    assert report.returncode == 0, report.stderr
+    written = [Path(line) for line in report.stdout.splitlines()]
+    assert {p.parent for p in written} == {fallback_root / "infmon-reports" / "old"}
+    assert (
+        "Reports written to" in (fallback_root / "infmon-reports" / "old" / "report.md").read_text()
+    )
