@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from infmon.journal.jsonio import _clean
+
 _SCALARS = (int, float, str, bool)
 
 
@@ -30,17 +32,6 @@ class ScrapeBudget:
     raw_every_s: float = 60.0
     raw_max_bytes: int = 2**20
     raw_budget_bytes: int = 64 * 2**20
-
-
-def _clean(value: Any) -> Any:
-    """JSON has no NaN: missing numbers become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 def _bounded(value: Any, max_items: int) -> tuple[Any, int]:

@@ -40,16 +40,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
-import os
 import sqlite3
 import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infmon.clock import Clock, MonotonicClock, wall_time
+from infmon.journal.held import Held, JournalStatus, short_reason
+from infmon.journal.jsonio import _clean, dumps, write_json_atomic
 from infmon.journal.redact import redact
 from infmon.journal.rows import INSERT_RECORD, record_rows
 from infmon.journal.scrapes import ScrapeBudget, ScrapeFilter
@@ -65,128 +63,8 @@ from infmon.model.records import RequestRecord
 _MAX_BUFFERED = 20_000
 HELD_BUDGET = 200_000
 """Records kept in memory while the disk refuses them (≈100 MB); older ones are dropped."""
-_HELD_OTHER = 20_000
-"""Events and scrapes kept in memory while the disk refuses them."""
 
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return repr(obj)
-
-
-def _clean(value: Any) -> Any:
-    """JSON has no NaN: missing numbers become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def dumps(obj: Any) -> str:
-    """One compact JSON line (NaN → null, objects with ``to_dict`` expanded)."""
-    if hasattr(obj, "to_dict") and not isinstance(obj, dict):
-        obj = obj.to_dict()
-    return json.dumps(_clean(obj), separators=(",", ":"), default=_json_default, allow_nan=False)
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_clean(obj), indent=2, default=_json_default, allow_nan=False) + "\n")
-    os.replace(tmp, path)
-
-
-def _short_reason(exc: BaseException) -> str:
-    text = str(exc).lower()
-    if "full" in text or "no space" in text:
-        return "disk full"
-    if "readonly" in text or "read-only" in text:
-        return "read-only"
-    if "disk i/o" in text or isinstance(exc, OSError):
-        return "disk I/O error"
-    return "write error"
-
-
-@dataclass(frozen=True)
-class JournalStatus:
-    """How the journal is doing: what is on disk, what is held in memory, what failed."""
-
-    written_records: int
-    held_records: int
-    dropped_records: int
-    error: str | None = None
-    """A short reason while writes fail ("disk full"); None when the last flush succeeded."""
-    failing_since_wall_s: float | None = None
-    errors: int = 0
-    """Failed flushes so far (each retried)."""
-
-    @property
-    def recorded_records(self) -> int:
-        """Records this writer was given and has not dropped (on disk or held)."""
-        return self.written_records + self.held_records
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.dropped_records == 0
-
-    def line(self) -> str | None:
-        """The one line to show ("journal: disk full since 12:03:41, 1,204 records held in
-        memory"), or None when all is well."""
-        if self.ok:
-            return None
-        since = ""
-        if self.failing_since_wall_s is not None:
-            since = time.strftime(" since %H:%M:%S", time.localtime(self.failing_since_wall_s))
-        head = f"journal: {self.error or 'write errors'}{since}"
-        parts = [f"{self.held_records:,} records held in memory"]
-        if self.dropped_records:
-            parts.append(f"{self.dropped_records:,} dropped (over the memory budget)")
-        return f"{head}, {', '.join(parts)}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "written_records": self.written_records,
-            "held_records": self.held_records,
-            "dropped_records": self.dropped_records,
-            "error": self.error,
-            "failing_since_wall_s": self.failing_since_wall_s,
-            "errors": self.errors,
-            "line": self.line(),
-        }
-
-
-class _Held:
-    """Rows not yet committed, per table and shard."""
-
-    def __init__(self) -> None:
-        self.records: dict[int, list[tuple[Any, ...]]] = {}
-        self.events: list[tuple[Any, ...]] = []
-        self.scrapes: list[tuple[Any, ...]] = []
-        self.pages: list[tuple[Any, ...]] = []
-        self.meta: dict[str, str] = {}
-
-    def record_count(self) -> int:
-        return sum(len(rows) for rows in self.records.values())
-
-    def trim(self, budget: int) -> int:
-        """Drop the oldest records past ``budget`` (and old events/scrapes); how many records."""
-        dropped, excess = 0, self.record_count() - budget
-        for rows in self.records.values():
-            if excess <= 0:
-                break
-            cut = min(excess, len(rows))
-            del rows[:cut]
-            dropped, excess = dropped + cut, excess - cut
-        for rows in (self.events, self.scrapes, self.pages):
-            del rows[: max(0, len(rows) - _HELD_OTHER)]
-        return dropped
+__all__ = ["HELD_BUDGET", "JournalStatus", "JournalWriter", "_clean", "dumps", "write_json_atomic"]
 
 
 class JournalWriter:
@@ -213,7 +91,7 @@ class JournalWriter:
         self._scrapes: list[tuple[Any, ...]] = []
         self._pages: list[tuple[Any, ...]] = []
         self._buffered = 0
-        self._held = _Held()
+        self._held = Held()
         self._held_budget = held_budget
         self._scrape_filter = ScrapeFilter(scrape_budget or ScrapeBudget())
         self._dbs: dict[int, sqlite3.Connection] = {}
@@ -341,7 +219,7 @@ class JournalWriter:
                 self._written += written
                 self._error = self._failing_since = None
 
-    def _commit(self, held: _Held) -> int:
+    def _commit(self, held: Held) -> int:
         written = 0
         for worker in sorted(set(held.records) | {0}):
             db, rows = self._db(worker), held.records.get(worker, [])
@@ -372,7 +250,7 @@ class JournalWriter:
     def _failed(self, exc: BaseException) -> None:
         with self._lock:
             self._errors += 1
-            self._error = _short_reason(exc)
+            self._error = short_reason(exc)
             if self._failing_since is None:
                 self._failing_since = wall_time()
             self._dropped += self._held.trim(self._held_budget)
