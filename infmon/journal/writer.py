@@ -20,7 +20,10 @@ step is encoded in one go while the next requests' first chunks wait: client-add
 thread stays, and what it does per record got cheaper with SQLite: the chunk offsets of a whole
 batch are one numpy pass and SQLite packs the row in C, 6.2–7.6 µs of the thread's CPU per
 32-chunk record against 15.3 µs for the JSON line (``bench/journal_format.py``, 300 and 25
-records a flush).
+records a flush). With the client (``client_overhead.py --quick --stress --concurrency 256``,
+three runs each, interleaved, on a shared machine): client-added TTFT p50/p99 0.30–0.50 /
+5.0–12.7 ms and runq wait 137–411 ms per 5 s window with this journal, 0.21–0.39 / 15.8–89.9 ms
+and 541–1,170 ms with the JSON lines, 0.26 / 5.7 ms and 160 ms with none (one run).
 
 Why SQLite (``bench/journal_format.py``, 300k records): columnar segments (numpy arrays per
 flush in an append-only file, a small index) were cheaper still (3.4–5.9 µs a record to write,
@@ -28,7 +31,7 @@ every record read back in 0.28 s against 1.18 s, 200 against 226 bytes a record)
 session must open in ``sqlite3``, DuckDB or pandas without infmon, and SQLite gives that with
 its indexes (one step of 40k records in 0.09 s, one minute in 0.008 s) and crash safety from a
 well-tried engine, while still meeting the report targets (a day, 4.3M records, reported in
-~24 s and ~300 MB: ``bench/report_scale.py``).
+22.4 s and 303 MB: ``bench/report_scale.py``).
 
 When the disk fails (full, read-only, I/O error) the rows stay in memory, up to ``held_budget``
 records (the oldest beyond it are dropped and counted); every flush tries again, and
