@@ -153,7 +153,9 @@ class RecordColumns:
             error_kinds=kinds,
             finish_reasons=reasons,
             chunk_start=_concat_starts([p.chunk_start for p in parts]) if loaded else None,  # type: ignore[misc]
-            chunk_us=np.concatenate([p.chunk_us for p in parts]) if loaded else None,  # type: ignore[misc]
+            chunk_us=np.concatenate([p.chunk_us for p in parts if p.chunk_us is not None])
+            if loaded
+            else None,
         )
 
     def take(self, index: np.ndarray, chunks: bool = True) -> RecordColumns:
@@ -181,11 +183,11 @@ class RecordColumns:
 
     @property
     def ok(self) -> np.ndarray:
-        return self.error_code == 0
+        return np.asarray(self.error_code == 0)
 
     @property
     def cancelled(self) -> np.ndarray:
-        return self.error_code == self._code(ErrorKind.CANCELLED)
+        return np.asarray(self.error_code == self._code(ErrorKind.CANCELLED))
 
     def _code(self, kind: str) -> int:
         return self.error_kinds.index(kind) if kind in self.error_kinds else -2
@@ -210,7 +212,7 @@ class RecordColumns:
 
     @property
     def tokens_estimated(self) -> np.ndarray:
-        return self.output_tokens == MISSING
+        return np.asarray(self.output_tokens == MISSING)
 
     @property
     def output_token_count(self) -> np.ndarray:
