@@ -21,10 +21,10 @@ import numpy as np
 
 from infmon.journal import legacy, sqlcols
 from infmon.journal.legacy import iter_jsonl
-from infmon.journal.rows import RECORD_COLUMNS, row_record
+from infmon.journal.rows import row_record
 from infmon.journal.scrapes import ScrapeReplay
 from infmon.journal.sqlcols import where_clause
-from infmon.journal.store import LEGACY_RECORDS, MAIN_DB, shard_paths
+from infmon.journal.store import LEGACY_RECORDS, MAIN_DB, select_records, shard_paths
 from infmon.model.columns import RecordColumns
 from infmon.model.records import RequestRecord
 
@@ -197,13 +197,16 @@ class SessionReader:
         if self.legacy:
             yield from legacy.iter_records(self.session_dir, self.skipped)
         shards = self.shards()
-        cols = ", ".join(RECORD_COLUMNS)
         if len(shards) == 1:
+            cols = select_records(shards[0])
             for row in shards[0].execute(f"SELECT {cols} FROM records ORDER BY rowid"):
                 yield row_record(row)
             return
         streams = [
-            (row_record(r) for r in db.execute(f"SELECT {cols} FROM records ORDER BY sent_s"))
+            (
+                row_record(r)
+                for r in db.execute(f"SELECT {select_records(db)} FROM records ORDER BY sent_s")
+            )
             for db in shards
         ]
         yield from heapq.merge(*streams, key=lambda r: r.sent_s)
@@ -211,11 +214,10 @@ class SessionReader:
     def iter_record_rows(
         self, step: int | None = None, since_s: float | None = None, until_s: float | None = None
     ) -> Iterator[tuple[Any, ...]]:
-        """Raw rows (``RECORD_COLUMNS`` order) of every SQLite shard, filtered, by send time."""
+        """Raw rows (``RECORD_SCHEMA`` order) of every SQLite shard, filtered, by send time."""
         where, args = where_clause(step, since_s, until_s)
-        cols = ", ".join(RECORD_COLUMNS)
         streams = [
-            db.execute(f"SELECT {cols} FROM records{where} ORDER BY sent_s", args)
+            db.execute(f"SELECT {select_records(db)} FROM records{where} ORDER BY sent_s", args)
             for db in self.shards()
         ]
         yield from heapq.merge(*streams, key=lambda r: r[2])

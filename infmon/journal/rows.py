@@ -20,29 +20,32 @@ from infmon.model.records import RequestRecord
 
 US = 1_000_000
 _I32_MAX = 2**31 - 1
-RECORD_COLUMNS = (
-    "worker",
-    "request_id",
-    "sent_s",
-    "first_us",
-    "last_us",
-    "end_us",
-    "chunks",
-    "gaps_us",
-    "chunk_tokens",
-    "chunk_token_sum",
-    "prompt_tokens",
-    "output_tokens",
-    "finish_reason",
-    "http_status",
-    "error_kind",
-    "error_message",
-    "step",
-    "concurrency",
-    "rate",
-    "warmup",
-    "output_text",
+RECORD_SCHEMA = (
+    ("worker", "INTEGER NOT NULL"),
+    ("request_id", "INTEGER NOT NULL"),
+    ("sent_s", "REAL NOT NULL"),
+    ("first_us", "INTEGER"),
+    ("last_us", "INTEGER"),
+    ("end_us", "INTEGER"),
+    ("chunks", "INTEGER NOT NULL"),
+    ("gaps_us", "BLOB"),
+    ("chunk_tokens", "BLOB"),
+    ("chunk_token_sum", "INTEGER"),
+    ("prompt_tokens", "INTEGER"),
+    ("output_tokens", "INTEGER"),
+    ("finish_reason", "TEXT"),
+    ("http_status", "INTEGER"),
+    ("error_kind", "TEXT"),
+    ("error_message", "TEXT"),
+    ("step", "INTEGER NOT NULL"),
+    ("concurrency", "INTEGER"),
+    ("rate", "REAL"),
+    ("warmup", "INTEGER NOT NULL"),
+    ("output_text", "TEXT"),
 )
+"""The ``records`` table (``docs/journal.md``). A column added later must be nullable: a writer
+adds it to older journals (``ALTER TABLE``) and a reader reads it as NULL where it is absent."""
+RECORD_COLUMNS = tuple(name for name, _ in RECORD_SCHEMA)
 INSERT_RECORD = (
     f"INSERT INTO records ({', '.join(RECORD_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(RECORD_COLUMNS))})"

@@ -21,36 +21,18 @@ import re
 import sqlite3
 from pathlib import Path
 
+from infmon.journal.rows import RECORD_SCHEMA
+
 MAIN_DB = "journal.sqlite"
 LOCK_FILE = "infmon.lock"
 SCHEMA = "infmon.session/2"
 LEGACY_RECORDS = "records.jsonl"
 _SHARD_RE = re.compile(r"^journal\.w(\d+)\.sqlite$")
 
-DDL = """
+_DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
-    worker INTEGER NOT NULL,
-    request_id INTEGER NOT NULL,
-    sent_s REAL NOT NULL,
-    first_us INTEGER,
-    last_us INTEGER,
-    end_us INTEGER,
-    chunks INTEGER NOT NULL,
-    gaps_us BLOB,
-    chunk_tokens BLOB,
-    chunk_token_sum INTEGER,
-    prompt_tokens INTEGER,
-    output_tokens INTEGER,
-    finish_reason TEXT,
-    http_status INTEGER,
-    error_kind TEXT,
-    error_message TEXT,
-    step INTEGER NOT NULL,
-    concurrency INTEGER,
-    rate REAL,
-    warmup INTEGER NOT NULL,
-    output_text TEXT
+    {RECORDS}
 );
 CREATE INDEX IF NOT EXISTS records_step ON records (step);
 CREATE INDEX IF NOT EXISTS records_sent ON records (sent_s);
@@ -71,6 +53,7 @@ SELECT worker, request_id, step, warmup, sent_s,
        prompt_tokens, chunks, concurrency, rate
 FROM records;
 """
+DDL = _DDL.replace("{RECORDS}", ",\n    ".join(f"{n} {t}" for n, t in RECORD_SCHEMA))
 
 
 class SessionDirError(OSError):
@@ -161,4 +144,18 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = NORMAL")
     db.executescript(DDL)
+    have = record_columns(db)
+    for name, decl in RECORD_SCHEMA:  # a journal from before a column was added
+        if name not in have:
+            db.execute(f"ALTER TABLE records ADD COLUMN {name} {decl}")
     return db
+
+
+def record_columns(db: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in db.execute("PRAGMA table_info(records)")}
+
+
+def select_records(db: sqlite3.Connection) -> str:
+    """``RECORD_SCHEMA``'s columns as a select list, NULL for any this journal lacks."""
+    have = record_columns(db)
+    return ", ".join(n if n in have else f"NULL AS {n}" for n, _ in RECORD_SCHEMA)

@@ -259,3 +259,24 @@ def test_token_counts_too_large_to_pack_are_read_exactly(tmp_path):
     assert cols.output_tokens.tolist() == [3, 10**9]
     assert cols.prompt_tokens.tolist() == [12, 2**40]
     assert cols.chunks.tolist() == [3, 3] and cols.chunk_token_sum.tolist() == [3, 3]
+
+
+def test_a_journal_from_before_a_column_was_added(tmp_path):
+    """The schema grows by nullable columns: older files read as NULL there, writers add it."""
+    import sqlite3
+
+    from infmon.journal.rows import RECORD_SCHEMA
+
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        j.write_record(_rec(1, output_text="kept"))
+    db = sqlite3.connect(tmp_path / "journal.sqlite")
+    db.execute("ALTER TABLE records DROP COLUMN output_text")  # as a file written before it
+    db.commit()
+    db.close()
+    [old] = list(SessionReader(tmp_path).iter_records())
+    assert old.request_id == 1 and old.output_text is None
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        j.write_record(_rec(2, output_text="new"))
+    back = list(SessionReader(tmp_path).iter_records())
+    assert [r.output_text for r in back] == [None, "new"]
+    assert RECORD_SCHEMA[-1][0] == "output_text"
