@@ -112,3 +112,19 @@ def test_cells_that_a_spreadsheet_would_run_are_defused(text, cell):
     assert safe_cell(text) == cell
     [[back]] = list(csv.reader([cell]))
     assert back == ("'" + text if text[0] in "=+-@\t\r" else text)
+
+
+def test_since_and_until_take_seconds_or_a_wall_clock_time():
+    import time
+
+    from infmon.cli import CliError
+    from infmon.commands.export import parse_time
+
+    wall = time.mktime((2026, 12, 1, 12, 0, 30, 0, 0, -1))  # the session started 12:00:30
+    assert parse_time("90", 1000.0, wall) == 1090.0
+    assert parse_time("12:03", 1000.0, wall) == pytest.approx(1150.0)
+    assert parse_time("12:03:41.5", 1000.0, wall) == pytest.approx(1191.5)
+    assert parse_time(None, 1000.0, wall) is None
+    for bad in ("noon", "1:2:3:4", "12:x"):
+        with pytest.raises(CliError):
+            parse_time(bad, 1000.0, wall)
