@@ -34,7 +34,8 @@ well-tried engine, while still meeting the report targets (a day, 4.3M records, 
 22.4 s and 303 MB: ``bench/report_scale.py``).
 
 When the disk fails (full, read-only, I/O error) the rows stay in memory, up to ``held_budget``
-records (the oldest beyond it are dropped and counted); every flush tries again, and
+records (the oldest beyond it are dropped and counted); they are tried again after 0.5 s,
+then after twice as long each time up to 30 s (each try re-inserts every held row), and
 ``status()`` says what happened ("journal: disk full since 12:03:41, 1,204 records held in
 memory"). The run goes on.
 """
@@ -64,6 +65,8 @@ from infmon.journal.store import (
 from infmon.model.records import RequestRecord
 
 _MAX_BUFFERED = 20_000
+_RETRY_MAX_S = 30.0
+"""Longest wait between two tries of a failing disk (each try re-inserts every held row)."""
 HELD_BUDGET = 200_000
 """Records kept in memory while the disk refuses them (≈100 MB); older ones are dropped."""
 
@@ -100,6 +103,7 @@ class JournalWriter:
         self._dbs: dict[int, sqlite3.Connection] = {}
         self._written = self._dropped = self._errors = 0
         self._error: str | None = None
+        self._retry_delay_s, self._retry_at = 0.0, 0.0
         self._failing_since: float | None = None
         try:
             self._db(0)
@@ -198,9 +202,10 @@ class JournalWriter:
                 errors=self._errors,
             )
 
-    def flush(self) -> None:
+    def flush(self, force: bool = False) -> None:
         """Commit everything buffered so far (to the OS: survives a killed process). A failing
-        disk is recorded in ``status()``, never raised: the rows stay held for the next try."""
+        disk is recorded in ``status()``, never raised: the rows stay held for the next try,
+        which waits longer after each failure (0.5 s doubling to 30 s; ``force``: now)."""
         with self._io_lock:
             if self._closed:
                 return
@@ -213,6 +218,10 @@ class JournalWriter:
                 self._events, self._scrapes, self._pages = [], [], []
             for worker, recs in records.items():
                 held.records.setdefault(worker, []).extend(record_rows(recs, worker))
+            if self._error is not None and not force and self.clock.now() < self._retry_at:
+                with self._lock:
+                    self._dropped += held.trim(self._held_budget)
+                return
             try:
                 written = self._commit(held)
             except (sqlite3.Error, OSError) as exc:
@@ -221,6 +230,7 @@ class JournalWriter:
             with self._lock:
                 self._written += written
                 self._error = self._failing_since = None
+                self._retry_delay_s = 0.0
 
     def _commit(self, held: Held) -> int:
         written = 0
@@ -257,6 +267,8 @@ class JournalWriter:
             if self._failing_since is None:
                 self._failing_since = wall_time()
             self._dropped += self._held.trim(self._held_budget)
+            self._retry_delay_s = min(_RETRY_MAX_S, max(0.5, 2 * self._retry_delay_s))
+            self._retry_at = self.clock.now() + self._retry_delay_s
 
     def _db(self, worker: int) -> sqlite3.Connection:
         db = self._dbs.get(worker)
@@ -298,7 +310,7 @@ class JournalWriter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        self.flush()
+        self.flush(force=True)
         with self._io_lock, self._lock:
             self._closed = True
             self._close_dbs(tidy=self._error is None)

@@ -89,7 +89,8 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_a_failing_disk_holds_rows_counts_them_and_says_so(tmp_path):
-    j = JournalWriter(tmp_path, clock=FakeClock(0.0), autoflush=False, held_budget=5)
+    clock = FakeClock(0.0)
+    j = JournalWriter(tmp_path, clock=clock, autoflush=False, held_budget=5)
     j.write_record(_rec(0))
     j.flush()
     assert j.status().ok and j.status().line() is None
@@ -102,17 +103,23 @@ def test_a_failing_disk_holds_rows_counts_them_and_says_so(tmp_path):
     for i in range(1, 9):
         j.write_record(_rec(i))
         j.flush()
+        clock.advance(0.5)
     status = j.status()
+    assert status.errors == 4  # tried at 0.5, 1.5, 3.5 s after the first failure at 0.0 s
     assert status.error == "disk full" and status.held_records == 5 and status.dropped_records == 3
     assert status.line().startswith("journal: disk full since ")
     assert status.line().endswith("5 records held in memory, 3 dropped (over the memory budget)")
-    j._dbs[0] = db  # the disk has room again: the held rows go out
+    j._dbs[0] = db  # the disk has room again: the held rows go out at the next try
     j.write_record(_rec(9))
+    j.flush()
+    assert j.status().held_records == 5  # not yet (the next try is due at 7.5 s); at budget
+    assert j.status().dropped_records == 4
+    clock.advance(4.0)
     j.flush()
     assert j.status().error is None and j.status().held_records == 0
     j.close()
     ids = [r.request_id for r in SessionReader(tmp_path).iter_records()]
-    assert ids == [0, 4, 5, 6, 7, 8, 9]
+    assert ids == [0, 5, 6, 7, 8, 9]
 
 
 def test_label_cardinality_explosion_is_bounded(tmp_path):
