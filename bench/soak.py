@@ -173,8 +173,9 @@ def main() -> int:
         running_sim("--scenario", "baseline", "--seed", "3") as url,
     ):
         samples = run(url, a.minutes, a.streams, a.sample_s, Path(tmp))
-        with open(Path(tmp) / "session" / "records.jsonl", encoding="utf-8") as f:
-            records = sum(1 for _ in f)
+        from infmon.journal import SessionReader
+
+        records = SessionReader(Path(tmp) / "session").record_count()
     rows = per_minute(samples)
     for minute, rss, wrss, cpu, wcpu in rows:
         print(

@@ -44,14 +44,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS_PER_S
 
 
-def server_load(scrapes: Path) -> tuple[float, float]:
+def server_load(session: Path) -> tuple[float, float]:
     """Median running and waiting requests the monitor saw: proof the server was saturated."""
-    import json
     import statistics
 
+    from infmon.journal import SessionReader, is_session_dir
+
     running, waiting = [], []
-    for line in scrapes.read_text().splitlines() if scrapes.exists() else []:
-        snap = json.loads(line).get("snap", {})
+    for scrape in SessionReader(session).iter_scrapes() if is_session_dir(session) else []:
+        snap = scrape.get("snap", {})
         running.append(snap.get("running") or 0.0)
         waiting.append(snap.get("waiting") or 0.0)
     if not running:
@@ -141,7 +142,7 @@ def main() -> int:
             if proc is not None:
                 stop_process(proc, 10)
     share = (c1 - c0) / (t1 - t0)
-    running, waiting = server_load(Path(tmp) / "monitor" / "scrapes.jsonl")
+    running, waiting = server_load(Path(tmp) / "monitor")
     what = f"driving {args.drive} streams" if args.drive else "watching only (load paused)"
     server = f"simulator at {(s1 - s0) / (t1 - t0):.0%} of a core" if sim else "server"
     print(

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "scrape": "one canonical snapshot of a server's Prometheus metrics",
     "report": "rebuild every report of a session directory",
     "compare": "compare runs (session directories or report.json files)",
+    "export": "a session's requests as CSV or JSON lines (--step, --since, --until)",
     "quality": "run output-quality probes against a server",
 }
 

@@ -31,7 +31,7 @@ from infmon.commands.common import (
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
 from infmon.engine.controller import EngineError, LoadEngine, Target
-from infmon.engine.runner import EdgeRate, StepRunner, StepSpec, plan_from_config
+from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec, plan_from_config
 from infmon.journal import JournalWriter
 from infmon.load.runtime import tune_for_load
 from infmon.model.ledger import StepLedger, StepResult
@@ -116,8 +116,8 @@ def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> Non
         journal.write_event("interrupted", signal=stop.name)
     journal.close()
     say(f"session recorded in {session_dir}")
-    if (session_dir / "records.jsonl").stat().st_size > 0:  # some load ran: report it
-        write_session_reports(session_dir)
+    if journal.status().recorded_records > 0:  # some load ran: report it
+        write_session_reports(session_dir, journal.status())
 
 
 async def _bench(
@@ -158,7 +158,7 @@ async def _bench(
             journal.write_event("workload", **w.to_dict())
             say(f"prompts: {w.workload}, {w.sizing} · seed {config.seed}")
         _print_intro(config, target, opts.wide)
-        progress = _Progress(opts.wide)
+        progress = _Progress(opts.wide, journal)
         runner = StepRunner(
             engine,
             ledger,
@@ -231,9 +231,13 @@ def _print_intro(config: Config, target: Target, wide: bool) -> None:
 
 
 class _Progress(Progress):
-    def __init__(self, wide: bool) -> None:
+    def __init__(self, wide: bool, journal: JournalWriter) -> None:
         super().__init__()
-        self.wide = wide
+        self.wide, self.journal = wide, journal
+
+    def tick(self, p: StepProgress) -> None:
+        note = self.journal.status().line()  # a failing disk is said while the run goes on
+        super().tick(replace(p, backoff=" · ".join(x for x in (p.backoff, note) if x) or None))
 
     def step(self, index: int, spec: StepSpec, result: StepResult, server: EdgeRate) -> None:
         self.clear()

@@ -22,7 +22,7 @@ from typing import Any
 from infmon.cli import CliError
 from infmon.clock import Clock, wall_time
 from infmon.config import Config, ConfigError, build_config
-from infmon.journal import JournalWriter
+from infmon.journal import JournalStatus, JournalWriter
 from infmon.load.build import LazyWorkload
 from infmon.load.feed import WorkloadError
 from infmon.model.sanitize import clean
@@ -376,21 +376,31 @@ def default_session_dir(label: str, now_s: float | None = None) -> Path:
 
 
 def open_journal(directory: Path, clock: Clock) -> JournalWriter:
-    """The session record of a run (append-only, flushed in the background)."""
+    """The session record of a run (append-only, flushed in the background). An unusable
+    directory (unwritable, read-only, another infmon recording there) is a one-line error,
+    raised before any load is sent."""
+    from infmon.journal import SessionDirError
+
     try:
         return JournalWriter(directory, clock)
+    except SessionDirError as exc:
+        raise CliError(str(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot create session directory {directory}: {exc.strerror}") from None
 
 
-def write_session_reports(directory: Path) -> None:
-    """Rebuild the session's reports; a failure is reported on one line, never a traceback."""
+def write_session_reports(directory: Path, journal_status: JournalStatus | None = None) -> None:
+    """Rebuild the session's reports; a failure is reported on one line, never a traceback.
+    ``journal_status`` (the writer's at the end) puts what a failing disk refused in them."""
     from infmon.report import write_reports
 
+    if journal_status is not None and journal_status.line():
+        say(f"infmon: warning: {journal_status.line()}", err=True)
     try:
-        written = write_reports(directory)
+        written = write_reports(directory, journal_status=journal_status)
     except Exception as exc:  # a report bug must not turn a finished run into a crash
         say(f"infmon: warning: reports not written ({exc.__class__.__name__}: {exc})", err=True)
         return
     names = ", ".join(p.name for p in written if p.suffix in (".md", ".html"))
-    say(f"reports: {names} in {directory}")
+    where = written[0].parent if written else directory
+    say(f"reports: {names} in {where}")

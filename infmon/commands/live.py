@@ -96,6 +96,8 @@ class LiveController:
             if change is not None:
                 self._apply(change)
         self._show_progress()
+        status = getattr(self.journal, "status", None)
+        self.session.set_journal_note(status().line() if status is not None else None)
 
     def _show_progress(self) -> None:
         now = self.clock.now()

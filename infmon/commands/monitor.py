@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from infmon.clock import Clock, MonotonicClock
-from infmon.commands.common import add_load_arguments, config_from_args, default_session_dir
+from infmon.commands.common import (
+    add_load_arguments,
+    config_from_args,
+    default_session_dir,
+    open_journal,
+)
 from infmon.commands.live import LiveController
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
@@ -91,7 +96,9 @@ class Recorder:
             self.journal.flush()
         from infmon.report import write_reports
 
-        written = write_reports(self.session_dir, screenshot_svg=screenshot_svg)
+        written = write_reports(
+            self.session_dir, screenshot_svg=screenshot_svg, journal_status=self.journal.status()
+        )
         main = next((p for p in written if p.suffix == ".md"), self.session_dir)
         self.reports.append(str(main))
         return str(main)
@@ -114,14 +121,13 @@ def build_monitor(
 ) -> tuple[Any, Recorder]:
     """The app wired to the load engine, the scraper, the journal and reports (not running).
     ``sweep``: start the automatic sweep at once (``infmon demo``)."""
-    from infmon.journal.writer import JournalWriter
     from infmon.sources.scraper import DirectSource
     from infmon.sources.thread import ScrapeThread
     from infmon.ui.app import InfmonApp
 
     clock = clock or MonotonicClock()
     session_dir = Path(config.session_dir or default_session_dir(config.label))
-    journal = JournalWriter(session_dir, clock)
+    journal = open_journal(session_dir, clock)  # an unusable directory: one line, no load sent
     journal.write_config(config.to_public_dict())
     wiring = RunWiring(journal, StepLedger(), feed_ledger=False)
     session = build_session(config, clock, wiring.health)

@@ -62,10 +62,16 @@ def _print_human(doc: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from infmon.journal import SessionDirError, check_session_dir
     from infmon.quality.probes import ProbeFileError, load_probes
     from infmon.quality.runner import QualityError, load_baseline, run_quality
 
     config = config_from_args(args, defaults={"endpoint": "chat"})
+    try:
+        if args.session_dir:  # before the probes are sent: their results must have a home
+            check_session_dir(args.session_dir)
+    except SessionDirError as exc:
+        raise CliError(str(exc)) from None
     try:
         probes = load_probes(args.probes)
         baseline = load_baseline(args.baseline) if args.baseline else None
@@ -78,8 +84,11 @@ def run(args: argparse.Namespace) -> int:
     if args.session_dir:
         from infmon.journal import JournalWriter
 
-        with JournalWriter(args.session_dir, autoflush=False) as j:
-            j.write_quality(doc)
+        try:
+            with JournalWriter(args.session_dir, autoflush=False) as j:
+                j.write_quality(doc)
+        except OSError as exc:  # another infmon recording there, or the disk refused
+            raise CliError(f"quality results not recorded: {exc}") from None
     text = strict_json(doc, indent=2)
     if args.out:
         try:

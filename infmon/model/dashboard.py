@@ -48,6 +48,8 @@ class HeaderView:
     """``sweep 7/11 · c=64 · 12 s left`` while the sweep runs."""
     backoff: str | None = None
     """``backing off 0.8 s after 5 failures`` while the load backs off."""
+    journal: str | None = None
+    """What the session record cannot write (a full disk), while it lasts."""
 
 
 @dataclass(frozen=True, slots=True)

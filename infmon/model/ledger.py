@@ -16,11 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from infmon.model.columns import US, RecordColumns
 from infmon.model.evidence import ServerEvidence, ServerSample, evidence_of
 from infmon.model.knee import Knee, find_knee, slo_max_concurrency
 from infmon.model.loghist import LogHistogram
 from infmon.model.records import RequestRecord
-from infmon.model.stats import SLO, StepStats, assemble
+from infmon.model.stats import SLO, StepFigures, StepStats, assemble
 from infmon.model.steps import StepBook, StepEvent, StepSpan
 from infmon.model.tally import StepTally
 
@@ -115,6 +118,8 @@ class _Open:
     lag: LogHistogram = field(default_factory=LogHistogram)
     lateness: LogHistogram = field(default_factory=LogHistogram)
     sent: int = 0
+    figures: StepFigures | None = None
+    """Exact figures computed from the step's records at once (a report), over the tally's."""
 
     def client_check(self) -> ClientCheck:
         if self.check is not None:
@@ -220,6 +225,35 @@ class StepLedger:
             else:
                 entry.tally.warmup_excluded += 1  # sent in a warm-up (or a pause)
 
+    def set_figures(self, index: int, figures: StepFigures) -> None:
+        """A step's figures computed from all its measured records at once (a report)."""
+        if index in self._open:
+            self._open[index].figures = figures
+
+    def credit_columns(self, cols: RecordColumns) -> None:
+        """``add_record``'s token crediting for many records at once (a report's columns)."""
+        if not len(cols) or not int(cols.chunks.sum()):
+            return
+        times = cols.chunk_times_s()
+        per = np.where(cols.ok, cols.output_token_count / np.maximum(cols.chunks, 1), 1.0)
+        weights = np.repeat(per, cols.chunks)
+        has = cols.chunks > 0
+        firsts = (cols.sent_s + cols.first_us / US)[has]
+        prompts = cols.prompt_tokens[has]
+        last, first = float(times.max()), float(firsts.min())
+        for span in self.book.latest_started_by(last):
+            entry = self._open.get(span.index)
+            if entry is not None:
+                for lo, hi in span.windows():
+                    if hi <= first or lo > last:
+                        continue
+                    inside = (times >= lo) & (times < hi)
+                    entry.tokens += float(weights[inside].sum())
+                    starts = (firsts >= lo) & (firsts < hi) & (prompts >= 0)
+                    entry.prompt_tokens += float(prompts[starts].sum())
+            if span.start_s <= first:
+                break
+
     def add_sample(self, sample: ServerSample) -> None:
         """A good scrape: evidence for the step measuring at its time."""
         for index, entry in self._open.items():
@@ -273,7 +307,7 @@ class StepLedger:
         check = entry.client_check()
         live = not settled and entry.metered
         stats = assemble(
-            entry.tally.figures(),
+            entry.figures if entry.figures is not None else entry.tally.figures(),
             duration,
             concurrency=span.level.concurrency,
             rate=span.level.rate,
@@ -300,7 +334,7 @@ class StepLedger:
                 for lo, hi in span.windows():
                     if hi <= first or lo > last:
                         continue
-                    entry.tokens += _chunks_between(times, lo, hi, per_chunk, rec.chunk_tokens)
+                    entry.tokens += _chunks_between(times, lo, hi, per_chunk)
                     if rec.prompt_tokens is not None and lo <= first < hi:
                         entry.prompt_tokens += rec.prompt_tokens
             if span.start_s <= first:
@@ -308,18 +342,10 @@ class StepLedger:
 
 
 def _tokens_per_chunk(rec: RequestRecord) -> float:
-    n = len(rec.chunk_times_s)
-    if rec.chunk_tokens and len(rec.chunk_tokens) == n and rec.output_tokens is None:
-        return math.nan  # use the per-chunk counts
-    if rec.ok:
-        return rec.output_token_count / n
-    return 1.0  # a failed stream: one token a chunk, as far as it got
+    """A finished request's output tokens spread evenly over its chunks (a failed one: a
+    token a chunk, as far as it got); the journal's columns give the same figure."""
+    return rec.output_token_count / len(rec.chunk_times_s) if rec.ok else 1.0
 
 
-def _chunks_between(
-    times: tuple[float, ...], lo: float, hi: float, per_chunk: float, chunk_tokens: tuple[int, ...]
-) -> float:
-    i, j = bisect_left(times, lo), bisect_left(times, hi)
-    if math.isnan(per_chunk):
-        return float(sum(chunk_tokens[i:j]))
-    return (j - i) * per_chunk
+def _chunks_between(times: tuple[float, ...], lo: float, hi: float, per_chunk: float) -> float:
+    return (bisect_left(times, hi) - bisect_left(times, lo)) * per_chunk

@@ -116,6 +116,7 @@ class Session:
         self._server_gen = TrailingRate()
         self._paused = True
         self._sweep: str | None = None
+        self._journal_note: str | None = None
         self._baseline: int | None = None
         self._active_diagnosis: set[str] = set()
         self._diagnosis: tuple[str, ...] = ()
@@ -187,6 +188,10 @@ class Session:
 
     def set_sweep(self, progress: str | None) -> None:
         self._sweep = progress
+
+    def set_journal_note(self, note: str | None) -> None:
+        """``journal: disk full since 12:03:41, 1,204 records held in memory`` (None: fine)."""
+        self._journal_note = note
 
     def add_mark(self, now: float, note: str) -> None:
         self._advance(now)
@@ -388,6 +393,7 @@ class Session:
             cancelled=self.cancelled,
             sweep=self._sweep,
             backoff=self.windows.backoff,
+            journal=self._journal_note,
         )
 
     def _baseline_point(self, now: float) -> StepPoint | None:

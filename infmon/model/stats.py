@@ -5,6 +5,10 @@ requests with more than one output token; ITL pooled over every gap between cont
 throughputs over the step's measured duration; goodput = requests/s meeting every SLO bound
 (a request with one output token has no TPOT and meets the TPOT bound, as in vLLM). Percentiles
 are ``numpy.percentile`` (linear). Warm-up records are excluded. Missing values are ``nan``.
+
+``summarize`` takes records, ``summarize_columns`` the same records as columns (reports over
+millions of records); both reduce the same per-record values with the same code (``_reduce``),
+and on records at the journal's precision they give identical figures (a hypothesis test).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from infmon.model.columns import RecordColumns
 from infmon.model.records import ErrorKind, RequestRecord
 
 PERCENTILES = (50, 90, 95, 99)
@@ -66,16 +71,9 @@ class Distribution:
         if a.size == 0:
             nan = math.nan
             return cls(0, nan, nan, nan, nan, nan, nan)
-        p = np.percentile(a, PERCENTILES)
-        return cls(
-            int(a.size),
-            float(a.mean()),
-            float(p[0]),
-            float(p[1]),
-            float(p[2]),
-            float(p[3]),
-            float(a.max()),
-        )
+        mean, top = float(a.mean()), float(a.max())
+        p = np.percentile(a, PERCENTILES, overwrite_input=True)  # ``a`` is our copy (a mask)
+        return cls(int(a.size), mean, float(p[0]), float(p[1]), float(p[2]), float(p[3]), top)
 
     def to_ms_dict(self) -> dict[str, float | None]:
         keys = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -244,8 +242,9 @@ def meets_slo(rec: RequestRecord, slo: SLO) -> bool:
 @dataclass(frozen=True, slots=True)
 class StepFigures:
     """What a step's statistics are made of: counts and latency distributions of its measured
-    requests. ``summarize`` takes them from records; a live step tally keeps them incrementally
-    (``infmon.model.tally``); ``assemble`` turns either into the same ``StepStats``."""
+    requests. ``figures`` takes them from records, ``figures_of_columns`` from a journal's
+    columns, a live step tally keeps them incrementally (``infmon.model.tally``); ``assemble``
+    turns any of them into the same ``StepStats``."""
 
     completed: int
     failed_kinds: tuple[tuple[str, int], ...]
@@ -271,72 +270,166 @@ class StepFigures:
         return sum(n for _, n in self.failed_kinds)
 
 
-def figures(records: Iterable[RequestRecord], slo: SLO | None = None) -> StepFigures:
-    """The figures of a step's records (warm-up ones are counted and dropped)."""
+@dataclass(frozen=True, slots=True)
+class _StepValues:
+    """What a step's figures reduce, per record and in record order: the one meeting point of
+    the record path (``figures``) and the columnar path (``figures_of_columns``)."""
+
+    recorded: int
+    """Every record of the step, warm-up included."""
+    sent_s: np.ndarray
+    end_s: np.ndarray
+    """Of the measured (non-warm-up) records; ``nan`` where the end is unknown."""
+    ok: np.ndarray
+    cancelled: np.ndarray
+    failed_kinds: list[str]
+    """The error kind of each failed (not cancelled) measured record."""
+    ttft_s: np.ndarray
+    e2el_s: np.ndarray
+    tpot_s: np.ndarray
+    output_tokens: np.ndarray
+    prompt_tokens: np.ndarray
+    """Of the successful records; ``-1`` where the prompt length is unknown."""
+    prompt_requested: np.ndarray
+    """Of the successful records; ``-1`` where no length was asked for."""
+    tokens_estimated: bool
+    itl_s: np.ndarray
+
+
+def _good(v: _StepValues, slo: SLO) -> int:
+    """How many successful requests meet every bound (see ``meets_slo``), vectorised."""
+    good = np.ones(v.ttft_s.size, dtype=bool)
+    if slo.ttft_s is not None:
+        good &= v.ttft_s <= slo.ttft_s
+    if slo.tpot_s is not None:
+        good &= np.isnan(v.tpot_s) | (v.tpot_s <= slo.tpot_s)
+    if slo.e2el_s is not None:
+        good &= v.e2el_s <= slo.e2el_s
+    return int(good.sum())
+
+
+def _values(records: Iterable[RequestRecord]) -> _StepValues:
     all_recs = list(records)
     recs = [r for r in all_recs if not r.warmup]
     ok = [r for r in recs if r.ok]
-    failed_recs = [r for r in recs if not r.ok and r.error_kind != ErrorKind.CANCELLED]
-    prompt_known = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
-    return StepFigures(
-        completed=len(ok),
-        failed_kinds=tuple(sorted(Counter(str(r.error_kind) for r in failed_recs).items())),
-        cancelled=sum(1 for r in recs if r.error_kind == ErrorKind.CANCELLED),
-        warmup_excluded=len(all_recs) - len(recs),
-        output_tokens=sum(r.output_token_count for r in ok),
-        prompt_tokens=sum(prompt_known) if ok and len(prompt_known) == len(ok) else None,
-        good=sum(1 for r in ok if meets_slo(r, slo)) if slo is not None and not slo.empty else None,
-        busy_s=sum(r.end_s - r.sent_s for r in recs if not math.isnan(r.end_s)),
-        ttft=Distribution.of([r.ttft_s for r in ok]),
-        tpot=Distribution.of([r.tpot_s for r in ok if r.output_token_count > 1]),
-        itl=Distribution.of(pooled_itl_s(ok)),
-        e2el=Distribution.of([r.e2el_s for r in ok]),
+
+    def opt(values: Iterable[int | None]) -> np.ndarray:
+        return np.array([-1 if x is None else x for x in values], dtype=np.int64)
+
+    return _StepValues(
+        recorded=len(all_recs),
+        sent_s=np.array([r.sent_s for r in recs], dtype=float),
+        end_s=np.array([r.end_s for r in recs], dtype=float),
+        ok=np.array([r.ok for r in recs], dtype=bool),
+        cancelled=np.array([r.error_kind == ErrorKind.CANCELLED for r in recs], dtype=bool),
+        failed_kinds=[
+            str(r.error_kind) for r in recs if not r.ok and r.error_kind != ErrorKind.CANCELLED
+        ],
+        ttft_s=np.array([r.ttft_s for r in ok], dtype=float),
+        e2el_s=np.array([r.e2el_s for r in ok], dtype=float),
+        tpot_s=np.array([r.tpot_s for r in ok], dtype=float),
+        output_tokens=np.array([r.output_token_count for r in ok], dtype=np.int64),
+        prompt_tokens=opt(r.prompt_tokens for r in ok),
+        prompt_requested=opt(r.prompt_tokens_requested for r in ok),
         tokens_estimated=any(r.tokens_estimated for r in ok),
-        prompt_lengths=PromptTokens.of(ok),
+        itl_s=pooled_itl_s(ok),
     )
+
+
+def _columns_values(columns: RecordColumns) -> _StepValues:
+    recs = columns.take(~columns.warmup, chunks=False)
+    ok = recs.take(recs.ok, chunks=False)
+    failed = ~recs.ok & ~recs.cancelled
+    return _StepValues(
+        recorded=len(columns),
+        sent_s=recs.sent_s,
+        end_s=recs.end_s,
+        ok=recs.ok,
+        cancelled=recs.cancelled,
+        failed_kinds=[str(k) for k in recs.error_kind_at(recs.error_code[failed])],
+        ttft_s=ok.ttft_s,
+        e2el_s=ok.e2el_s,
+        tpot_s=ok.tpot_s,
+        output_tokens=ok.output_token_count,
+        prompt_tokens=ok.prompt_tokens,
+        prompt_requested=ok.prompt_tokens_requested,
+        tokens_estimated=bool(ok.tokens_estimated.any()),
+        itl_s=columns.pooled_itl_s(columns.ok & ~columns.warmup),
+    )
+
+
+def _figures(v: _StepValues, slo: SLO | None) -> StepFigures:
+    completed = int(v.ok.sum())
+    prompt_known = v.prompt_tokens[v.prompt_tokens >= 0]
+    known_end = ~np.isnan(v.end_s)
+    both = (v.prompt_requested >= 0) & (v.prompt_tokens >= 0)
+    return StepFigures(
+        completed=completed,
+        failed_kinds=tuple(sorted(Counter(v.failed_kinds).items())),
+        cancelled=int(v.cancelled.sum()),
+        warmup_excluded=v.recorded - v.sent_s.size,
+        output_tokens=int(v.output_tokens.sum()),
+        prompt_tokens=int(prompt_known.sum())
+        if completed and prompt_known.size == completed
+        else None,
+        good=_good(v, slo) if slo is not None and not slo.empty else None,
+        busy_s=float(sum((v.end_s[known_end] - v.sent_s[known_end]).tolist())),
+        ttft=Distribution.of(v.ttft_s),
+        tpot=Distribution.of(v.tpot_s[v.output_tokens > 1]),
+        itl=Distribution.of(v.itl_s),
+        e2el=Distribution.of(v.e2el_s),
+        tokens_estimated=v.tokens_estimated,
+        prompt_lengths=PromptTokens.of_arrays(
+            v.prompt_requested[both].astype(float), v.prompt_tokens[both].astype(float)
+        ),
+    )
+
+
+def figures(records: Iterable[RequestRecord], slo: SLO | None = None) -> StepFigures:
+    """The figures of a step's records (warm-up ones are counted and dropped)."""
+    return _figures(_values(records), slo)
+
+
+def figures_of_columns(columns: RecordColumns, slo: SLO | None = None) -> StepFigures:
+    """``figures`` of a step's records as columns (``infmon.model.columns``): the same
+    figures, without a Python object per record."""
+    return _figures(_columns_values(columns), slo)
+
+
+def _vllm_duration_s(v_sent: np.ndarray, v_end: np.ndarray) -> float:
+    """From the first send to the last end of the measured records (vLLM's benchmark)."""
+    ends = v_end[~np.isnan(v_end)]
+    return float(ends.max() - v_sent.min()) if ends.size else math.nan
 
 
 def summarize(
     records: Iterable[RequestRecord],
     duration_s: float | None = None,
     slo: SLO | None = None,
-    *,
-    concurrency: int | None = None,
-    rate: float | None = None,
-    achieved_concurrency: float | None = None,
-    loop_lag_p99_s: float = math.nan,
-    window_output_tokens: float | None = None,
-    window_prompt_tokens: float | None = None,
-    send_lateness_p99_s: float = math.nan,
+    **kw: Any,
 ) -> StepStats:
-    """Summarize one step's records (warm-up ones are dropped here).
+    """Summarize one step's records (warm-up ones are dropped here); ``kw`` as ``assemble``.
 
     Without ``duration_s`` the step lasts from its first send to its last end (vLLM's
-    benchmark duration). ``window_output_tokens``: the output tokens whose chunks arrived inside
-    the measured window (every request's, warm-up and earlier steps' included): the step's
-    throughput is then the rate the server generated at while the level was held, as its own
-    counter sees it, instead of the tokens of the measured requests (which misses the tokens of
-    requests that began in the warm-up and counts tokens generated after the window).
-    """
-    recs = list(records)
+    benchmark duration)."""
+    v = _values(records)
     if duration_s is None:
-        measured = [r for r in recs if not r.warmup]
-        duration_s = (
-            (max(r.end_s for r in measured) - min(r.sent_s for r in measured))
-            if measured
-            else math.nan
-        )
-    return assemble(
-        figures(recs, slo),
-        duration_s,
-        concurrency=concurrency,
-        rate=rate,
-        achieved_concurrency=achieved_concurrency,
-        loop_lag_p99_s=loop_lag_p99_s,
-        window_output_tokens=window_output_tokens,
-        window_prompt_tokens=window_prompt_tokens,
-        send_lateness_p99_s=send_lateness_p99_s,
-    )
+        duration_s = _vllm_duration_s(v.sent_s, v.end_s)
+    return assemble(_figures(v, slo), duration_s, **kw)
+
+
+def summarize_columns(
+    columns: RecordColumns,
+    duration_s: float | None = None,
+    slo: SLO | None = None,
+    **kw: Any,
+) -> StepStats:
+    """``summarize`` over a step's records as columns: the same figures as ``summarize`` of
+    the decoded records."""
+    v = _columns_values(columns)
+    if duration_s is None:
+        duration_s = _vllm_duration_s(v.sent_s, v.end_s)
+    return assemble(_figures(v, slo), duration_s, **kw)
 
 
 def assemble(
@@ -351,7 +444,14 @@ def assemble(
     window_prompt_tokens: float | None = None,
     send_lateness_p99_s: float = math.nan,
 ) -> StepStats:
-    """A step's ``StepStats`` from its figures and measured duration (see ``summarize``)."""
+    """A step's ``StepStats`` from its figures and measured duration.
+
+    ``window_output_tokens``: the output tokens whose chunks arrived inside the measured
+    window (every request's, warm-up and earlier steps' included): the step's throughput is
+    then the rate the server generated at while the level was held, as its own counter sees
+    it, instead of the tokens of the measured requests (which misses the tokens of requests
+    that began in the warm-up and counts tokens generated after the window).
+    """
     dur = duration_s if duration_s and duration_s > 0 else math.nan
     out = fig.output_tokens if window_output_tokens is None else window_output_tokens
     prompt: float | None = fig.prompt_tokens

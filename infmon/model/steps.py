@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 CLOSED, RATE, REPLAY = "closed", "rate", "replay"
 """Closed loop (``value`` streams), open loop (``value`` req/s), or a trace/schedule replayed."""
 
@@ -108,6 +110,13 @@ class StepSpan:
     def measures(self, t: float) -> bool:
         """Does a request sent (or a chunk received) at ``t`` fall in the measured time?"""
         return any(s.measures(t) for s in self.segments)
+
+    def measures_many(self, t: np.ndarray) -> np.ndarray:
+        """``measures`` of many times at once."""
+        inside = np.zeros(t.shape, dtype=bool)
+        for lo, hi in self.windows():
+            inside |= (t >= lo) & (t < hi)
+        return inside
 
     def windows(self) -> tuple[tuple[float, float], ...]:
         """The measured intervals (an open end is +inf)."""

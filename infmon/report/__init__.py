@@ -3,38 +3,77 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from infmon.journal.reader import SessionReader
-from infmon.journal.writer import _clean, write_json_atomic
+from infmon.journal.writer import JournalStatus, _clean, write_json_atomic
 
-__all__ = ["build_summary", "write_reports"]
+__all__ = ["build_summary", "fallback_dir", "report_dir", "write_reports"]
 
 
-def build_summary(session_dir: Path, on_record: Any = None) -> dict[str, Any]:
+def build_summary(session_dir: Path, on_columns: Any = None) -> dict[str, Any]:
     from infmon.report.summary import build_summary as build
 
-    return build(Path(session_dir), on_record)
+    return build(Path(session_dir), on_columns)
+
+
+def report_dir(session_dir: Path, out_dir: Path | None = None) -> Path:
+    """Where reports go: ``out_dir`` if given, else the session directory if it can be
+    written, else ``$TMPDIR/infmon-reports/<session name>`` (a full or read-only disk)."""
+    from infmon.journal.store import SessionDirError, check_session_dir
+
+    if out_dir is not None:
+        return Path(out_dir)
+    try:
+        return check_session_dir(Path(session_dir))
+    except SessionDirError:
+        return fallback_dir(session_dir)
+
+
+def fallback_dir(session_dir: Path) -> Path:
+    return Path(tempfile.gettempdir()) / "infmon-reports" / Path(session_dir).resolve().name
 
 
 def write_reports(
-    session_dir: Path, out_dir: Path | None = None, screenshot_svg: str | Path | None = None
+    session_dir: Path,
+    out_dir: Path | None = None,
+    screenshot_svg: str | Path | None = None,
+    journal_status: JournalStatus | None = None,
 ) -> list[Path]:
-    """Rebuild every report of a session directory (offline); returns the files written."""
+    """Rebuild every report of a session directory (offline); returns the files written.
+    ``journal_status`` (the writer's, at the end of a run) adds what the disk refused; when
+    the reports cannot be written where they belong they go to ``fallback_dir``."""
+    out = report_dir(session_dir, out_dir)
+    try:
+        return _write_reports(Path(session_dir), out, screenshot_svg, journal_status)
+    except OSError:
+        if out_dir is not None or out == fallback_dir(session_dir):
+            raise
+        return _write_reports(
+            Path(session_dir), fallback_dir(session_dir), screenshot_svg, journal_status
+        )
+
+
+def _write_reports(
+    session_dir: Path,
+    out: Path,
+    screenshot_svg: str | Path | None,
+    journal_status: JournalStatus | None,
+) -> list[Path]:
     from infmon.report.csvout import RequestsCsv
     from infmon.report.html import render_html
     from infmon.report.markdown import render_markdown
 
-    session_dir = Path(session_dir)
-    out = Path(out_dir) if out_dir is not None else session_dir
     out.mkdir(parents=True, exist_ok=True)
     origin = SessionReader(session_dir).origin_s()
     csv_path = out / "requests.csv"
     tmp_csv = csv_path.with_name(csv_path.name + ".tmp")
     with open(tmp_csv, "w", newline="", encoding="utf-8") as f:
-        doc = build_summary(session_dir, RequestsCsv(f, origin).add)
+        doc = build_summary(session_dir, RequestsCsv(f, origin).add_columns)
     tmp_csv.replace(csv_path)
+    _note_journal(doc, journal_status, out, session_dir)
     doc = _clean(doc)
     written = [csv_path]
     shot = None
@@ -56,6 +95,31 @@ def write_reports(
         tmp.replace(out / name)
     written += [out / "report.json", out / "report.md", out / "report.html"]
     return written
+
+
+def _note_journal(
+    doc: dict[str, Any], status: JournalStatus | None, out: Path, session_dir: Path
+) -> None:
+    """What the disk refused, in the document and first among its caveats."""
+    notes = []
+    if status is not None:
+        doc["session"]["journal"] = status.to_dict()
+        if status.held_records or status.dropped_records or status.error:
+            notes.append(
+                f"{status.line() or 'journal: write errors'}: "
+                f"{status.held_records:,} records were held in memory and never reached the "
+                "journal, so the figures leave them out"
+                + (
+                    f"; {status.dropped_records:,} more were dropped"
+                    if status.dropped_records
+                    else ""
+                )
+                + "."
+            )
+    if out.resolve() != Path(session_dir).resolve():
+        doc["session"]["reports_dir"] = str(out)
+        notes.append(f"Reports written to {out} (not the session directory).")
+    doc["caveats"] = notes + list(doc.get("caveats") or [])
 
 
 def load_report(path: Path) -> dict[str, Any]:

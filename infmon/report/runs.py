@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from infmon.journal.reader import is_session_dir
-from infmon.model.records import RequestRecord
+from infmon.model.columns import RecordColumns
 
 SAMPLE_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms", "tokens")
 
@@ -52,16 +52,14 @@ def _from_session(path: Path) -> Run:
 
     by_step: dict[int, dict[str, list[float]]] = {}
 
-    def collect(r: RequestRecord) -> None:
-        if r.ok and not r.warmup:
-            _add(
-                by_step,
-                r.step,
-                1e3 * r.ttft_s,
-                1e3 * r.tpot_s,
-                1e3 * r.e2el_s,
-                r.output_token_count,
-            )
+    def collect(c: RecordColumns) -> None:
+        keep = c.take(c.ok & ~c.warmup)
+        if not len(keep):
+            return
+        values = (1e3 * keep.ttft_s, 1e3 * keep.tpot_s, 1e3 * keep.e2el_s, keep.output_token_count)
+        s = by_step.setdefault(int(keep.step[0]), {k: [] for k in SAMPLE_KEYS})
+        for key, v in zip(SAMPLE_KEYS, values, strict=True):
+            s[key].extend(np.asarray(v, dtype=float).tolist())
 
     doc = _clean(build_summary(path, collect))
     samples = {_key(s): by_step[s["step"]] for s in doc["steps"] if s.get("step") in by_step}

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
+from infmon.model.columns import RecordColumns
 from infmon.model.evidence import ServerSample
 from infmon.model.ledger import ClientCheck, StepLedger
 from infmon.model.records import RequestRecord
-from infmon.model.stats import SLO
+from infmon.model.stats import SLO, figures_of_columns
 from infmon.model.steps import EVENT_KINDS, StepEvent
 
 
@@ -33,7 +37,7 @@ class ReportSteps:
         self.has_steps = False
         self._last_s = -math.inf
         for ev, raw in step_events(events):
-            self.has_steps = True
+            self.has_steps |= ev.kind == "begin"  # old sessions have step_end events only
             self.ledger.apply([ev])
             if ev.kind == "end" and isinstance(raw.get("stats"), dict):
                 self.ledger.set_check(ev.index, ClientCheck.from_payload(raw["stats"]))
@@ -47,9 +51,28 @@ class ReportSteps:
                     self.ledger.add_sample(sample)
 
     def add(self, rec: RequestRecord) -> None:
+        """One record (``add_columns`` does a whole step at once)."""
         self.ledger.add_record(rec)
         end = rec.end_s if not math.isnan(rec.end_s) else rec.sent_s
         self._last_s = max(self._last_s, end)
+
+    def add_columns(self, index: int, cols: RecordColumns) -> None:
+        """Every record of step ``index`` (a journal gives them a step at a time): their
+        tokens are credited to the steps their chunks fell in, and the step's figures are
+        computed exactly, from the records sent in its measured time, as ``add_record`` would
+        classify them one by one."""
+        if not len(cols):
+            return
+        self.ledger.credit_columns(cols)
+        ends = np.where(np.isnan(cols.end_s), cols.sent_s, cols.end_s)
+        self._last_s = max(self._last_s, float(ends.max()))
+        span = self.ledger.book.get(index)
+        if span is None:
+            return
+        measured = span.measures_many(cols.sent_s)
+        fig = figures_of_columns(cols.take(measured), self.ledger.slo)
+        outside = int((~measured).sum())
+        self.ledger.set_figures(index, replace(fig, warmup_excluded=fig.warmup_excluded + outside))
 
     def entries(self, origin_s: float) -> list[dict[str, Any]]:
         """Every step as a ``steps[]`` entry of ``bench --json`` (plus where it sat in time).

@@ -1,8 +1,8 @@
 """The one door to the step statistics and the knee rule (``infmon.model.stats`` / ``knee``).
 
-Reports never compute TTFT/TPOT/percentiles themselves: they call the load engine's
-``summarize`` (vLLM's definitions, DESIGN.md section 2), exactly as ``infmon bench`` does,
-so a report's ``steps`` array equals the bench's.
+Reports never compute TTFT/TPOT/percentiles themselves: they call ``summarize_columns``, the
+columnar form of the load engine's ``summarize`` (vLLM's definitions, DESIGN.md section 2; the
+same figures, held together by a test), so a report's ``steps`` array equals the bench's.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from infmon.model.columns import RecordColumns
 from infmon.model.knee import find_knee, slo_max_concurrency
 from infmon.model.records import RequestRecord
-from infmon.model.stats import SLO, summarize
+from infmon.model.stats import SLO, summarize_columns
 
 
 def step_entry(
-    records: Sequence[RequestRecord],
+    records: RecordColumns | Sequence[RequestRecord],
     duration_s: float,
     slo: SLO | None,
     recorded: dict[str, Any] | None = None,
@@ -30,8 +31,9 @@ def step_entry(
     """
     rec = recorded or {}
     lag_ms = rec.get("loop_lag_p99_ms")
-    stats = summarize(
-        records,
+    cols = records if isinstance(records, RecordColumns) else RecordColumns.from_records(records)
+    stats = summarize_columns(
+        cols,
         duration_s,
         slo,
         concurrency=rec.get("concurrency"),

@@ -1,21 +1,26 @@
 """Session directory → the report document (the content of ``report.json``), in one pass.
 
-Records stream from the journal once: each goes to ``requests.csv`` and the over-time bins
-as it is read, and into its step's buffer; a step is summarised (by the bench's own
-``summarize``) and dropped as soon as records two steps later arrive, so memory follows
-the largest step, not the session.
+Records come from the journal one step at a time, as columns (``RecordColumns``: the journal's
+step index, or for old JSON-lines sessions a stream grouped by ``record.step``); each step goes
+to ``requests.csv`` and the over-time bins, and into the step ledger the live session used
+(``report.steps``: the journal's step events replayed; its figures vectorised), and is dropped,
+so memory follows the largest step, not the session. Sessions recorded before the step model
+are summarised as they were then (``report.legacy_steps``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from infmon.journal.reader import SessionReader
-from infmon.model.records import RequestRecord
+from infmon.model.columns import MISSING, RecordColumns
 from infmon.report import diagnosis, stepstats
+from infmon.report.legacy_steps import LegacySteps, step_events
 from infmon.report.server import ServerSeries, memory_budget, server_config
 from infmon.report.steps import ReportSteps
 from infmon.report.timeline import ClientTimeline, server_point, thin
@@ -26,6 +31,7 @@ MARK_KINDS = (
     "baseline",
     "concurrency",
     "rate",
+    "step_begin",
     "step_start",
     "step_end",
     "error",
@@ -45,23 +51,23 @@ class _Totals:
         self.first_sent_s = math.inf
         self.last_end_s = -math.inf
 
-    def add(self, r: RequestRecord) -> None:
-        self.requests += 1
-        if r.error_kind == "cancelled":
-            self.cancelled += 1
-        else:
-            self.failed += not r.ok
-        self.warmup += r.warmup
-        self.first_sent_s = min(self.first_sent_s, r.sent_s)
-        end = r.end_s if not math.isnan(r.end_s) else r.sent_s
-        self.last_end_s = max(self.last_end_s, end)
-        if r.prompt_tokens is not None:
-            self.prompt_sum += r.prompt_tokens
-            self.prompt_n += 1
-        if r.ok:
-            self.estimated += r.tokens_estimated
-            self.output_sum += r.output_token_count
-            self.output_n += 1
+    def add(self, c: RecordColumns) -> None:
+        if not len(c):
+            return
+        ok = c.ok
+        self.requests += len(c)
+        self.cancelled += int(c.cancelled.sum())
+        self.failed += int((~ok & ~c.cancelled).sum())
+        self.warmup += int(c.warmup.sum())
+        self.first_sent_s = min(self.first_sent_s, float(c.sent_s.min()))
+        end = np.where(np.isnan(c.end_s), c.sent_s, c.end_s)
+        self.last_end_s = max(self.last_end_s, float(end.max()))
+        prompt = c.prompt_tokens[c.prompt_tokens != MISSING]
+        self.prompt_sum += int(prompt.sum())
+        self.prompt_n += int(prompt.size)
+        self.estimated += int(c.tokens_estimated[ok].sum())
+        self.output_sum += int(c.output_token_count[ok].sum())
+        self.output_n += int(ok.sum())
 
 
 def _marks(events: list[dict[str, Any]], origin_s: float) -> list[dict[str, Any]]:
@@ -84,38 +90,42 @@ def _target(config: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, A
     return out
 
 
-def _workload(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """What was sent (``workload`` event): kind, sizing, seed, lengths, prefixes, trace."""
-    for e in events:
-        if e.get("kind") == "workload":
-            return {k: v for k, v in e.items() if k not in ("kind", "t")}
-    return {}
-
-
 def build_summary(
-    session_dir: Path, on_record: Callable[[RequestRecord], None] | None = None
+    session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
 ) -> dict[str, Any]:
-    """The report document of a session; ``on_record`` sees every record once (for CSV)."""
+    """The report document of a session; ``on_columns`` sees every step's records once (CSV)."""
     reader = SessionReader(Path(session_dir))
     meta, config = reader.meta, reader.config
     origin_s = reader.origin_s()
     events = list(reader.iter_events())
-    steps = ReportSteps(events, stepstats.parse_slo(config.get("slo")))
-    steps.add_scrapes(reader.iter_scrapes())
+    slo = stepstats.parse_slo(config.get("slo"))
+    steps = ReportSteps(events, slo)
+    legacy = None if steps.has_steps else LegacySteps(step_events(events), slo, origin_s)
     timeline, totals = ClientTimeline(origin_s), _Totals()
-    for r in reader.iter_records():
-        totals.add(r)
-        timeline.add(r)
-        steps.add(r)
-        if on_record is not None:
-            on_record(r)
-    step_list = steps.entries(origin_s)
-    points = [p for s in reader.iter_scrapes() if (p := server_point(s, origin_s))]
+    for idx, records in reader.iter_step_columns():
+        totals.add(records)
+        timeline.add(records)
+        if legacy is not None:
+            legacy.add(idx, records)
+        else:
+            steps.add_columns(idx, records)
+        if on_columns is not None:
+            on_columns(records)
+    points: list[dict[str, Any]] = []
+
+    def scrapes() -> Iterator[dict[str, Any]]:  # one pass over the scrapes for all uses
+        for s in reader.iter_scrapes():
+            if p := server_point(s, origin_s):
+                points.append(p)
+            steps.add_scrapes((s,))
+            yield s
+
+    server_cfg = server_config(scrapes())
+    step_list = legacy.finish() if legacy is not None else steps.entries(origin_s)
     series = ServerSeries(points)
     for entry in step_list:
         entry["server"] = series.window(entry["start_s"], entry["end_s"])
     knee, slo_max = stepstats.knee_and_slo_limit(step_list) if step_list else (None, None)
-    server_cfg = server_config(reader.iter_scrapes())
     mean_prompt = totals.prompt_sum / totals.prompt_n if totals.prompt_n else math.nan
     mean_output = totals.output_sum / totals.output_n if totals.output_n else math.nan
     doc: dict[str, Any] = {
@@ -135,7 +145,6 @@ def build_summary(
             "ended_cleanly": any(e.get("kind") == "session_end" for e in events),
         },
         "target": _target(config, events),
-        "workload": _workload(events),
         "config": config,
         "server": server_cfg,
         "memory_budget": memory_budget(

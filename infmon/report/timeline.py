@@ -1,4 +1,4 @@
-"""Over-time series built in one streaming pass: 1 s bins, merged down for charts.
+"""Over-time series built a step of columns at a time: 1 s bins, merged down for charts.
 
 Client series bin each request at its completion; server series come from the scrapes.
 Memory is one small accumulator per second of session, whatever the request rate.
@@ -10,7 +10,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from infmon.model.records import RequestRecord
+import numpy as np
+
+from infmon.model.columns import RecordColumns
 
 MAX_POINTS = 600
 
@@ -33,21 +35,36 @@ class ClientTimeline:
     origin_s: float
     bins: dict[int, _Bin] = field(default_factory=dict)
 
-    def add(self, r: RequestRecord) -> None:
-        end = r.chunk_times_s[-1] if r.chunk_times_s else r.end_s
-        if math.isnan(end):
-            end = r.sent_s
-        b = self.bins.setdefault(int(end - self.origin_s), _Bin())
-        if not r.ok:
-            b.failed += 1
+    def add(self, cols: RecordColumns) -> None:
+        """Bin a step's records at their completion (last chunk, else end, else send time)."""
+        if not len(cols):
             return
-        b.completed += 1
-        b.output_tokens += r.output_token_count
-        if r.chunk_times_s:
-            b.ttft_sum_s += r.ttft_s
-            b.ttft_n += 1
-            b.e2el_sum_s += r.e2el_s
-            b.e2el_n += 1
+        end = np.where(cols.chunks > 0, cols.last_chunk_s, cols.end_s)
+        end = np.where(np.isnan(end), cols.sent_s, end)
+        second = np.trunc(end - self.origin_s).astype(np.int64)
+        keys, where = np.unique(second, return_inverse=True)
+        ok, has = cols.ok, cols.ok & (cols.chunks > 0)
+        ttft, e2el = np.where(has, cols.ttft_s, 0.0), np.where(has, cols.e2el_s, 0.0)
+        sums = [
+            np.bincount(where, weights=w, minlength=keys.size)
+            for w in (
+                ok,
+                ~ok,
+                np.where(ok, cols.output_token_count, 0),
+                ttft,
+                has,
+                e2el,
+            )
+        ]
+        for i, key in enumerate(keys.tolist()):
+            b = self.bins.setdefault(key, _Bin())
+            b.completed += int(sums[0][i])
+            b.failed += int(sums[1][i])
+            b.output_tokens += int(sums[2][i])
+            b.ttft_sum_s += float(sums[3][i])
+            b.ttft_n += int(sums[4][i])
+            b.e2el_sum_s += float(sums[5][i])
+            b.e2el_n += int(sums[4][i])
 
     def series(self, max_points: int = MAX_POINTS) -> list[dict[str, Any]]:
         """Points ``{t_s, out_tok_s, req_s, failed, ttft_ms_mean, e2el_ms_mean}``."""

@@ -93,7 +93,7 @@ def test_bench_steps_json_and_session(tmp_path: Path) -> None:
     assert {r.step for r in records} == {1, 2, 3}
     assert (session / "report.md").exists() and (session / "report.html").exists()
     for f in session.iterdir():
-        assert KEY not in f.read_text()
+        assert KEY.encode() not in f.read_bytes()
     assert KEY not in out.read_text()
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from infmon.journal import JournalWriter
-from infmon.journal.synthetic import SyntheticServer, write_synthetic_session
 from infmon.report import write_reports
+from tests.synthetic import SyntheticServer, write_synthetic_session
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -7,7 +7,6 @@ that the server publishes no metrics and the load still runs and is recorded.
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 from textual.widgets import Input
@@ -15,6 +14,7 @@ from textual.widgets import Input
 from infmon.cli import build_parser
 from infmon.commands.common import config_from_args
 from infmon.commands.monitor import build_monitor, finish
+from infmon.journal import SessionReader
 from tests.loadkit.server import Behaviour, serve
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +67,8 @@ def test_monitor_drives_records_and_reports(tmp_path):
         out = finish(app, recorder)
     assert out.endswith("report.md")
     assert (tmp_path / "screenshot.svg").read_text().startswith("<svg")
-    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    reader = SessionReader(tmp_path)
+    events = list(reader.iter_events())
     kinds = [e["kind"] for e in events]
     for kind in (
         "target",
@@ -81,6 +82,6 @@ def test_monitor_drives_records_and_reports(tmp_path):
     ):
         assert kind in kinds, kind
     assert next(e for e in events if e["kind"] == "mark")["note"] == "note"
-    assert (tmp_path / "records.jsonl").read_text().count("\n") > 5
+    assert reader.record_count() > 5
     assert app.exit_reason == "quit"
     assert any("no /metrics" in e.text for e in app.session.snapshot(1e9).events)

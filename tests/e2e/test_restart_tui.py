@@ -93,7 +93,7 @@ async def test_tui_keeps_monitoring_through_a_server_restart(tmp_path: Path) -> 
     md = report.read_text()
     assert "## Faults" in md and "server back" in md and "server restarted" in md
     produced = [p for p in session_dir.iterdir() if p.is_file()]
-    assert {"screenshot.svg", "report.html", "report.md", "requests.csv", "records.jsonl"} <= {
+    assert {"screenshot.svg", "report.html", "report.md", "requests.csv", "journal.sqlite"} <= {
         p.name for p in produced
     }
     assert [p.name for p in produced if KEY.encode() in p.read_bytes()] == []

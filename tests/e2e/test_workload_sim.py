@@ -40,8 +40,10 @@ def bench(url: str, out: Path, *args: str, timeout: float = 180) -> dict:
     return data
 
 
-def records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "s" / "records.jsonl").read_text().splitlines()]
+def records(out: Path) -> list:
+    from infmon.journal import SessionReader
+
+    return list(SessionReader(out / "s").iter_records())
 
 
 @pytest.mark.parametrize("endpoint", ["completions", "chat"])
@@ -70,7 +72,7 @@ def test_prompt_lengths_are_exact_on_the_sim(endpoint: str, tmp_path: Path) -> N
             print(f"sim {endpoint} --prompt-tokens {n}: server-counted mean {p['counted_mean']}")
             assert p["count"] == 8 and abs(p["counted_mean"] - n) <= 1, p
             assert "exact (the server's /tokenize" in data["stdout"]
-            assert all(r["pr"] == n for r in records(out))
+            assert all(r.prompt_tokens_requested == n for r in records(out))
 
 
 def test_a_server_without_tokenize_says_approximate(tmp_path: Path) -> None:

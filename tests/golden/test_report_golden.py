@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from infmon.journal.synthetic import SyntheticServer, write_synthetic_session
 from infmon.report import write_reports
+from tests.synthetic import SyntheticServer, write_synthetic_session
 
 HERE = Path(__file__).parent
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import tempfile
@@ -171,16 +170,17 @@ def bench(
     )
 
 
-def records(session: Path) -> list[dict]:
-    path = session / "records.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def records(session: Path) -> list:
+    from infmon.journal import SessionReader
+
+    return list(SessionReader(session).iter_records())
 
 
 def error_kinds(session: Path) -> dict[str, int]:
     kinds: dict[str, int] = {}
     for r in records(session):
-        if r.get("x"):
-            kinds[r["x"]] = kinds.get(r["x"], 0) + 1
+        if r.error_kind:
+            kinds[r.error_kind] = kinds.get(r.error_kind, 0) + 1
     return kinds
 
 

@@ -34,10 +34,13 @@ def test_impossible_usage_falls_back_to_chunks_flagged(tmp_path: Path, mode: str
     assert ran.returncode == 0, ran.show()
     assert_clean_run(ran)
     assert "output tokens counted from chunks" in ran.stdout
-    recs = [r for r in records(tmp_path / "s") if not r.get("x")]
-    measured = [r for r in recs if r["i"] >= 0]
-    assert measured and all("ub" in r and "o" not in r for r in measured), measured[:2]
-    assert any("outside [0, 10,000,000]" in r["ub"] or "max_tokens" in r["ub"] for r in measured)
+    recs = [r for r in records(tmp_path / "s") if r.ok]
+    measured = [r for r in recs if r.request_id >= 0]
+    assert measured and all(r.usage_rejected and r.output_tokens is None for r in measured)
+    assert any(
+        "outside [0, 10,000,000]" in r.usage_rejected or "max_tokens" in r.usage_rejected
+        for r in measured
+    )
     step = _strict(out.read_text())["steps"][0]
     assert step["tokens_estimated"] and step["failed"] == 0
     # 8 tokens per request, a few hundred requests/s at most: never 2.2e34 tok/s, never < 0

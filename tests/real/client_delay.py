@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from infmon.journal.reader import iter_jsonl
+from infmon.journal.reader import SessionReader
 from infmon.sim.launch import start_simulator, stop_process
 from infmon.sim.trace import read_trace, settled
 from tests.real.harness import REPO, get_text, rs
@@ -187,9 +187,9 @@ def _infmon_side(
         if rid.startswith("infmon-") and rid.rsplit("-", 1)[1].isdigit()
     }
     return [
-        row["c"][0] / 1e6 - by_id[row["i"]]
-        for row in iter_jsonl(session / "records.jsonl")
-        if row.get("c") and row.get("i", -1) in by_id and not row.get("w")
+        r.ttft_s - by_id[r.request_id]
+        for r in SessionReader(session).iter_records()
+        if r.chunk_times_s and r.request_id in by_id and not r.warmup
     ]
 
 

@@ -99,11 +99,10 @@ def test_bench_concurrency_steps(vllm: rs.Server, tmp_path: Path) -> None:
     assert finished >= completed and generated >= 32 * completed, (finished, generated, completed)
 
     # A session was recorded (one journal line per request at least) and reports are written from it.
-    records = session / "records.jsonl"
-    assert records.is_file(), (
+    assert (session / "journal.sqlite").is_file(), (
         f"no journal in {session}: {sorted(p.name for p in session.iterdir())}"
     )
-    assert sum(1 for _ in records.open()) >= completed
+    assert SessionReader(session).record_count() >= completed
     proc = infmon("report", str(session), cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
     reports = [p for p in session.rglob("report*") if p.is_file() and p.stat().st_size > 0]

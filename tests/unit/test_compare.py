@@ -8,11 +8,11 @@ import subprocess
 import pytest
 
 from infmon.journal import JournalWriter
-from infmon.journal.synthetic import SyntheticServer, write_synthetic_session
 from infmon.report.compare import compare_runs
 from infmon.report.compare_render import render_html, render_text
 from infmon.report.runs import RunLoadError, load_run
 from tests.conftest import FIXTURES, REPO, infmon_cmd
+from tests.synthetic import SyntheticServer, write_synthetic_session
 
 C = (1, 4, 16)
 

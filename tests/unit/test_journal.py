@@ -1,4 +1,4 @@
-"""The session journal: round trip, redaction, torn lines, flushing without close."""
+"""The session journal: round trip, redaction, shards, flushing without close, the old codec."""
 
 from __future__ import annotations
 
@@ -125,25 +125,75 @@ def test_writer_reader_round_trip(tmp_path):
         j.write_scrape({"running": 3, "kv_usage_fraction": float("nan")})
         j.write_event("mark", label="fp8 on")
     r = SessionReader(tmp_path)
-    assert "sk-secret" not in (tmp_path / "config.json").read_text()
-    assert r.config["url"] == "http://x"
+    assert b"sk-secret" not in (tmp_path / "journal.sqlite").read_bytes()
+    assert r.format == "sqlite" and r.config["url"] == "http://x"
+    assert r.origin_s() == 50.0
     assert [x.request_id for x in r.iter_records()] == [0, 1, 2, 3, 4]
+    for back, rec in zip(r.iter_records(), [_rec(i) for i in range(5)], strict=True):
+        assert back.chunk_times_s == pytest.approx(rec.chunk_times_s, abs=1e-6)
+        assert back.sent_s == rec.sent_s and back.step == rec.step
     [scrape] = list(r.iter_scrapes())
-    assert scrape["t"] == 51.0 and scrape["snap"] == {"running": 3, "kv_usage_fraction": None}
+    assert scrape["t"] == 51.0 and scrape["snap"] == {"running": 3}  # unknown: absent
     event, end = list(r.iter_events())
     assert end["kind"] == "session_end"
     assert event["kind"] == "mark" and event["label"] == "fp8 on" and event["t"] == 51.0
 
 
-def test_torn_last_line_is_skipped(tmp_path):
+def test_records_read_back_equal_to_the_microsecond(tmp_path):
+    recs = [
+        _rec(1),
+        _rec(2, chunk_tokens=(2, 3, 1), output_tokens=None, warmup=True, output_text="<b>hi</b>"),
+        _rec(3, chunk_times_s=(), end_s=math.nan, chunk_tokens=(), error_kind="http", step=0),
+        _rec(4, rate=2.5, concurrency=None, chunk_times_s=(1004.5,), chunk_tokens=()),
+        _rec(5, chunk_times_s=(1005.1, 1005.1 + 3000.0), chunk_tokens=(1, 1)),  # a 50-minute gap
+    ]
     with JournalWriter(tmp_path, autoflush=False) as j:
-        for i in range(3):
-            j.write_record(_rec(i))
-    with open(tmp_path / "records.jsonl", "a") as f:
-        f.write('{"i": 9, "t": 1.0, "c": [12')
+        for r in recs:
+            j.write_record(r)
+    back = list(SessionReader(tmp_path).iter_records())
+    expect = [decode_record(json.loads(json.dumps(encode_record(r)))) for r in recs]
+    for a, b in zip(back, expect, strict=True):
+        assert a.chunk_times_s == pytest.approx(b.chunk_times_s, abs=1e-6)
+        assert math.isnan(a.end_s) == math.isnan(b.end_s)
+        for name in (
+            "chunk_tokens",
+            "output_tokens",
+            "error_kind",
+            "warmup",
+            "output_text",
+            "rate",
+        ):
+            assert getattr(a, name) == getattr(b, name), name
+
+
+def test_worker_shards_are_merged_by_send_time(tmp_path):
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        for i in (0, 2, 4):
+            j.write_record(_rec(i), worker=0)
+        for i in (1, 3):
+            j.write_record(_rec(i), worker=1)
+    assert (tmp_path / "journal.w1.sqlite").exists()
     r = SessionReader(tmp_path)
-    assert [x.request_id for x in r.iter_records()] == [0, 1, 2]
-    assert r.skipped[0] == 1
+    assert [x.request_id for x in r.iter_records()] == [0, 1, 2, 3, 4]
+    cols = r.read_columns()
+    assert cols.request_id.tolist() == [0, 1, 2, 3, 4] and cols.worker.tolist() == [0, 1, 0, 1, 0]
+    assert r.read_columns(since_s=1001.0, until_s=1003.0).request_id.tolist() == [1, 2]
+
+
+def test_step_and_time_filters_use_the_index(tmp_path):
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        for i in range(30):
+            j.write_record(_rec(i, step=i // 10))
+    r = SessionReader(tmp_path)
+    assert r.steps() == [0, 1, 2]
+    assert r.read_columns(step=1).request_id.tolist() == list(range(10, 20))
+    assert [s for s, _ in r.iter_step_columns()] == [0, 1, 2]
+    plan = " ".join(
+        str(row)
+        for db in r.shards()
+        for row in db.execute("EXPLAIN QUERY PLAN SELECT * FROM records WHERE step = 1")
+    )
+    assert "records_step" in plan
 
 
 def test_background_flush_without_close(tmp_path):
@@ -153,7 +203,8 @@ def test_background_flush_without_close(tmp_path):
         j.write_event("m")
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
-            if (tmp_path / "records.jsonl").read_text() and (tmp_path / "events.jsonl").read_text():
+            r = SessionReader(tmp_path)
+            if list(r.iter_records()) and list(r.iter_events()):
                 break
             time.sleep(0.02)
         assert [x.request_id for x in SessionReader(tmp_path).iter_records()] == [7]
@@ -172,3 +223,62 @@ def test_scrape_accepts_objects_with_to_dict(tmp_path):
         j.write_scrape(Snap())
     [s] = list(SessionReader(tmp_path).iter_scrapes())
     assert s["t"] == 3.5 and s["snap"] == {"timestamp_s": 3.5, "waiting": 0}
+
+
+def test_a_killed_writer_loses_only_what_was_not_flushed(tmp_path):
+    j = JournalWriter(tmp_path, autoflush=False)
+    j.write_record(_rec(1))
+    j.flush()
+    j.write_record(_rec(2))
+    j.abandon()  # as SIGKILL: no close, no checkpoint, the WAL left beside the database
+    assert [x.request_id for x in SessionReader(tmp_path).iter_records()] == [1]
+    with JournalWriter(tmp_path, autoflush=False) as again:  # the lock died with its owner
+        again.write_record(_rec(3))
+    assert [x.request_id for x in SessionReader(tmp_path).iter_records()] == [1, 3]
+
+
+@pytest.mark.skipif(not hasattr(__import__("sqlite3").Connection, "setlimit"), reason="3.11+")
+def test_gap_blobs_past_sqlites_value_limit_are_read_row_by_row(tmp_path):
+    import sqlite3
+
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        for i in range(50):
+            j.write_record(_rec(i))
+    r = SessionReader(tmp_path)
+    whole = r.read_columns()
+    r.shards()[0].setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 200)  # the 50 blobs are 400 bytes
+    again = r.read_columns()
+    assert again.chunk_us.tolist() == whole.chunk_us.tolist() and len(again) == 50
+
+
+def test_token_counts_too_large_to_pack_are_read_exactly(tmp_path):
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        j.write_record(_rec(1))
+        j.write_record(_rec(2, output_tokens=10**9, prompt_tokens=2**40))
+    cols = SessionReader(tmp_path).read_columns()
+    assert cols.output_tokens.tolist() == [3, 10**9]
+    assert cols.prompt_tokens.tolist() == [12, 2**40]
+    assert cols.chunks.tolist() == [3, 3] and cols.chunk_token_sum.tolist() == [3, 3]
+
+
+def test_a_journal_from_before_a_column_was_added(tmp_path):
+    """The schema grows by nullable columns: older files read as NULL there, writers add it."""
+    import sqlite3
+
+    from infmon.journal.rows import RECORD_SCHEMA
+
+    newest = RECORD_SCHEMA[-1][0]
+    assert newest == "prompt_tokens_requested"
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        j.write_record(_rec(1, prompt_tokens_requested=12))
+    db = sqlite3.connect(tmp_path / "journal.sqlite")
+    db.execute(f"ALTER TABLE records DROP COLUMN {newest}")  # as a file written before it
+    db.commit()
+    db.close()
+    [old] = list(SessionReader(tmp_path).iter_records())
+    assert old.request_id == 1 and old.prompt_tokens_requested is None
+    assert SessionReader(tmp_path).read_columns().prompt_tokens_requested.tolist() == [-1]
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        j.write_record(_rec(2, prompt_tokens_requested=12))
+    back = list(SessionReader(tmp_path).iter_records())
+    assert [r.prompt_tokens_requested for r in back] == [None, 12]

@@ -9,11 +9,11 @@ import subprocess
 import pytest
 
 from infmon.journal import JournalWriter
-from infmon.journal.synthetic import write_synthetic_session
 from infmon.report import write_reports
 from infmon.report.markdown import md_escape
 from infmon.report.svg import Chart, Series, render
 from tests.conftest import REPO, infmon_cmd
+from tests.synthetic import write_synthetic_session
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ import json
 
 from infmon.clock import FakeClock
 from infmon.journal import JournalWriter
-from infmon.journal.synthetic import write_synthetic_session
 from infmon.model.records import RequestRecord
 from infmon.report import diagnosis, write_reports
 from infmon.report.fmt import STEP_HEADER, step_row
+from tests.synthetic import write_synthetic_session
 
 
 def _step(c: int, notes: list[str], lag_ms: float | None) -> dict:

@@ -45,6 +45,8 @@ class HeaderBar(Pane):
             parts += [sep, (h.sweep, self.style("accent"))]
         if h.backoff:
             parts += [sep, (h.backoff, self.style("warning"))]
+        if h.journal:
+            parts += [sep, (h.journal, self.style("error"))]
         parts += [sep, (f"{h.failed} failed", self.style("error" if h.failed else "muted"))]
         if h.cancelled:
             parts += [" ", (f"{h.cancelled} cancelled", self.style("muted"))]

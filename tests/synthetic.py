@@ -1,4 +1,5 @@
-"""A deterministic synthetic session (closed-loop steps with a knee), for tests and benchmarks.
+"""A deterministic synthetic session (closed-loop steps with a knee), for tests and benchmarks
+(not shipped in the wheel: tests and `bench/` import it from here).
 
 It writes through the real ``JournalWriter``, so reading it back exercises the same path
 as a recorded run. The server model is deliberately simple: decode time per token grows

@@ -1,0 +1,43 @@
+"""JSON out of the journal and the reports: strict (no NaN: a missing number is null)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return repr(obj)
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN: missing numbers become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def dumps(obj: Any) -> str:
+    """One compact JSON line (NaN → null, objects with ``to_dict`` expanded)."""
+    if hasattr(obj, "to_dict") and not isinstance(obj, dict):
+        obj = obj.to_dict()
+    return json.dumps(_clean(obj), separators=(",", ":"), default=_json_default, allow_nan=False)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_clean(obj), indent=2, default=_json_default, allow_nan=False) + "\n")
+    os.replace(tmp, path)
