@@ -12,6 +12,7 @@ import asyncio
 import json
 import signal
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
