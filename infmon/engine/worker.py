@@ -131,9 +131,15 @@ class WorkerCore:
         self.outbox.meter = client.meter
         self.outbox.lags = lambda t0, t1: [lag for t, lag in list(driver._lags) if t0 <= t < t1]
         self.outbox.backoff = lambda: driver.backoff.describe() or None
-        self.outbox.lateness = lambda t0, t1: [
-            late for t, late in list(driver._lateness) if t0 <= t < t1
-        ]
+        seen = [0]
+
+        def lateness(t0: float, t1: float) -> list[float]:
+            """Arrivals noted since the last window (a send's lateness is noted when it ends)."""
+            count = driver.lateness_count
+            new, seen[0] = driver.lateness_since(seen[0]), count
+            return new
+
+        self.outbox.lateness = lateness
         self.outbox.start()
         self.outbox.put(
             p.Ready(

@@ -104,6 +104,6 @@ def decode_record(d: dict[str, Any]) -> RequestRecord:
         get("r"),
         bool(get("w", 0)),
         get("txt"),
-        get("ub"),
-        get("pr"),
+        usage_rejected=get("ub"),
+        prompt_tokens_requested=get("pr"),
     )

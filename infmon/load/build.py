@@ -23,9 +23,8 @@ from infmon.load.workload.items import Prompt, WorkItem
 from infmon.load.workload.schedule import Schedule, parse_schedule
 from infmon.load.workload.traces import Trace, read_trace
 from infmon.model.records import RequestRecord
+from infmon.net import FetchError, bounded_get
 from infmon.sources.exposition import ExpositionError, parse_exposition
-
-MAX_METRICS_BYTES = 64 * 1024 * 1024
 
 Local = tuple[list[Prompt] | None, Trace | None, Schedule | None]
 
@@ -68,24 +67,24 @@ async def build_workload(
         raise
     feed = Feed(config, maker, trace=trace, schedule=schedule, clock=clock, http=http)
     feed.sizing = maker.sizing
-    feed.server_started_s = await server_start_time(http)
+    feed.server_started_s = await server_start_time(
+        http, config.metrics_timeout_s, config.metrics_max_bytes
+    )
     await feed.fill_ahead()
     return feed
 
 
-async def server_start_time(http: httpx.AsyncClient) -> float | None:
-    """``process_start_time_seconds`` from the server's ``/metrics`` (None when absent)."""
+async def server_start_time(
+    http: httpx.AsyncClient, deadline_s: float = 5.0, max_bytes: int = 16 * 1024 * 1024
+) -> float | None:
+    """``process_start_time_seconds`` from the server's ``/metrics`` (None when absent, or
+    when the page is over the run's size cap or not read within its deadline)."""
     try:
-        async with http.stream("GET", "/metrics", timeout=10.0) as resp:
-            data = bytearray()
-            async for chunk in resp.aiter_bytes():
-                data += chunk
-                if len(data) > MAX_METRICS_BYTES:
-                    return None
-            if resp.status_code != 200:
-                return None
-        samples = parse_exposition(bytes(data)).get("process_start_time_seconds")
-    except (httpx.HTTPError, ExpositionError):
+        got = await bounded_get(http, "/metrics", max_bytes=max_bytes, deadline_s=deadline_s)
+        if got.status != 200:
+            return None
+        samples = parse_exposition(got.body).get("process_start_time_seconds")
+    except (httpx.HTTPError, ExpositionError, FetchError):
         return None
     return float(samples[0].value) if samples else None
 

@@ -123,6 +123,8 @@ class LoadDriver:
         self._open_resume_s = -math.inf
         self._slots: set[int] = set()
         self._lateness: deque[tuple[float, float]] = deque(maxlen=100_000)
+        self.lateness_count = 0
+        """Arrivals noted in ``_lateness`` so far (a reader takes the ones after its last)."""
         """(send time, send time − scheduled time) of trace/schedule arrivals."""
 
     # ------------------------------------------------------------------ control
@@ -175,6 +177,11 @@ class LoadDriver:
         self.max_concurrency = max_concurrency
         self._slot_freed.set()
         self._scheduler = asyncio.get_running_loop().create_task(self._replay(source, done))
+
+    def lateness_since(self, count: int) -> list[float]:
+        """The lateness of the arrivals noted after the first ``count`` (the newest ones)."""
+        new = min(self.lateness_count - count, len(self._lateness))
+        return [late for _, late in list(self._lateness)[-new:]] if new > 0 else []
 
     def arrival_lateness_s(self, since_s: float | None = None) -> list[float]:
         """How late each trace/schedule arrival was sent (its record's ``sent_s`` minus its
@@ -510,6 +517,7 @@ class LoadDriver:
     async def _timed(self, item: WorkItem, due_s: float) -> RequestRecord:
         rec = await self._one_request(counted=True, item=item)
         self._lateness.append((rec.sent_s, rec.sent_s - due_s))
+        self.lateness_count += 1
         return rec
 
     async def _lag_loop(self) -> None:

@@ -90,6 +90,14 @@ def _target(config: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, A
     return out
 
 
+def _workload(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What was sent (``workload`` event): kind, sizing, seed, lengths, prefixes, trace."""
+    for e in events:
+        if e.get("kind") == "workload":
+            return {k: v for k, v in e.items() if k not in ("kind", "t")}
+    return {}
+
+
 def build_summary(
     session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
 ) -> dict[str, Any]:
@@ -145,6 +153,7 @@ def build_summary(
             "ended_cleanly": any(e.get("kind") == "session_end" for e in events),
         },
         "target": _target(config, events),
+        "workload": _workload(events),
         "config": config,
         "server": server_cfg,
         "memory_budget": memory_budget(

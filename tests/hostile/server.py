@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import email.utils
 import json
+import re
 import ssl
 import threading
 import time
@@ -57,6 +58,9 @@ class Log:
     requests: list[tuple[float, str, str, int]] = field(default_factory=list)
     """(monotonic arrival time, method, path, status answered)."""
     auth: list[str] = field(default_factory=list)
+    load: list[tuple[float, int]] = field(default_factory=list)
+    """The load's own generation requests (an ``X-Request-Id`` ending in a request id ≥ 0):
+    not the capability probe (id -1) nor the workload's sizing probes (no id)."""
 
     def generations(self) -> list[tuple[float, int]]:
         return [(t, s) for t, _, p, s in self.requests if p.endswith("completions")]
@@ -94,7 +98,11 @@ class Hostile:
                     self.log.auth.append(headers["authorization"])
                 path = target.split("?")[0]
                 status = await self.route(writer, method, path, headers, body)
-                self.log.requests.append((time.monotonic(), method, path, status))
+                now = time.monotonic()
+                self.log.requests.append((now, method, path, status))
+                rid = headers.get("x-request-id", "")
+                if path.endswith("completions") and re.search(r"[^-]-\d+$", rid):
+                    self.log.load.append((now, status))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
             pass

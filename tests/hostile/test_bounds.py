@@ -8,7 +8,6 @@ in 20-30 s before these bounds).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,9 @@ RSS_MB = 200.0
 
 
 def _events(session: Path) -> list[dict]:
-    lines = (session / "events.jsonl").read_text().splitlines()
-    return [json.loads(x) for x in lines if x.strip()]
+    from infmon.journal import SessionReader
+
+    return list(SessionReader(session).iter_events())
 
 
 def test_scrape_of_a_dripping_page_times_out(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_retry_after_is_honoured(tmp_path: Path, mode: str, least_s: float) -> N
         ran = _bench(url, tmp_path, "1", "6")
     assert ran.returncode == 1, ran.show()  # some failed, the run went on
     assert_clean_run(ran)
-    gaps = _gaps_after_refusals(srv.log.generations()[1:])  # [0] is the capability probe
+    gaps = _gaps_after_refusals(srv.log.load)  # the load's requests, not the probes
     print(f"gaps after a refusal: {[round(g, 2) for g in gaps]}")
     assert len(gaps) >= 2 and min(gaps) >= least_s, gaps
     kinds = error_kinds(tmp_path / "s")
@@ -59,7 +59,7 @@ def test_a_server_failing_at_once_gets_a_backoff_not_a_hot_loop(tmp_path: Path) 
         ran = _bench(url, tmp_path, "2", "5")
     assert ran.returncode == 2, ran.show()  # no request succeeded
     assert_clean_run(ran)
-    sent = len(srv.log.generations()) - 1
+    sent = len(srv.log.load)
     print(f"requests in a 5 s step at c=2: {sent}")
     # Backoff 0.05 s doubling to 1 s (with jitter ×0.5-1) per stream: ≈ 2 × (5 + 5) at most.
     assert 5 <= sent <= 40, sent
