@@ -229,7 +229,6 @@ class _Window:
     cur: Readings
     prev: Readings | None
     window_s: float | None
-    reset: bool = False
 
     def total(self, concept: str) -> float | None:
         return _total(self.cur.counters.get(concept))
@@ -239,9 +238,7 @@ class _Window:
         cur = self.cur.counters.get(concept)
         if self.prev is None:
             return _total(cur)
-        inc, reset = _increase(cur, self.prev.counters.get(concept))
-        self.reset = self.reset or reset
-        return inc
+        return _increase(cur, self.prev.counters.get(concept))[0]
 
     def rate(self, concept: str) -> float | None:
         if self.prev is None or not self.window_s:
@@ -253,9 +250,7 @@ class _Window:
         h = self.cur.hists.get(concept)
         if h is None or self.prev is None:
             return h
-        d, reset = delta(self.prev.hists.get(concept), h)
-        self.reset = self.reset or reset
-        return d
+        return delta(self.prev.hists.get(concept), h)[0]
 
 
 def _kv_usage(r: Readings) -> float | None:
@@ -298,7 +293,9 @@ def _engines(w: _Window) -> tuple[EngineSnapshot, ...]:
     out = []
     for k in keys:
 
-        def g(concept: str, src: Mapping[str, Mapping[GroupKey, float]], key: GroupKey = k):
+        def g(
+            concept: str, src: Mapping[str, Mapping[GroupKey, float]], key: GroupKey = k
+        ) -> float | None:
             return src.get(concept, {}).get(key)
 
         def per_s(concept: str, key: GroupKey = k) -> float | None:
@@ -330,12 +327,26 @@ def _engines(w: _Window) -> tuple[EngineSnapshot, ...]:
 def _finished_per_s(w: _Window) -> float | None:
     if w.prev is None or not w.window_s or not w.cur.finished:
         return None
-    inc, reset = _increase(
-        {(("r", k),): v for k, v in w.cur.finished.items()},
-        {(("r", k),): v for k, v in w.prev.finished.items()},
-    )
-    w.reset = w.reset or reset
+    inc, _ = _increase(_finished_groups(w.cur), _finished_groups(w.prev))
     return None if inc is None else inc / w.window_s
+
+
+def _finished_groups(r: Readings) -> dict[GroupKey, float]:
+    return {(("r", k),): v for k, v in r.finished.items()}
+
+
+def restarted(cur: Readings, prev: Readings | None) -> bool:
+    """The server restarted between the two pages: any counter, histogram or finished-request
+    count of ``prev`` went down in ``cur`` (whether or not a snapshot field reads it)."""
+    if prev is None:
+        return False
+    counters = (
+        *((g, prev.counters.get(c)) for c, g in cur.counters.items()),
+        (_finished_groups(cur), _finished_groups(prev)),
+    )
+    if any(_increase(now, before)[1] for now, before in counters):
+        return True
+    return any(delta(prev.hists.get(c), h)[1] for c, h in cur.hists.items())
 
 
 def _kv_totals(r: Readings) -> tuple[int | None, int | None, int | None]:
@@ -397,7 +408,7 @@ def snapshot_from(
         engines=_engines(w),
         gpus=cur.gpus,
         window_s=w.window_s,
-        server_restarted=w.reset,
+        server_restarted=restarted(cur, prev),
     )
 
 
