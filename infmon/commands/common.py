@@ -25,7 +25,7 @@ from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalStatus, JournalWriter
 from infmon.load.build import LazyWorkload
 from infmon.load.feed import WorkloadError
-from infmon.model.sanitize import clean
+from infmon.model.sanitize import REDACTED, clean
 
 _LOAD_KEYS = (
     "url",
@@ -254,17 +254,17 @@ def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None =
 
 
 def scrub_argv(argv: list[str]) -> list[str]:
-    """``argv`` with the value of ``--api-key`` (either spelling) replaced by ``***``."""
+    """``argv`` with the value of ``--api-key`` (either spelling) replaced by ``<redacted>``."""
     out, hide_next = [], False
     for arg in argv:
         if hide_next:
-            out.append("***")
+            out.append(REDACTED)
             hide_next = False
         elif arg == "--api-key":
             out.append(arg)
             hide_next = True
         elif arg.startswith("--api-key="):
-            out.append("--api-key=***")
+            out.append(f"--api-key={REDACTED}")
         else:
             out.append(arg)
     return out

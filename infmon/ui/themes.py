@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from textual.theme import Theme
@@ -46,12 +45,6 @@ APP_VARIABLES = {
 
 class ThemeError(ValueError):
     """A theme file that cannot be used (the message names the file)."""
-
-
-@dataclass(frozen=True)
-class LoadedTheme:
-    theme: Theme
-    path: Path
 
 
 def builtin_theme_dir() -> Path:
