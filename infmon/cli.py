@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from infmon import __version__
+from infmon.commands import CliError
 
 COMMANDS: dict[str, str] = {
     "demo": "start the built-in vLLM simulator and open the monitor on it",
@@ -24,10 +25,6 @@ COMMANDS: dict[str, str] = {
     "export": "a session's requests as CSV or JSON lines (--step, --since, --until)",
     "quality": "run output-quality probes against a server",
 }
-
-
-class CliError(Exception):
-    """A clear, one-line error for the operator; printed without a traceback, exit 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from infmon.load.workload.lengths import LengthError, Lengths, fixed, parse_lengths
-from infmon.load.workload.schedule import ScheduleError, parse_schedule
+from infmon.model.lengths import LengthError, Lengths, fixed, parse_lengths
 from infmon.model.sanitize import REDACTED
+from infmon.model.schedule import ScheduleError, parse_schedule
 from infmon.model.stats import SLO
 
 if sys.version_info >= (3, 11):

@@ -16,8 +16,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infmon.cli import CliError
 from infmon.clock import MonotonicClock
+from infmon.commands import CliError
 from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
     StopSignals,

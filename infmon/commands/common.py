@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infmon.cli import CliError
 from infmon.clock import Clock, wall_time
+from infmon.commands import CliError
 from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalStatus, JournalWriter
 from infmon.load.build import LazyWorkload

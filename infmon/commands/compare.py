@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.model.sanitize import strict_json
 

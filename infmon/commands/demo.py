@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.commands.common import add_load_arguments, config_from_args
 from infmon.commands.monitor import add_monitor_arguments, run_monitor
 from infmon.sim.launch import SimulatorStartError, start_simulator, stop_process
@@ -92,8 +92,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _headless(url: str, args: argparse.Namespace) -> int:
     """A short sweep with `infmon bench`: four steps sharing the duration."""
-    from infmon.cli import main
-
     levels = args.concurrency or "1,4,16,64"
     step_s = max(2.0, args.duration / len(levels.split(",")))
     argv = [
@@ -108,4 +106,8 @@ def _headless(url: str, args: argparse.Namespace) -> int:
     ]
     if args.session_dir:
         argv += ["--session-dir", args.session_dir]
-    return main(argv)
+    from infmon.commands import bench
+
+    parser = argparse.ArgumentParser(prog="infmon bench")
+    bench.add_arguments(parser)
+    return bench.run(parser.parse_args(argv[1:]))

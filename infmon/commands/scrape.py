@@ -12,8 +12,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from infmon.cli import CliError
 from infmon.clock import MonotonicClock
+from infmon.commands import CliError
 from infmon.commands.common import (
     add_metrics_bounds_arguments,
     add_tls_arguments,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infmon.cli import CliError
 from infmon.clock import MonotonicClock
+from infmon.commands import CliError
 from infmon.commands.bench import _verdict
 from infmon.commands.bench_table import header, row
 from infmon.config import Config
