@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from infmon.model import noise
 from infmon.model.kv_fill import kv_fill_concurrency
@@ -310,19 +311,37 @@ class BaselineView:
         return next((c for c in self.levels if c.level == level), None)
 
 
-def compare_run(ref: Reference, samples: Sequence[LevelSample], facts: RunFacts) -> BaselineView:
+def _cache_key(s: LevelSample) -> tuple[Any, ...]:
+    spec = s.spec
+    return (s.level, s.step, s.requests, s.bin_s.size, float(s.token_bins.sum()), spec)
+
+
+def compare_run(
+    ref: Reference,
+    samples: Sequence[LevelSample],
+    facts: RunFacts,
+    cache: dict[Any, LevelComparison] | None = None,
+) -> BaselineView:
     """Every level of ``samples`` (one sample per level: the step with most requests) against
-    the baseline's at the same level."""
+    the baseline's at the same level; ``cache`` keeps the levels whose samples did not change
+    (a live run recomputes every few seconds)."""
     cur = by_level(samples)
-    levels = tuple(
-        compare_level(ref.levels.get(level), s)
-        for level, s in sorted(cur.items(), key=lambda kv: (kv[0].mode, kv[0].value))
-    )
+    levels = []
+    for level, s in sorted(cur.items(), key=lambda kv: (kv[0].mode, kv[0].value)):
+        key = _cache_key(s)
+        done = cache.get(key) if cache is not None else None
+        if done is None:
+            done = compare_level(ref.levels.get(level), s)
+            if cache is not None:
+                cache[key] = done
+        levels.append(done)
+    if cache is not None and len(cache) > 256:
+        cache.clear()
     return BaselineView(
         ref.name,
         ref.source,
         config_changes(ref.facts, facts),
-        levels,
+        tuple(levels),
         limits(ref.facts, facts),
         tuple(sorted(ref.levels, key=lambda lv: (lv.mode, lv.value))),
     )

@@ -317,22 +317,29 @@ class LiveLevels:
     KEEP = 32
     """Steps kept (the oldest are let go)."""
 
-    def __init__(self, book: StepBook, slo: SLO | None) -> None:
+    def __init__(self, book: StepBook, slo: SLO | None, keep_requests: bool = True) -> None:
         self.book, self.slo = book, slo
-        self._builders: dict[int, LevelBuilder] = {}
+        self.keep_requests = keep_requests
+        """False: count tokens and chunks only (the per-level spec figures need no more)."""
+        self.builders: dict[int, LevelBuilder] = {}
 
     def _builder(self, span: StepSpan) -> LevelBuilder:
-        b = self._builders.get(span.index)
+        b = self.builders.get(span.index)
         if b is None:
-            b = self._builders[span.index] = LevelBuilder(span, self.slo)
-            while len(self._builders) > self.KEEP:
-                del self._builders[min(self._builders)]
+            b = self.builders[span.index] = LevelBuilder(span, self.slo)
+            while len(self.builders) > self.KEEP:
+                del self.builders[min(self.builders)]
         b.span = span
         return b
 
     def add_record(self, rec: RequestRecord) -> None:
         span = self.book.get(rec.step)
         if not rec.ok or rec.warmup or span is None or not span.measures(rec.sent_s):
+            return
+        if not self.keep_requests:
+            b = self._builder(span)
+            b.output_tokens += rec.output_token_count
+            b.chunks += len(rec.chunk_times_s)
             return
         times = np.asarray(rec.chunk_times_s, dtype=float)
         self._builder(span).add_request(
@@ -356,8 +363,8 @@ class LiveLevels:
     ) -> tuple[LevelSample, ...]:
         """Every kept step with measured requests, in order."""
         out = []
-        for index in sorted(self._builders):
-            span, b = self.book.get(index), self._builders[index]
+        for index in sorted(self.builders):
+            span, b = self.book.get(index), self.builders[index]
             if span is not None and b.e2el:
                 out.append(b.sample(span, now, evidence.get(index), metered=True))
         return tuple(out)
