@@ -3,14 +3,17 @@ decoding per level, and the KV prediction beside the knee.
 
 ``Session`` feeds it what it ingests and asks it for the extra views; the comparison itself
 (bootstraps: tens to hundreds of milliseconds a level) is computed off the render loop from
-``inputs()`` by ``compare_run`` and handed back with ``set_view`` (the monitor does it on a
-thread every few seconds; tests call ``refresh``). Pure: no I/O, time from the caller.
+``inputs()`` by ``compare_run``: ``poll`` (called from ``Session.snapshot``) takes the inputs on
+the caller's thread every ``REFRESH_S`` and hands the computation to ``submit`` (the monitor
+gives a one-thread executor's; without one it runs inline), returning the finished view on a
+later call. No I/O, no threads of its own; time from the caller.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from infmon.model.baseline import (
@@ -32,6 +35,9 @@ from infmon.model.stats import SLO
 from infmon.model.steps import StepBook
 
 NAN = math.nan
+REFRESH_S = 3.0
+"""How often the comparison is recomputed live."""
+Submit = Callable[[Callable[[], BaselineView]], "Future[BaselineView]"]
 
 
 def facts_from_snapshot(
@@ -72,6 +78,10 @@ class LiveBaseline:
         self.reference: Reference | None = None
         self.view: BaselineView | None = None
         self.cache: dict[Any, LevelComparison] = {}
+        self.submit: Submit | None = None
+        """Where the comparison runs (None: inline, on ``poll``'s caller)."""
+        self._pending: Future[BaselineView] | None = None
+        self._last_s = -math.inf
 
     def set_reference(self, ref: Reference) -> None:
         """Compare with ``ref`` from now on (the per-request figures are kept from now)."""
@@ -105,6 +115,30 @@ class LiveBaseline:
         got = self.inputs(now, evidence, facts)
         if got is not None:
             self.view = compare_run(*got, cache=self.cache)
+
+    def poll(
+        self,
+        now: float,
+        evidence: Callable[[], Mapping[int, ServerEvidence | None]],
+        facts: Callable[[], RunFacts],
+    ) -> BaselineView | None:
+        """A newly finished comparison (else None); starts the next one every ``REFRESH_S``."""
+        done = None
+        if self._pending is not None and self._pending.done():
+            pending, self._pending = self._pending, None
+            done = pending.result()  # a failure here is a bug: let it be seen
+        if self.reference is None or self._pending is not None or now - self._last_s < REFRESH_S:
+            return done
+        self._last_s = now
+        got = self.inputs(now, evidence(), facts())
+        if got is None:
+            return done
+        ref, samples, run_facts = got
+        job = lambda: compare_run(ref, samples, run_facts, cache=self.cache)  # noqa: E731
+        if self.submit is None:
+            return job()
+        self._pending = self.submit(job)
+        return done
 
     # ---- the views ----------------------------------------------------------------------------
     def spec_levels(self, stats: Mapping[int, tuple[float, float]]) -> tuple[SpecLevel, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from infmon.model.baseline import BaselineView, Reference, RunFacts
 from infmon.model.dashboard import (
@@ -39,6 +40,9 @@ from infmon.model.server_state import ServerState
 from infmon.model.stats import SLO, meets_slo
 from infmon.model.steps import CLOSED, StepEvent
 from infmon.model.window import LoadWindow
+
+if TYPE_CHECKING:
+    from infmon.model.evidence import ServerEvidence
 
 NAN = math.nan
 SAMPLE_PERIOD_S = 1.0
@@ -230,8 +234,10 @@ class Session:
         self, now: float
     ) -> tuple[Reference, tuple[LevelSample, ...], RunFacts] | None:
         """What the comparison with the baseline run needs (copies, for another thread)."""
-        evidence = {r.index: r.evidence for r in self.ledger.results(now)}
-        return self.method.inputs(now, evidence, self.facts())
+        return self.method.inputs(now, self._evidence(now), self.facts())
+
+    def _evidence(self, now: float) -> dict[int, ServerEvidence | None]:
+        return {r.index: r.evidence for r in self.ledger.results(now)}
 
     def set_baseline_view(self, view: BaselineView, now: float) -> None:
         """The comparison computed from ``baseline_inputs``; new diagnosis lines become events."""
@@ -269,6 +275,9 @@ class Session:
         """Everything the panes render. The windowed views are rebuilt once per second (with the
         series), so between samples the same objects come back and equal panes do not repaint."""
         self._advance(now)
+        fresh = self.method.poll(now, lambda: self._evidence(now), self.facts)
+        if fresh is not None:
+            self.set_baseline_view(fresh, now)
         if self._views is None:
             self._views = self._build_views(now)
         throughput, latency, server, knee = self._views

@@ -60,11 +60,11 @@ def test_a_slower_speculating_run_shows_deltas_break_even_and_diagnosis():
     session = new_session(clock)
     session.set_reference(ref, clock.now())
     _sweep(session, clock, spec=0.3, slow=3.0)
+    clock.advance(3.0)  # the live comparison is recomputed every REFRESH_S (here inline)
     now = clock.now()
-    got = session.baseline_inputs(now)
-    assert got is not None
-    session.set_baseline_view(compare_run(*got), now)
     snap = session.snapshot(now)
+    got = session.baseline_inputs(now)
+    assert got is not None and compare_run(*got).levels == snap.baseline.levels
     assert snap.header.baseline_run == "baseline"
     assert "speculative: none → draft k=4" in snap.header.baseline_changes
     view = snap.baseline
