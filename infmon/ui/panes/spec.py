@@ -14,7 +14,7 @@ from infmon.model.dashboard import SpecView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 
-MODEL_LINE = "L = (1−α^(k+1))/(1−α) tokens a step (1 target + k draft passes)"
+MODEL_LINE = "L=(1−α^(k+1))/(1−α): 1 target+k draft passes"
 
 
 @dataclass(frozen=True)
