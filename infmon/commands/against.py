@@ -116,7 +116,8 @@ def finish(against: Against, session_dir: Path, out_dir: Path | None = None) -> 
         (out_dir / "compare.json").write_text(doc, encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write the comparison in {out_dir}: {exc.strerror}") from None
-    say(f"against {runs[0].name} ({against.path}):")
+    changes = "; ".join(cmp.views[0].changes) or "no server-config change seen"
+    say(f"against {runs[0].name} ({against.path}): {changes}")
     for line in cmp.explanations:
         say(f"  {line}")
     say(f"comparison: {out_dir / 'compare.txt'}, {out_dir / 'compare.json'}")
@@ -133,3 +134,30 @@ def judge(rules: Sequence[Rule], view: BaselineView) -> int:
     if not failures:
         say(f"fail-if: no rule failed ({', '.join(r.text for r in rules)})")
     return 1 if failures else 0
+
+
+def kv_line(session_dir: Path) -> str | None:
+    """``KV fills at c≈14 (673 blocks × 16 tokens, 768 tokens a sequence); knee limit: …``
+    from the recorded session (None when the server did not publish its cache)."""
+    import math
+
+    from infmon.report.compare import knee_with_limit
+    from infmon.report.runs import RunLoadError, load_run
+
+    try:
+        run = load_run(session_dir)
+    except RunLoadError:
+        return None
+    f = run.facts
+    if not math.isfinite(f.kv_fill):
+        return None
+    how = (
+        f"{f.kv_blocks:,.0f} blocks × {f.kv_block_size:.0f} tokens"
+        if math.isfinite(f.kv_blocks) and math.isfinite(f.kv_block_size)
+        else f"{f.kv_capacity_tokens:,.0f} tokens"
+    )
+    text = f"KV fills at c≈{f.kv_fill:,.0f} ({how}, {f.tokens_per_seq:,.0f} tokens a sequence)"
+    knee = knee_with_limit(run)
+    if knee and knee.get("limit_text"):
+        text += f"; knee limit: {knee['limit_text']}"
+    return text

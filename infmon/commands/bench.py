@@ -18,7 +18,7 @@ from typing import Any
 
 from infmon.cli import CliError
 from infmon.clock import MonotonicClock
-from infmon.commands.against import Against, StepComparer, read_options, step_lines
+from infmon.commands.against import Against, StepComparer, kv_line, read_options, step_lines
 from infmon.commands.against import finish as finish_against
 from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
@@ -130,6 +130,8 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     if args.json:
         _write_json(Path(args.json), result)
     status = _verdict(result)
+    if line := kv_line(session_dir):
+        say(line)
     return max(status, finish_against(against, session_dir)) if compare else status
 
 

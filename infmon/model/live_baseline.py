@@ -81,6 +81,8 @@ class LiveBaseline:
         self.submit: Submit | None = None
         """Where the comparison runs (None: inline, on ``poll``'s caller)."""
         self._pending: Future[BaselineView] | None = None
+        self.error: str | None = None
+        """Why the live comparison stopped (taken by the session as an event)."""
         self._last_s = -math.inf
 
     def set_reference(self, ref: Reference) -> None:
@@ -126,7 +128,12 @@ class LiveBaseline:
         done = None
         if self._pending is not None and self._pending.done():
             pending, self._pending = self._pending, None
-            done = pending.result()  # a failure here is a bug: let it be seen
+            try:
+                done = pending.result()
+            except Exception as exc:  # a bug: said once on screen, the comparison stops
+                self.error = f"baseline comparison stopped: {exc.__class__.__name__}: {exc}"
+                self.reference = None
+                return None
         if self.reference is None or self._pending is not None or now - self._last_s < REFRESH_S:
             return done
         self._last_s = now

@@ -278,6 +278,9 @@ class Session:
         fresh = self.method.poll(now, lambda: self._evidence(now), self.facts)
         if fresh is not None:
             self.set_baseline_view(fresh, now)
+        elif self.method.error:
+            self.add_event(now, "error", self.method.error)
+            self.method.error = None
         if self._views is None:
             self._views = self._build_views(now)
         throughput, latency, server, knee = self._views

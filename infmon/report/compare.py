@@ -207,7 +207,7 @@ def level_dict(c: LevelComparison, sample: LevelSample | None) -> dict[str, Any]
     return d
 
 
-def _knee_of(run: Run) -> dict[str, Any] | None:
+def knee_with_limit(run: Run) -> dict[str, Any] | None:
     k = run.doc.get("knee")
     if not isinstance(k, dict) or not isinstance(k.get("concurrency"), int):
         return k
@@ -244,7 +244,7 @@ def _document(cmp: Comparison) -> dict[str, Any]:
             {
                 "name": r.name,
                 "source": r.source,
-                "knee": _knee_of(r),
+                "knee": knee_with_limit(r),
                 "slo_max_concurrency": r.doc.get("slo_max_concurrency"),
                 "quality": _quality_brief(r.doc.get("quality")),
             }

@@ -14,7 +14,7 @@ from infmon.model.levels import by_level
 from infmon.model.noise import METHOD
 from infmon.model.sanitize import html_text
 from infmon.model.spec_econ import MODEL as SPEC_MODEL
-from infmon.report.compare import Comparison, _knee_of
+from infmon.report.compare import Comparison, knee_with_limit
 from infmon.report.fmt import DASH
 
 TABLES = (
@@ -61,7 +61,7 @@ def _headers(keys: tuple[str, ...], server: bool) -> list[str]:
 def _knees(cmp: Comparison) -> list[str]:
     out = []
     for r in cmp.runs:
-        k = _knee_of(r) or {}
+        k = knee_with_limit(r) or {}
         slo = r.doc.get("slo_max_concurrency")
         text = f"  {r.name}: knee {'c=' + str(k['concurrency']) if k.get('concurrency') else DASH}"
         if k.get("limit_text"):

@@ -98,3 +98,25 @@ def test_without_a_baseline_the_spec_levels_still_show_and_nothing_compares():
     assert [lv.label for lv in snap.server.spec.levels] == ["c=1", "c=4"]
     assert all(lv.economics is None for lv in snap.server.spec.levels)
     assert session.baseline_inputs(clock.now()) is None
+
+
+def test_a_failed_comparison_is_said_once_and_stops_the_comparison():
+    from concurrent.futures import Future
+
+    clock = FakeClock(0.0)
+    ref = _reference(clock)
+    session = new_session(clock)
+    session.set_reference(ref, clock.now())
+
+    def broken(job):
+        f: Future = Future()
+        f.set_exception(ValueError("boom"))
+        return f
+
+    session.method.submit = broken
+    _sweep(session, clock, spec=None)
+    clock.advance(3.0)
+    snap = session.snapshot(clock.now())
+    errors = [e.text for e in snap.events if e.kind == "error"]
+    assert errors == ["baseline comparison stopped: ValueError: boom"]
+    assert session.method.reference is None and snap.baseline is None

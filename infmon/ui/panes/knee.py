@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.baseline import delta_text
+from infmon.model.baseline import LevelComparison, delta_text
 from infmon.model.dashboard import KneeView, StepPoint
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
@@ -65,6 +65,23 @@ class KneePane(Pane):
             return
         var = {True: "success", False: "error", None: "muted"}[d.better]
         text.append(f"  base {delta_text(d).split(' ', 1)[-1]}", self.style(var))
+        if p is k.steps[-1]:  # the latest step: its latencies against the baseline's too
+            self._latencies(text, c)
+
+    def _latencies(self, text: Text, c: LevelComparison) -> None:
+        """``vs base TTFT p90 +5%* TPOT p50 +222%* …``: as many as fit on one line."""
+        room = (self.content_size.width or 36) - len("vs base")
+        text.append("\nvs base", self.style("muted"))
+        for key in ("ttft_p90", "tpot_p50", "itl_p50", "e2e_p90", "goodput"):
+            d = c.get(key)
+            if d is None or f.missing(d.delta.rel):
+                continue
+            cell = f" {d.metric.label.replace(' p50', '')} {delta_text(d).split(' ', 1)[-1]}"
+            if len(cell) > room:
+                break
+            room -= len(cell)
+            var = {True: "success", False: "error", None: "muted"}[d.better]
+            text.append(cell, self.style(var))
 
     @staticmethod
     def _chart(chart: Chart, k: KneeView) -> None:
