@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "compare": "compare runs (session directories or report.json files)",
     "export": "a session's requests as CSV or JSON lines (--step, --since, --until)",
     "quality": "run output-quality probes against a server",
+    "method": "the A/B method: sweep + quality as a baseline, change one thing, rerun, compare",
 }
 
 

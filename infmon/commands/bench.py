@@ -18,6 +18,8 @@ from typing import Any
 
 from infmon.clock import MonotonicClock
 from infmon.commands import CliError
+from infmon.commands.against import Against, StepComparer, kv_line, read_options, step_lines
+from infmon.commands.against import finish as finish_against
 from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
     StopSignals,
@@ -35,6 +37,7 @@ from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec, plan_from_config
 from infmon.journal import JournalWriter
 from infmon.load.runtime import tune_for_load
+from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.sources.errors import SourceError
 from infmon.sources.scraper import DirectSource
@@ -66,10 +69,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the load on this process's loop instead of a worker process",
     )
+    add_against_arguments(parser)
     add_load_arguments(parser)
 
 
+def add_against_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--baseline`` and ``--fail-if`` (``method`` shares them)."""
+    parser.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="compare each step with this run's at the same level (a session directory, a "
+        "report.json or a `vllm bench serve --save-result` file); writes compare.txt/json",
+    )
+    parser.add_argument(
+        "--fail-if",
+        metavar="RULES",
+        help="exit 1 when a change against --baseline crosses a rule beyond noise, e.g. "
+        '"tok/s<-5%%,ttft_p90>+10%%"',
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    return run_with(args, read_options(args.baseline, args.fail_if))
+
+
+def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -> int:
+    """The bench run; against ``against.reference`` step by step when there is one, and at
+    the end (``compare``) the comparison report and the ``--fail-if`` verdict."""
     config = config_from_args(args)
     plan = plan_from_config(config)
     make_workload(config)  # a bad dataset is an error before anything starts
@@ -84,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     opts = _Options(
         None if args.no_server_metrics else args.metrics_interval, args.wide, args.in_process
     )
+    opts.reference = against.reference
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
@@ -102,12 +129,16 @@ def run(args: argparse.Namespace) -> int:
     result["session_dir"] = str(session_dir)
     if args.json:
         _write_json(Path(args.json), result)
-    return _verdict(result)
+    status = _verdict(result)
+    if line := kv_line(session_dir):
+        say(line)
+    return max(status, finish_against(against, session_dir)) if compare else status
 
 
 class _Options:
     def __init__(self, metrics_interval_s: float | None, wide: bool, in_process: bool) -> None:
         self.metrics_interval_s, self.wide, self.in_process = metrics_interval_s, wide, in_process
+        self.reference: Reference | None = None
 
 
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
@@ -160,6 +191,10 @@ async def _bench(
             say(f"prompts: {w.workload}, {w.sizing} · seed {config.seed}")
         _print_intro(config, target, opts.wide)
         progress = _Progress(opts.wide, journal)
+        if opts.reference is not None:
+            progress.comparer = StepComparer(ledger.book, config.slo, opts.reference)
+            progress.clock = clock
+            progress.comparer.attach(wiring)
         runner = StepRunner(
             engine,
             ledger,
@@ -235,6 +270,8 @@ class _Progress(Progress):
     def __init__(self, wide: bool, journal: JournalWriter) -> None:
         super().__init__()
         self.wide, self.journal = wide, journal
+        self.comparer: StepComparer | None = None
+        self.clock: MonotonicClock | None = None
 
     def tick(self, p: StepProgress) -> None:
         note = self.journal.status().line()  # a failing disk is said while the run goes on
@@ -248,6 +285,10 @@ class _Progress(Progress):
             say(f"      client self-check: {note} (the client may be the bottleneck)")
         if s.tokens_estimated:
             say("      note: output tokens counted from chunks (no usable usage from the server)")
+        if self.comparer is not None and self.clock is not None:
+            c = self.comparer.at_step(result.span.index, self.clock.now())
+            for line in step_lines(c) if c is not None else ():
+                say(line)
 
 
 def _result(

@@ -25,6 +25,7 @@ from infmon.commands.common import (
     open_journal,
 )
 from infmon.commands.live import LiveController
+from infmon.commands.live_baseline import load_reference, watch_baseline
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
@@ -55,6 +56,12 @@ def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between metric scrapes (default 1)",
     )
     g.add_argument("--metrics-url", metavar="URL", help="metrics page if not URL/metrics")
+    g.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="compare every level live with this run's (a session directory, a report.json "
+        "or a `vllm bench serve --save-result` file)",
+    )
     g.add_argument(
         "--ui-hz",
         type=float,
@@ -126,12 +133,15 @@ def build_monitor(
     from infmon.ui.app import InfmonApp
 
     clock = clock or MonotonicClock()
+    reference = load_reference(getattr(args, "baseline", None))  # before any load is sent
     session_dir = Path(config.session_dir or default_session_dir(config.label))
     journal = open_journal(session_dir, clock)  # an unusable directory: one line, no load sent
     journal.write_config(config.to_public_dict())
     wiring = RunWiring(journal, StepLedger(), feed_ledger=False)
     session = build_session(config, clock, wiring.health)
     wiring.ledger = session.ledger
+    if reference is not None:
+        watch_baseline(session, reference, clock.now())
     wiring.on_record.append(session.add_record)
     wiring.on_window.append(session.add_window)
     wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))

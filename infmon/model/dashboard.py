@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from infmon.model.baseline import BaselineView, LevelComparison, SpecLevel
 from infmon.model.knee import SLO_ATTAINMENT
 from infmon.model.stats import SLO
 
@@ -50,6 +51,10 @@ class HeaderView:
     """``backing off 0.8 s after 5 failures`` while the load backs off."""
     journal: str | None = None
     """What the session record cannot write (a full disk), while it lasts."""
+    baseline_run: str | None = None
+    """The run compared against (``--baseline RUN``)."""
+    baseline_changes: tuple[str, ...] = ()
+    """The server-config difference: ``dtype auto → fp8``, ``speculative: none → draft k=3``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,9 @@ class SpecView:
     acceptance_rate: float = NAN
     mean_acceptance_length: float = NAN
     per_position_acceptance: tuple[float, ...] = ()
+    levels: tuple[SpecLevel, ...] = ()
+    """Per level held: acceptance, tokens per step, ITL ≈ L × TPOT, and against the baseline
+    at the same level the speed-up and break-even acceptance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +173,12 @@ class KneeView:
     knee_confirmed: bool = False
     """False while the knee is only a candidate: "knee ≈ c=N (confirming)"."""
     knee_reason: str = ""
+    kv_fill_level: float = NAN
+    """Where the KV cache fills at the workload's mean prompt + output tokens."""
+    knee_limit: str = ""
+    """Which limit the knee came from: ``KV cache: …``, ``max_num_seqs ≈ 256 …``, ``compute …``."""
+    baseline: tuple[LevelComparison, ...] = ()
+    """Each level against the baseline run's at the same level (``--baseline``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,3 +201,5 @@ class DashboardSnapshot:
     knee: KneeView = field(default_factory=KneeView)
     events: tuple[Event, ...] = ()
     diagnosis: tuple[str, ...] = ()
+    baseline: BaselineView | None = None
+    """This run against ``--baseline RUN``, level by level (None: no baseline run)."""

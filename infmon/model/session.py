@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
+from infmon.model.baseline import BaselineView, Reference, RunFacts
 from infmon.model.dashboard import (
     DashboardSnapshot,
     Event,
@@ -27,7 +29,9 @@ from infmon.model.dashboard import (
 from infmon.model.diagnose import DiagnosisInputs, diagnose
 from infmon.model.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.ledger import StepLedger, StepResult
+from infmon.model.levels import LevelSample
 from infmon.model.live import LiveWindows
+from infmon.model.live_baseline import LiveBaseline, facts_from_snapshot
 from infmon.model.loghist import LogHistogram
 from infmon.model.rates import TrailingRate
 from infmon.model.records import RequestRecord
@@ -36,6 +40,9 @@ from infmon.model.server_state import ServerState
 from infmon.model.stats import SLO, meets_slo
 from infmon.model.steps import CLOSED, StepEvent
 from infmon.model.window import LoadWindow
+
+if TYPE_CHECKING:
+    from infmon.model.evidence import ServerEvidence
 
 NAN = math.nan
 SAMPLE_PERIOD_S = 1.0
@@ -104,6 +111,8 @@ class Session:
         self.health = health or ServerHealth()
         self.windows = LiveWindows(keep_s=max(c.window_s, c.throughput_window_s) + 5)
         self.server = ServerState()
+        self.method = LiveBaseline(self.ledger.book, c.slo)
+        """Levels against a baseline run, spec decoding per level, KV against the knee."""
         self._good: deque[tuple[float, bool]] = deque()
         self._sizes: deque[int] = deque(maxlen=200)
         n = c.history_samples
@@ -128,6 +137,7 @@ class Session:
     def add_record(self, rec: RequestRecord) -> None:
         """A finished (or failed, or cancelled) request, decoded as the journal keeps it."""
         self.ledger.add_record(rec)
+        self.method.add_record(rec)
         if rec.error_kind == "cancelled":
             self.cancelled += 1
         elif not rec.ok:
@@ -141,6 +151,7 @@ class Session:
 
     def add_window(self, w: LoadWindow) -> None:
         self.windows.add(w)
+        self.method.add_window(w.t0, w.t1, w.tokens)
         lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
         late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
         self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late)
@@ -156,6 +167,7 @@ class Session:
             model=models[0] if models else None, backend=snap.backend, version=snap.backend_version
         )
         self.server.add(snap)
+        self.method.add_server(snap)
         self._server_gen.add(now, snap.generation_tokens_per_s, snap.window_s)
         from infmon.model.evidence import ServerSample
 
@@ -207,6 +219,35 @@ class Session:
         self.add_event(now, "mark", f"baseline: step {cur.index} ({cur.level.label})")
         return cur.index
 
+    def set_reference(self, ref: Reference, now: float) -> None:
+        """Compare every level with ``ref``'s at the same level (``--baseline RUN``)."""
+        self.method.set_reference(ref)
+        self.add_event(now, "mark", f"baseline run: {ref.name} ({ref.source})")
+        self._views = None
+
+    def facts(self) -> RunFacts:
+        sizes = self._sizes
+        per_seq = sum(sizes) / len(sizes) if sizes else NAN
+        return facts_from_snapshot(self.server.last, self.server.max_num_seqs, per_seq)
+
+    def baseline_inputs(
+        self, now: float
+    ) -> tuple[Reference, tuple[LevelSample, ...], RunFacts] | None:
+        """What the comparison with the baseline run needs (copies, for another thread)."""
+        return self.method.inputs(now, self._evidence(now), self.facts())
+
+    def _evidence(self, now: float) -> dict[int, ServerEvidence | None]:
+        return {r.index: r.evidence for r in self.ledger.results(now)}
+
+    def set_baseline_view(self, view: BaselineView, now: float) -> None:
+        """The comparison computed from ``baseline_inputs``; new diagnosis lines become events."""
+        before = set(self.method.view.diagnosis) if self.method.view is not None else set()
+        self.method.view = view
+        for line in view.diagnosis:
+            if line not in before:
+                self.add_event(now, "diagnosis", line)
+        self._views = None
+
     def add_event(self, now: float, kind: str, text: str) -> None:
         recent = list(self._events)[-REPEAT_WITHIN:]
         for e in reversed(recent):
@@ -234,9 +275,16 @@ class Session:
         """Everything the panes render. The windowed views are rebuilt once per second (with the
         series), so between samples the same objects come back and equal panes do not repaint."""
         self._advance(now)
+        fresh = self.method.poll(now, lambda: self._evidence(now), self.facts)
+        if fresh is not None:
+            self.set_baseline_view(fresh, now)
+        elif self.method.error:
+            self.add_event(now, "error", self.method.error)
+            self.method.error = None
         if self._views is None:
             self._views = self._build_views(now)
         throughput, latency, server, knee = self._views
+        view = self.method.view
         return DashboardSnapshot(
             header=self._header_view(now, server),
             throughput=throughput,
@@ -244,7 +292,8 @@ class Session:
             server=server,
             knee=knee,
             events=tuple(self._events),
-            diagnosis=self._diagnosis,
+            diagnosis=self._diagnosis + (view.diagnosis if view is not None else ()),
+            baseline=view,
         )
 
     # ---- internals ----------------------------------------------------------------------------
@@ -319,6 +368,7 @@ class Session:
             self._good.popleft()
         good = sum(1 for end, ok in self._good if end > now - rates.span_s and end <= now)
         base = self._baseline_point(now)
+        base_tok_s = base.output_tokens_per_s if base else self._reference_tok_s()
         return ThroughputView(
             client_output_tokens_per_s=rates.output_tokens_per_s,
             server_generation_tokens_per_s=self._server_generation(now, span),
@@ -330,8 +380,15 @@ class Session:
             client_series=tuple(self._series["client"]),
             server_series=tuple(self._series["server"]),
             mark_offsets=self._mark_offsets(),
-            baseline_output_tokens_per_s=base.output_tokens_per_s if base else NAN,
+            baseline_output_tokens_per_s=base_tok_s,
         )
+
+    def _reference_tok_s(self) -> float:
+        """The baseline run's tok/s at the current level (nan: none, or it did not run it)."""
+        cur, view = self.ledger.book.current, self.method.view
+        at = view.at(cur.level) if view is not None and cur is not None else None
+        d = at.get("tok_s") if at is not None and at.in_baseline else None
+        return d.delta.base if d is not None else NAN
 
     def _mark_offsets(self) -> tuple[int, ...]:
         first = self._samples_taken - len(self._series["client"])
@@ -360,8 +417,13 @@ class Session:
         h = self.health
         down = h.down_since_s - self.start_s if h.down_since_s is not None else None
         last = self.server.last_at_s
+        spec = view.spec
+        if spec is not None:
+            stats = {r.index: (r.stats.itl.p50, r.stats.tpot.p50) for r in self.ledger.results(now)}
+            spec = replace(spec, levels=self.method.spec_levels(stats))
         return replace(
             view,
+            spec=spec,
             up=h.state != DOWN,
             down_since_s=down,
             no_metrics=h.state == NO_METRICS and not view.has_data,
@@ -394,6 +456,8 @@ class Session:
             sweep=self._sweep,
             backoff=self.windows.backoff,
             journal=self._journal_note,
+            baseline_run=self.method.reference.name if self.method.reference else None,
+            baseline_changes=self.method.view.changes if self.method.view else (),
         )
 
     def _baseline_point(self, now: float) -> StepPoint | None:
@@ -405,6 +469,8 @@ class Session:
     def _knee_view(self, now: float) -> KneeView:
         results = [r for r in self.ledger.results(now) if r.span.level.mode == CLOSED]
         knee = self.ledger.knee(now)
+        fill, limit = self.method.knee_limit(knee, results, self.facts())
+        view = self.method.view
         return KneeView(
             steps=tuple(step_point(r, now) for r in results),
             knee_level=knee.concurrency if knee else None,
@@ -412,4 +478,7 @@ class Session:
             baseline_index=self._baseline,
             knee_confirmed=knee.confirmed if knee else False,
             knee_reason=knee.reason if knee else "",
+            kv_fill_level=fill,
+            knee_limit=limit.text,
+            baseline=view.levels if view is not None else (),
         )

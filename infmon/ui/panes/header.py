@@ -50,6 +50,9 @@ class HeaderBar(Pane):
         parts += [sep, (f"{h.failed} failed", self.style("error" if h.failed else "muted"))]
         if h.cancelled:
             parts += [" ", (f"{h.cancelled} cancelled", self.style("muted"))]
+        if h.baseline_run is not None:  # --baseline RUN: what it is and what changed
+            changes = "; ".join(h.baseline_changes) or "no config change seen"
+            parts += [sep, (f"vs {_crop(h.baseline_run, 30)} ({changes})", self.style("accent"))]
         if h.baseline_step is not None:
             parts += [sep, (f"baseline step {h.baseline_step}", self.style("muted"))]
         self.query_one(Body).show(Text.assemble(*parts, no_wrap=True, overflow="ellipsis"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.dashboard import KneeView
+from infmon.model.baseline import LevelComparison, delta_text
+from infmon.model.dashboard import KneeView, StepPoint
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 from infmon.ui.widgets.chart import Chart, Line, VLine
@@ -31,6 +32,10 @@ class KneePane(Pane):
             ("  SLO limit ", muted),
             (limit, self.style("slo", True)),
         )
+        if not f.missing(k.kv_fill_level) and not k.knee_limit:
+            text.append(f"  KV fills c≈{f.num(k.kv_fill_level)}", self.style("kv-high"))
+        if k.knee_limit:
+            text.append(f"\nlimit: {k.knee_limit}", muted)
         if not k.steps:
             text.append("\nhold a level (or press w) for points", muted)
         room = max(0, (self.content_size.height or 4) - 1)
@@ -40,10 +45,43 @@ class KneePane(Pane):
             text.append(f"\nc={p.level:<4g} ", muted)
             text.append(f"{f.num(p.output_tokens_per_s)} tok/s", self.style("client"))
             text.append(f"  p90 {f.ms(p.p90_e2el_s)}", self.style("latency-p90"))
+            self._versus(text, k, p)
         self.query_one(Body).show(text)
         chart = self.query_one(Chart)
         if chart.display:
             self._chart(chart, k)
+
+    def _versus(self, text: Text, k: KneeView, p: StepPoint) -> None:
+        """The baseline run at the same level: its tok/s and the delta, coloured by the noise
+        test (better, worse, within noise); "not in baseline" when it did not run the level."""
+        c = next(
+            (c for c in k.baseline if c.level.value == p.level and c.level.mode == p.mode), None
+        )
+        if c is None:
+            return
+        d = c.get("tok_s")
+        if not c.in_baseline or d is None:
+            text.append("  (not in baseline)", self.style("muted"))
+            return
+        var = {True: "success", False: "error", None: "muted"}[d.better]
+        text.append(f"  base {delta_text(d).split(' ', 1)[-1]}", self.style(var))
+        if p is k.steps[-1]:  # the latest step: its latencies against the baseline's too
+            self._latencies(text, c)
+
+    def _latencies(self, text: Text, c: LevelComparison) -> None:
+        """``vs base TTFT p90 +5%* TPOT p50 +222%* …``: as many as fit on one line."""
+        room = (self.content_size.width or 36) - len("vs base")
+        text.append("\nvs base", self.style("muted"))
+        for key in ("ttft_p90", "tpot_p50", "itl_p50", "e2e_p90", "goodput"):
+            d = c.get(key)
+            if d is None or f.missing(d.delta.rel):
+                continue
+            cell = f" {d.metric.label.replace(' p50', '')} {delta_text(d).split(' ', 1)[-1]}"
+            if len(cell) > room:
+                break
+            room -= len(cell)
+            var = {True: "success", False: "error", None: "muted"}[d.better]
+            text.append(cell, self.style(var))
 
     @staticmethod
     def _chart(chart: Chart, k: KneeView) -> None:
@@ -57,6 +95,8 @@ class KneePane(Pane):
             vlines.append((k.knee_level, "knee", "knee=SLO" if same else "knee"))
         if k.slo_limit_level is not None and k.slo_limit_level != k.knee_level:
             vlines.append((k.slo_limit_level, "slo", "SLO"))
+        if xs and not f.missing(k.kv_fill_level) and min(xs) <= k.kv_fill_level <= 4 * max(xs):
+            vlines.append((k.kv_fill_level, "kv-high", "KV"))
         chart.show(
             [
                 Line("", tuple(p.output_tokens_per_s for p in latest), "client", xs=xs, points="●"),
