@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from infmon.commands import CliError, build_parser
+from infmon.cli import build_parser
+from infmon.commands import CliError
 from infmon.commands.against import read_options
 from infmon.commands.common import config_from_args
 from infmon.commands.method import REPEATED, repeated_options
