@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from infmon.model.gpu import GpuView
 from infmon.model.knee import SLO_ATTAINMENT
 from infmon.model.stats import SLO
 
@@ -187,3 +188,4 @@ class DashboardSnapshot:
     knee: KneeView = field(default_factory=KneeView)
     events: tuple[Event, ...] = ()
     diagnosis: tuple[str, ...] = ()
+    gpu: GpuView = field(default_factory=GpuView)

@@ -25,6 +25,7 @@ from infmon.model.dashboard import (
     ThroughputView,
 )
 from infmon.model.diagnose import DiagnosisInputs, diagnose
+from infmon.model.gpu import GpuState
 from infmon.model.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.model.live import LiveWindows
@@ -104,6 +105,7 @@ class Session:
         self.health = health or ServerHealth()
         self.windows = LiveWindows(keep_s=max(c.window_s, c.throughput_window_s) + 5)
         self.server = ServerState()
+        self.gpus = GpuState()
         self._good: deque[tuple[float, bool]] = deque()
         self._sizes: deque[int] = deque(maxlen=200)
         n = c.history_samples
@@ -156,6 +158,7 @@ class Session:
             model=models[0] if models else None, backend=snap.backend, version=snap.backend_version
         )
         self.server.add(snap)
+        self.gpus.add(snap, now)
         self._server_gen.add(now, snap.generation_tokens_per_s, snap.window_s)
         from infmon.model.evidence import ServerSample
 
@@ -245,6 +248,7 @@ class Session:
             knee=knee,
             events=tuple(self._events),
             diagnosis=self._diagnosis,
+            gpu=self.gpus.view(),
         )
 
     # ---- internals ----------------------------------------------------------------------------
@@ -304,6 +308,8 @@ class Session:
                 load_level=cur.level.value if cur else 0.0,
                 inflight_requests=self.windows.inflight,
                 paused=self._paused,
+                gpu=self.gpus.evidence(),
+                ttft_p90_series=tuple(self._series["ttft"])[-30:],
             )
         )
         self._diagnosis = tuple(line.text for line in lines)
