@@ -37,7 +37,7 @@ from infmon.journal import JournalWriter
 from infmon.load.runtime import tune_for_load
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.sources.errors import SourceError
-from infmon.sources.scraper import DirectSource
+from infmon.sources.scraper import direct_source
 from infmon.sources.thread import ScrapeThread
 
 SCHEMA = "infmon.bench/1"
@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     opts = _Options(
         None if args.no_server_metrics else args.metrics_interval, args.wide, args.in_process
     )
+    opts.gpu_metrics = getattr(args, "gpu_metrics", None)
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
 class _Options:
     def __init__(self, metrics_interval_s: float | None, wide: bool, in_process: bool) -> None:
         self.metrics_interval_s, self.wide, self.in_process = metrics_interval_s, wide, in_process
+        self.gpu_metrics: str | None = None
 
 
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
@@ -141,7 +143,7 @@ async def _bench(
         in_process=opts.in_process,
         log_dir=session_dir,
     )
-    scrapes = _scraper(config, opts.metrics_interval_s, wiring, clock)
+    scrapes = _scraper(config, opts.metrics_interval_s, wiring, clock, opts.gpu_metrics)
     try:
         if scrapes is not None:
             try:
@@ -194,13 +196,17 @@ async def _bench(
 
 
 def _scraper(
-    config: Config, interval_s: float | None, wiring: RunWiring, clock: MonotonicClock
+    config: Config,
+    interval_s: float | None,
+    wiring: RunWiring,
+    clock: MonotonicClock,
+    gpu_metrics: str | None = None,
 ) -> ScrapeThread | None:
     if interval_s is None:
         return None
     url = config.url or ""
     return ScrapeThread(
-        lambda: DirectSource.from_config(config, url),
+        lambda: direct_source(config, url, gpu_metrics),
         interval_s,
         wiring.snapshot,
         clock,

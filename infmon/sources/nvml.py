@@ -133,8 +133,9 @@ class NvmlReader:
             "nvmlDeviceGetCurrentClocksThrottleReasons",
         ):
             fn = getattr(nv, name, None)
-            if fn is not None:
-                return _try(fn, h)
+            got = _try(fn, h) if fn is not None else None
+            if got is not None:
+                return got
         return None
 
     def _processes(self, i: int, h: Any) -> tuple[GpuProcess, ...]:

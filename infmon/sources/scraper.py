@@ -273,3 +273,10 @@ class WithGpus:
             await self.gpus.aclose()
         finally:
             await self.source.aclose()
+
+
+def direct_source(config: Config, url: str, gpu_metrics: str | None = None) -> Any:
+    """The run's server source, with ``--gpu-metrics`` (nvml or a DCGM URL) joined in."""
+    source = DirectSource.from_config(config, url)
+    reader = gpu_reader(gpu_metrics, config)
+    return source if reader is None else WithGpus(source, reader)
