@@ -16,7 +16,7 @@ fp64 ``2**47``), negative values and ratios or percentages out of range are no r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from infmon.model.server import GpuProcess, GpuSnapshot
@@ -246,3 +246,40 @@ def order(g: GpuSnapshot) -> tuple[str, int, int, str]:
     num = int(gpu) if gpu.isdigit() else 1 << 30
     sub = int(inst) if inst.isdigit() else -1
     return (g.hostname or "", num, sub, g.index)
+
+
+def gpu_ref(g: GpuSnapshot) -> str:
+    """How a pod's row names its GPU: ``host/index`` (``index`` without a host)."""
+    return f"{g.hostname}/{g.index}" if g.hostname else g.index
+
+
+def _rx(c: str) -> str:
+    if c == '"':
+        return '\\"'  # the PromQL string's escape; a quote is literal to the regex
+    if c == "\\":
+        return "\\" * 4
+    if c.isascii() and not (c.isalnum() or c == "_"):
+        return "\\" * 2 + c  # escaped for the regex, the backslash escaped for the string
+    return c
+
+
+def promql_regex(values: Iterable[str]) -> str:
+    """``a|b`` matching exactly these label values, for ``label=~"…"`` in a PromQL query."""
+    return "|".join("".join(_rx(c) for c in v) for v in sorted(set(values)))
+
+
+def gpus_of_pods(
+    gpus: Iterable[GpuSnapshot], pods: Mapping[str, str]
+) -> dict[str, tuple[str, ...]]:
+    """Each pod's GPUs (``gpu_ref``): the GPUs it holds (DCGM's pod attribution), else the GPUs
+    of its host (``pods`` maps a pod to the host part of its ``instance``)."""
+    gpus = tuple(gpus)
+    out: dict[str, tuple[str, ...]] = {}
+    for pod, host in pods.items():
+        held = [
+            gpu_ref(g) for g in gpus if any(p.kind == "pod" and p.name == pod for p in g.processes)
+        ]
+        if not held and host:
+            held = [gpu_ref(g) for g in gpus if g.hostname == host]
+        out[pod] = tuple(held)
+    return out
