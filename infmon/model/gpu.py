@@ -212,14 +212,19 @@ class GpuState:
         self.configured = self.configured or snap.gpu_source is not None
         self.source = snap.gpu_source or self.source
         self.note = snap.gpu_note
-        self._gpus = snap.gpus
-        self._serving_pods = frozenset(
-            v for e in snap.engines if e.gpus for k, v in e.labels if k == "pod"
-        )
-        for g in snap.gpus:
+        pods = frozenset(v for e in snap.engines if e.gpus for k, v in e.labels if k == "pod")
+        self.add_gpus(snap.gpus, pods, t)
+
+    def add_gpus(
+        self, gpus: tuple[GpuSnapshot, ...], serving_pods: frozenset[str], t: float
+    ) -> None:
+        """One scrape's GPUs, with the pods the fleet view joined to a GPU (the servers)."""
+        self._gpus = gpus
+        self._serving_pods = serving_pods
+        for g in gpus:
             self._tracks.setdefault(g.key, _Track()).update(t, g)
-        if len(self._tracks) > 4 * max(1, len(snap.gpus)) + 64:  # GPUs that went away
-            live = {g.key for g in snap.gpus}
+        if len(self._tracks) > 4 * max(1, len(gpus)) + 64:  # GPUs that went away
+            live = {g.key for g in gpus}
             self._tracks = {k: v for k, v in self._tracks.items() if k in live}
         self._rows = None
         busiest = GpuEvidence(self.rows()).busiest_activity

@@ -56,17 +56,23 @@ def busiest_other(rows: tuple[GpuRow, ...]) -> tuple[GpuRow, HolderView] | None:
     return max(found, key=lambda rh: rh[1].sm_percent) if found else None
 
 
+def contention_text(rows: tuple[GpuRow, ...]) -> str | None:
+    """ "GPU contention: another pod … on GPU 0 (…: 3.1 GiB, SM 40%)" when another holder
+    computes on a serving GPU (live rows, or a step's mean rows in a report)."""
+    found = busiest_other(rows)
+    if found is None:
+        return None
+    row, h = found
+    return f"GPU contention: another {h.kind} on {row.label} ({_holder_text(h)})"
+
+
 def gpu_contention(i: DiagnosisInputs) -> Diagnosis | None:
     ev = i.gpu
     if ev is None or i.paused:
         return None
-    found = busiest_other(ev.rows)
-    if found is not None:
-        row, h = found
-        return Diagnosis(
-            "gpu_contention",
-            f"GPU contention: another {h.kind} on {row.label} ({_holder_text(h)})",
-        )
+    text = contention_text(ev.rows)
+    if text is not None:
+        return Diagnosis("gpu_contention", text)
     drop = throughput_drop(i)
     if drop is None:
         return None
@@ -137,11 +143,9 @@ def _clock_text(r: GpuRow) -> tuple[str, float]:
     return f"SM clock {clock:,.0f} MHz", 0.0
 
 
-def gpu_throttled(i: DiagnosisInputs) -> Diagnosis | None:
-    ev = i.gpu
-    if ev is None:
-        return None
-    rows = ev.serving or ev.rows
+def throttle_text(rows: tuple[GpuRow, ...]) -> str | None:
+    """A power or thermal throttle of the first such GPU among ``rows``, with its clock drop;
+    else a GPU at its power limit whose clock fell at least 10%."""
     for r in rows:
         clock, drop = _clock_text(r)
         if r.throttle:
@@ -151,15 +155,21 @@ def gpu_throttled(i: DiagnosisInputs) -> Diagnosis | None:
             word = "power- and thermal-throttled" if power and thermal else word
             more = sum(1 for x in rows if x.throttle) - 1
             tail = f"; {more} more GPU(s) throttled" if more > 0 else ""
-            reasons = ", ".join(r.throttle)
-            return Diagnosis("gpu_throttle", f"{r.label} {word} ({reasons}): {clock}{tail}")
+            return f"{r.label} {word} ({', '.join(r.throttle)}): {clock}{tail}"
         at_limit = _ok(r.power_w) and _ok(r.power_limit_w) and r.power_limit_w > 0
         if at_limit and r.power_w >= POWER_LIMIT_FRACTION * r.power_limit_w and drop >= 0.1:
-            return Diagnosis(
-                "gpu_throttle",
-                f"{r.label} at its power limit ({r.power_w:.0f}/{r.power_limit_w:.0f} W): {clock}",
+            return (
+                f"{r.label} at its power limit ({r.power_w:.0f}/{r.power_limit_w:.0f} W): {clock}"
             )
     return None
+
+
+def gpu_throttled(i: DiagnosisInputs) -> Diagnosis | None:
+    ev = i.gpu
+    if ev is None:
+        return None
+    text = throttle_text(ev.serving or ev.rows)
+    return None if text is None else Diagnosis("gpu_throttle", text)
 
 
 GPU_RULES = (gpu_contention, gpu_idle, gpu_throttled)
