@@ -5,13 +5,15 @@ memory, lowest SM clock, throttle reasons seen, the other holders with their mea
 and the GPU rules (``gpu_rules``) applied to each step's figures (``step_lines``), so the
 report names contention, an idle GPU or throttling on the step where it happened.
 
-Pure. Memory: one ``GpuRow`` per GPU per scrape, at most ``MAX_GPUS`` GPUs per scrape.
+Pure. Memory: columns of floats per GPU, about 100 bytes a GPU a scrape (at most ``MAX_GPUS``
+GPUs a scrape); a step's figures are computed from them on demand.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,21 +26,6 @@ NAN = math.nan
 MAX_GPUS = 16
 """GPUs kept per scrape (the report is about the serving ones)."""
 LATENCY_RISE_MIN_MS = 50.0
-
-
-def _mean(xs: Sequence[float]) -> float:
-    v = [x for x in xs if not math.isnan(x)]
-    return sum(v) / len(v) if v else NAN
-
-
-def _min(xs: Sequence[float]) -> float:
-    v = [x for x in xs if not math.isnan(x)]
-    return min(v) if v else NAN
-
-
-def _max(xs: Sequence[float]) -> float:
-    v = [x for x in xs if not math.isnan(x)]
-    return max(v) if v else NAN
 
 
 def _json(x: float, digits: int = 4) -> float | None:
@@ -87,42 +74,90 @@ class StepGpu:
         }
 
 
-def _holders(rows: Sequence[GpuRow]) -> tuple[HolderView, ...]:
-    """Each holder seen over the rows: its peak memory and mean SM share while present."""
-    seen: dict[tuple[str, str, int | None, bool], list[HolderView]] = {}
-    for r in rows:
-        for h in r.holders:
-            seen.setdefault((h.name, h.kind, h.pid, h.serving), []).append(h)
-    return tuple(
-        HolderView(
+_FIELDS = ("activity", "dram", "power_w", "mem_used_gib", "sm_clock_mhz", "sm_clock_peak_mhz")
+_HolderKey = tuple[str, str, "int | None", bool]
+
+
+def _nan_safe(values: array[float], fn: Any) -> float:
+    v = [x for x in values if not math.isnan(x)]
+    return float(fn(v)) if v else NAN
+
+
+@dataclass
+class _HolderColumn:
+    """One holder of one GPU: its memory and SM share at each scrape it was seen in."""
+
+    t: array[float] = field(default_factory=lambda: array("d"))
+    mem_gib: array[float] = field(default_factory=lambda: array("d"))
+    sm_percent: array[float] = field(default_factory=lambda: array("d"))
+
+    def view(self, key: _HolderKey, start_s: float, end_s: float) -> HolderView | None:
+        lo, hi = bisect.bisect_left(self.t, start_s), bisect.bisect_right(self.t, end_s)
+        if lo >= hi:
+            return None
+        name, kind, pid, serving = key
+        return HolderView(
             name=name,
             kind=kind,
             pid=pid,
-            mem_gib=_max([h.mem_gib for h in hs]),
-            sm_percent=_mean([h.sm_percent for h in hs]),
+            mem_gib=_nan_safe(self.mem_gib[lo:hi], max),
+            sm_percent=_nan_safe(self.sm_percent[lo:hi], _avg),
             serving=serving,
         )
-        for (name, kind, pid, serving), hs in seen.items()
-    )
 
 
-def summarise(rows: Sequence[GpuRow]) -> StepGpu:
-    """One GPU's rows over a step (oldest first, at least one) → its step figures."""
-    last = rows[-1]
-    reasons = sorted({x for r in rows for x in r.throttle})
-    row = replace(
-        last,
-        activity=_mean([r.activity for r in rows]),
-        dram=_mean([r.dram for r in rows]),
-        power_w=_mean([r.power_w for r in rows]),
-        mem_used_gib=_max([r.mem_used_gib for r in rows]),
-        sm_clock_mhz=_min([r.sm_clock_mhz for r in rows]),
-        sm_clock_peak_mhz=_max([r.sm_clock_peak_mhz for r in rows]),
-        throttle=tuple(reasons),
-        holders=_holders(rows),
-        serving=any(r.serving for r in rows),
+def _avg(v: list[float]) -> float:
+    return sum(v) / len(v)
+
+
+@dataclass
+class _GpuColumn:
+    """One GPU's rows over the session, as columns (about 100 bytes a scrape)."""
+
+    last: GpuRow
+    t: array[float] = field(default_factory=lambda: array("d"))
+    values: dict[str, array[float]] = field(
+        default_factory=lambda: {k: array("d") for k in _FIELDS}
     )
-    return StepGpu(row, len(rows), _max([r.activity for r in rows]))
+    serving: array[int] = field(default_factory=lambda: array("b"))
+    throttle: list[tuple[str, ...]] = field(default_factory=list)
+    holders: dict[_HolderKey, _HolderColumn] = field(default_factory=dict)
+
+    def add(self, t_s: float, r: GpuRow, interned: dict[tuple[str, ...], tuple[str, ...]]) -> None:
+        self.last = r
+        self.t.append(t_s)
+        for k in _FIELDS:
+            self.values[k].append(getattr(r, k))
+        self.serving.append(r.serving)
+        self.throttle.append(interned.setdefault(r.throttle, r.throttle))
+        for h in r.holders:
+            col = self.holders.setdefault((h.name, h.kind, h.pid, h.serving), _HolderColumn())
+            col.t.append(t_s)
+            col.mem_gib.append(h.mem_gib)
+            col.sm_percent.append(h.sm_percent)
+
+    def window(self, start_s: float, end_s: float) -> StepGpu | None:
+        lo, hi = bisect.bisect_left(self.t, start_s), bisect.bisect_right(self.t, end_s)
+        if lo >= hi:
+            return None
+        v = {k: self.values[k][lo:hi] for k in _FIELDS}
+        holders = (c.view(k, start_s, end_s) for k, c in self.holders.items())
+        row = replace(
+            self.last,
+            activity=_nan_safe(v["activity"], _avg),
+            dram=_nan_safe(v["dram"], _avg),
+            power_w=_nan_safe(v["power_w"], _avg),
+            mem_used_gib=_nan_safe(v["mem_used_gib"], max),
+            sm_clock_mhz=_nan_safe(v["sm_clock_mhz"], min),
+            sm_clock_peak_mhz=_nan_safe(v["sm_clock_peak_mhz"], max),
+            throttle=tuple(sorted({x for reasons in self.throttle[lo:hi] for x in reasons})),
+            holders=tuple(h for h in holders if h is not None),
+            serving=any(self.serving[lo:hi]),
+        )
+        return StepGpu(row, hi - lo, _nan_safe(v["activity"], max))
+
+    def points(self) -> list[tuple[float, dict[str, float]]]:
+        return [(t, {k: self.values[k][i] for k in _FIELDS}) for i, t in enumerate(self.t)]
 
 
 def _serving_pods(snap: Mapping[str, Any]) -> frozenset[str]:
@@ -136,14 +171,14 @@ def _serving_pods(snap: Mapping[str, Any]) -> frozenset[str]:
 
 @dataclass
 class GpuTimeline:
-    """Journal scrapes' GPU rows by session time (seconds from the session's origin)."""
+    """Journal scrapes' GPU rows by session time (seconds from the session's origin), kept as
+    columns per GPU; scrapes must come in time order (the journal's)."""
 
     origin_s: float = 0.0
     _state: GpuState = field(default_factory=GpuState)
-    _t: list[float] = field(default_factory=list)
-    _rows: list[tuple[GpuRow, ...]] = field(default_factory=list)
-    _order: dict[str, GpuRow] = field(default_factory=dict)
-    """Every GPU seen, by key: its last row."""
+    _gpus: dict[str, _GpuColumn] = field(default_factory=dict)
+    _interned: dict[tuple[str, ...], tuple[str, ...]] = field(default_factory=dict)
+    _last_t: float = -math.inf
 
     def add_scrape(self, scrape: Mapping[str, Any]) -> None:
         """One journal scrape line (``{"t": …, "snap": ServerSnapshot.to_dict()}``)."""
@@ -153,38 +188,34 @@ class GpuTimeline:
         raw = snap.get("gpus")
         if not isinstance(raw, list) or not raw or snap.get("state", "ok") != "ok":
             return
+        t_s = float(t) - self.origin_s
+        if t_s < self._last_t:
+            return  # out of order: the columns are sorted by time
+        self._last_t = t_s
         gpus = tuple(GpuSnapshot.from_dict(g) for g in raw[:MAX_GPUS] if isinstance(g, Mapping))
         self._state.add_gpus(gpus, _serving_pods(snap), float(t))
-        rows = self._state.rows()
-        t_s = float(t) - self.origin_s
-        i = bisect.bisect_right(self._t, t_s)
-        self._t.insert(i, t_s)
-        self._rows.insert(i, rows)
-        for r in rows:
-            self._order[r.key] = r
+        for r in self._state.rows():
+            self._gpus.setdefault(r.key, _GpuColumn(r)).add(t_s, r, self._interned)
 
     def __bool__(self) -> bool:
-        return bool(self._t)
+        return bool(self._gpus)
 
-    def keys(self) -> list[str]:
+    def gpu_keys(self) -> list[str]:
         """Every GPU seen, the serving ones first."""
-        return sorted(self._order, key=lambda k: (not self._order[k].serving, k))
+        return sorted(self._gpus, key=lambda k: (not self._gpus[k].last.serving, k))
 
     def last_rows(self) -> list[GpuRow]:
-        return [self._order[k] for k in self.keys()]
+        return [self._gpus[k].last for k in self.gpu_keys()]
 
     def step(self, start_s: float, end_s: float) -> tuple[StepGpu, ...]:
         """Each GPU over ``[start_s, end_s]`` (session seconds), serving GPUs first."""
-        lo, hi = bisect.bisect_left(self._t, start_s), bisect.bisect_right(self._t, end_s)
-        per: dict[str, list[GpuRow]] = {}
-        for rows in self._rows[lo:hi]:
-            for r in rows:
-                per.setdefault(r.key, []).append(r)
-        return tuple(summarise(per[k]) for k in self.keys() if k in per)
+        found = (self._gpus[k].window(start_s, end_s) for k in self.gpu_keys())
+        return tuple(g for g in found if g is not None)
 
-    def points(self) -> list[tuple[float, GpuRow]]:
-        """Every (time, row), oldest first."""
-        return [(t, r) for t, rows in zip(self._t, self._rows, strict=True) for r in rows]
+    def points(self, key: str) -> list[tuple[float, dict[str, float]]]:
+        """One GPU's (time, figures) at every scrape, oldest first."""
+        col = self._gpus.get(key)
+        return col.points() if col is not None else []
 
 
 def _idle_text(

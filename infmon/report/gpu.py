@@ -96,23 +96,21 @@ def _v(x: float, digits: int = 4) -> float | None:
 
 def _points(timeline: GpuTimeline) -> list[dict[str, Any]]:
     """Per GPU, every n-th scrape so that at most ``MAX_POINTS`` remain per GPU."""
-    per: dict[str, list[dict[str, Any]]] = {}
-    for t, r in timeline.points():
-        per.setdefault(r.key, []).append(
-            {
-                "t_s": round(t, 3),
-                "key": r.key,
-                "activity": _v(r.activity),
-                "dram": _v(r.dram),
-                "power_w": _v(r.power_w, 1),
-                "mem_used_gib": _v(r.mem_used_gib, 3),
-                "sm_clock_mhz": _v(r.sm_clock_mhz, 0),
-            }
-        )
     out = []
-    for pts in per.values():
-        step = max(1, math.ceil(len(pts) / MAX_POINTS))
-        out += pts[::step]
+    for key in timeline.gpu_keys():
+        pts = timeline.points(key)
+        for t, v in pts[:: max(1, math.ceil(len(pts) / MAX_POINTS))]:
+            out.append(
+                {
+                    "t_s": round(t, 3),
+                    "key": key,
+                    "activity": _v(v["activity"]),
+                    "dram": _v(v["dram"]),
+                    "power_w": _v(v["power_w"], 1),
+                    "mem_used_gib": _v(v["mem_used_gib"], 3),
+                    "sm_clock_mhz": _v(v["sm_clock_mhz"], 0),
+                }
+            )
     return sorted(out, key=lambda p: (p["t_s"], p["key"]))
 
 
