@@ -160,7 +160,7 @@ class _GpuColumn:
         return [(t, {k: self.values[k][i] for k in _FIELDS}) for i, t in enumerate(self.t)]
 
 
-def _serving_pods(snap: Mapping[str, Any]) -> frozenset[str]:
+def serving_pods(snap: Mapping[str, Any]) -> frozenset[str]:
     pods = set()
     for e in snap.get("engines") or ():
         labels = e.get("labels") if isinstance(e, Mapping) else None
@@ -193,7 +193,7 @@ class GpuTimeline:
             return  # out of order: the columns are sorted by time
         self._last_t = t_s
         gpus = tuple(GpuSnapshot.from_dict(g) for g in raw[:MAX_GPUS] if isinstance(g, Mapping))
-        self._state.add_gpus(gpus, _serving_pods(snap), float(t))
+        self._state.add_gpus(gpus, serving_pods(snap), float(t))
         for r in self._state.rows():
             self._gpus.setdefault(r.key, _GpuColumn(r)).add(t_s, r, self._interned)
 
