@@ -40,7 +40,7 @@ from infmon.load.runtime import tune_for_load
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.sources.errors import SourceError
-from infmon.sources.scraper import DirectSource
+from infmon.sources.scraper import direct_source
 from infmon.sources.thread import ScrapeThread
 
 SCHEMA = "infmon.bench/1"
@@ -111,6 +111,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
         None if args.no_server_metrics else args.metrics_interval, args.wide, args.in_process
     )
     opts.reference = against.reference
+    opts.gpu_metrics = getattr(args, "gpu_metrics", None)
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
@@ -139,6 +140,7 @@ class _Options:
     def __init__(self, metrics_interval_s: float | None, wide: bool, in_process: bool) -> None:
         self.metrics_interval_s, self.wide, self.in_process = metrics_interval_s, wide, in_process
         self.reference: Reference | None = None
+        self.gpu_metrics: str | None = None
 
 
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
@@ -172,7 +174,7 @@ async def _bench(
         in_process=opts.in_process,
         log_dir=session_dir,
     )
-    scrapes = _scraper(config, opts.metrics_interval_s, wiring, clock)
+    scrapes = _scraper(config, opts.metrics_interval_s, wiring, clock, opts.gpu_metrics)
     try:
         if scrapes is not None:
             try:
@@ -229,13 +231,17 @@ async def _bench(
 
 
 def _scraper(
-    config: Config, interval_s: float | None, wiring: RunWiring, clock: MonotonicClock
+    config: Config,
+    interval_s: float | None,
+    wiring: RunWiring,
+    clock: MonotonicClock,
+    gpu_metrics: str | None = None,
 ) -> ScrapeThread | None:
     if interval_s is None:
         return None
     url = config.url or ""
     return ScrapeThread(
-        lambda: DirectSource.from_config(config, url),
+        lambda: direct_source(config, url, gpu_metrics),
         interval_s,
         wiring.snapshot,
         clock,

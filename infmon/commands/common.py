@@ -103,6 +103,16 @@ def add_metrics_bounds_arguments(g: argparse._ActionsContainer) -> None:
     )
 
 
+def add_gpu_arguments(g: argparse._ActionsContainer) -> None:
+    """Where the GPUs' telemetry comes from (the GPU pane, the journal, the report)."""
+    g.add_argument(
+        "--gpu-metrics",
+        metavar="URL|nvml",
+        help="GPU telemetry: a DCGM exporter's URL (its /metrics), or nvml for this host's "
+        "GPUs (needs nvidia-ml-py); default: DCGM series on the server's own page, if any",
+    )
+
+
 def add_server_arguments(g: argparse._ActionsContainer, *, endpoint_default: str) -> None:
     """Key, model, endpoint, timeouts, TLS and the SSE event cap (every command that sends
     requests); the command adds its own positional URL."""
@@ -135,6 +145,7 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("server and load")
     add_server_arguments(g, endpoint_default="completions")
     add_metrics_bounds_arguments(g)
+    add_gpu_arguments(g)
     lengths = "N, A-B, normal:MEAN,SD, lognormal:MEDIAN,SIGMA or empirical:FILE"
     g.add_argument(
         "--prompt-tokens",

@@ -128,7 +128,7 @@ def build_monitor(
 ) -> tuple[Any, Recorder]:
     """The app wired to the load engine, the scraper, the journal and reports (not running).
     ``sweep``: start the automatic sweep at once (``infmon demo``)."""
-    from infmon.sources.scraper import DirectSource
+    from infmon.sources.scraper import direct_source
     from infmon.sources.thread import ScrapeThread
     from infmon.ui.app import InfmonApp
 
@@ -168,7 +168,7 @@ def build_monitor(
     )
     metrics_url = args.metrics_url or config.url or ""
     scrapes = ScrapeThread(
-        lambda: DirectSource.from_config(config, metrics_url),
+        lambda: direct_source(config, metrics_url, getattr(args, "gpu_metrics", None)),
         args.scrape_interval,
         wiring.snapshot,
         clock,

@@ -134,6 +134,14 @@ def render_text(snap: ServerSnapshot) -> str:
         lines.append(
             f"  [{e.key}] running {_fmt(e.running)} waiting {_fmt(e.waiting)} "
             f"kv {_fmt(e.kv_cache_usage)} gen {_fmt(e.generation_tokens_total)}"
+            + (f" gpus {', '.join(e.gpus)}" if e.gpus else "")
+        )
+    for g in snap.gpus:
+        holders = ", ".join(p.name for p in g.processes)
+        lines.append(
+            f"  gpu {g.hostname or ''}/{g.index} {_fmt(g.name)} activity {_fmt(g.activity)} "
+            f"mem {_fmt(g.mem_used_mib)}/{_fmt(g.mem_total_mib)} MiB power {_fmt(g.power_w)} W"
+            + (f" held by {holders}" if holders else "")
         )
     if snap.error_message:
         lines.append(f"error ({snap.error_kind}): {snap.error_message}")

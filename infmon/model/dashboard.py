@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infmon.model.baseline import BaselineView, LevelComparison, SpecLevel
+from infmon.model.gpu import GpuView
 from infmon.model.knee import SLO_ATTAINMENT
 from infmon.model.stats import SLO
 
@@ -203,3 +204,4 @@ class DashboardSnapshot:
     diagnosis: tuple[str, ...] = ()
     baseline: BaselineView | None = None
     """This run against ``--baseline RUN``, level by level (None: no baseline run)."""
+    gpu: GpuView = field(default_factory=GpuView)

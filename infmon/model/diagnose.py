@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from infmon.model.dashboard import ServerView
+from infmon.model.gpu import GpuEvidence
 
 KV_FULL_FRACTION = 0.95
 LOW_ACCEPTANCE_RATE = 0.3
@@ -30,6 +31,10 @@ class DiagnosisInputs:
     load_level: float
     inflight_requests: int | None
     paused: bool
+    gpu: GpuEvidence | None = None
+    """The serving GPUs (DCGM or NVML), when there is GPU data."""
+    ttft_p90_series: tuple[float, ...] = ()
+    """Recent client TTFT p90, one value per second, oldest first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +87,9 @@ def client_bottleneck(i: DiagnosisInputs) -> Diagnosis | None:
     return None
 
 
-def throughput_fell(i: DiagnosisInputs) -> Diagnosis | None:
-    """Throughput fell at constant load with no queue or KV change: a noisy neighbour?"""
+def throughput_drop(i: DiagnosisInputs) -> float | None:
+    """How far throughput fell below this step's peak at constant load with no queue or KV
+    change (at least ``THROUGHPUT_DROP_FRACTION``), else None."""
     if i.paused or not (_ok(i.step_age_s) and i.step_age_s >= 2 * MIN_STEP_AGE_S):
         return None
     held = int(i.step_age_s - MIN_STEP_AGE_S)
@@ -97,9 +103,16 @@ def throughput_fell(i: DiagnosisInputs) -> Diagnosis | None:
     s = i.server
     queue_quiet = not _ok(s.waiting) or s.waiting == 0
     kv_quiet = not _ok(s.kv_usage_fraction) or s.kv_usage_fraction < KV_FULL_FRACTION
-    if drop >= THROUGHPUT_DROP_FRACTION and queue_quiet and kv_quiet:
-        return Diagnosis("fell", f"throughput fell {drop:.0%} at constant load: contention?")
-    return None
+    return drop if drop >= THROUGHPUT_DROP_FRACTION and queue_quiet and kv_quiet else None
+
+
+def throughput_fell(i: DiagnosisInputs) -> Diagnosis | None:
+    """Throughput fell at constant load with no queue or KV change: a noisy neighbour? (The GPU
+    rules say which, when there is GPU data; this line is then left out.)"""
+    drop = throughput_drop(i)
+    if drop is None:
+        return None
+    return Diagnosis("fell", f"throughput fell {drop:.0%} at constant load: contention?")
 
 
 def low_acceptance(i: DiagnosisInputs) -> Diagnosis | None:
@@ -124,10 +137,16 @@ RULES = (server_down, kv_full, queueing, client_bottleneck, throughput_fell, low
 
 
 def diagnose(inputs: DiagnosisInputs) -> tuple[Diagnosis, ...]:
-    """Every rule that fires, in a fixed order (most urgent first)."""
+    """Every rule that fires, in a fixed order (most urgent first); the GPU rules
+    (``infmon.model.gpu_rules``) after the server's, and a GPU explanation of a throughput
+    drop replaces the generic "contention?" line."""
+    from infmon.model.gpu_rules import GPU_RULES
+
     out = []
-    for rule in RULES:
+    for rule in (*RULES, *GPU_RULES):
         found = rule(inputs)
         if found is not None:
             out.append(found)
+    if any(d.key == "gpu_contention" for d in out):
+        out = [d for d in out if d.key != "fell"]
     return tuple(out)

@@ -27,6 +27,7 @@ from infmon.model.dashboard import (
     ThroughputView,
 )
 from infmon.model.diagnose import DiagnosisInputs, diagnose
+from infmon.model.gpu import GpuState
 from infmon.model.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.model.levels import LevelSample
@@ -113,6 +114,7 @@ class Session:
         self.server = ServerState()
         self.method = LiveBaseline(self.ledger.book, c.slo)
         """Levels against a baseline run, spec decoding per level, KV against the knee."""
+        self.gpus = GpuState()
         self._good: deque[tuple[float, bool]] = deque()
         self._sizes: deque[int] = deque(maxlen=200)
         n = c.history_samples
@@ -168,6 +170,7 @@ class Session:
         )
         self.server.add(snap)
         self.method.add_server(snap)
+        self.gpus.add(snap, now)
         self._server_gen.add(now, snap.generation_tokens_per_s, snap.window_s)
         from infmon.model.evidence import ServerSample
 
@@ -294,6 +297,7 @@ class Session:
             events=tuple(self._events),
             diagnosis=self._diagnosis + (view.diagnosis if view is not None else ()),
             baseline=view,
+            gpu=self.gpus.view(),
         )
 
     # ---- internals ----------------------------------------------------------------------------
@@ -353,6 +357,8 @@ class Session:
                 load_level=cur.level.value if cur else 0.0,
                 inflight_requests=self.windows.inflight,
                 paused=self._paused,
+                gpu=self.gpus.evidence(),
+                ttft_p90_series=tuple(self._series["ttft"])[-30:],
             )
         )
         self._diagnosis = tuple(line.text for line in lines)

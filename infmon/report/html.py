@@ -10,7 +10,7 @@ import base64
 from typing import Any
 
 from infmon.model.sanitize import html_text
-from infmon.report import svg
+from infmon.report import gpu, svg
 from infmon.report.faults import fault_lines
 from infmon.report.fmt import STEP_HEADER, num, pct, server_rows, step_row
 from infmon.report.markdown import _knee_text
@@ -215,6 +215,7 @@ def render_html(doc: dict[str, Any], screenshot_svg: str | None = None) -> str:
         f"{html_text(str(doc.get('slo_max_concurrency') or 'none'))}</p>",
         "<h2>Charts</h2>",
         *charts(doc),
+        *gpu.html_parts(doc, _table),
         "<h2>Diagnosis</h2><ul>",
         *(f"<li>{html_text(x)}</li>" for x in doc.get("diagnosis") or []),
         "</ul>",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from infmon.model.sanitize import clean
+from infmon.report import gpu
 from infmon.report.faults import fault_lines
 from infmon.report.fmt import DASH, STEP_HEADER, num, pct, server_rows, step_row
 
@@ -67,6 +68,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"**SLO limit:** {'c=' + str(slo) if slo is not None else 'none met / no SLO'}",
         "",
     ]
+    out += gpu.markdown_lines(doc, _table)
     out += ["## Diagnosis", ""] + [
         f"- {md_escape(x)}" for x in doc.get("diagnosis") or ["Nothing notable."]
     ]

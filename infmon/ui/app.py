@@ -25,6 +25,7 @@ from infmon.model.session import Session
 from infmon.ui.commands import FOOTER_KEYS, KEYS, system_commands
 from infmon.ui.panes import (
     EventsPane,
+    GpuPane,
     HeaderBar,
     KneePane,
     KvPane,
@@ -123,6 +124,7 @@ class InfmonApp(App[None]):
             yield ServerPane(id="server")
             yield KvPane(id="kv")
             yield SpecPane(id="spec")
+            yield GpuPane(id="gpu")
             yield KneePane(id="knee")
         yield EventsPane(id="events")
         yield Footer(show_command_palette=False)
@@ -171,6 +173,7 @@ class InfmonApp(App[None]):
             self.query_one(SpecPane).snapshot = SpecInput(
                 snap.server.spec, snap.latency.itl.p50_s, snap.latency.tpot.p50_s
             )
+            self.query_one(GpuPane).snapshot = snap.gpu
             self.query_one(KneePane).snapshot = snap.knee
             self.query_one(EventsPane).snapshot = EventsInput(snap.events, snap.diagnosis)
 

@@ -2,6 +2,7 @@
 
 from infmon.ui.panes.base import Pane
 from infmon.ui.panes.events import EventsPane
+from infmon.ui.panes.gpu import GpuPane
 from infmon.ui.panes.header import HeaderBar
 from infmon.ui.panes.knee import KneePane
 from infmon.ui.panes.latency import LatencyPane
@@ -11,6 +12,7 @@ from infmon.ui.panes.throughput import ThroughputPane
 
 __all__ = [
     "EventsPane",
+    "GpuPane",
     "HeaderBar",
     "KneePane",
     "KvPane",
