@@ -42,27 +42,27 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"infmon.commands.{name}")
         p = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _parser=p)
     return parser
 
 
 def _normalise(argv: list[str]) -> list[str]:
-    """Turn ``infmon URL …`` into ``infmon monitor URL …``."""
-    for i, arg in enumerate(argv):
-        if arg.startswith("-"):
-            if arg in ("-h", "--help", "--version"):
-                return argv
-            continue
-        if arg not in COMMANDS:
-            return [*argv[:i], "monitor", *argv[i:]]
+    """Turn ``infmon URL …`` (and ``infmon --concurrency 4 URL``: options first) into
+    ``infmon monitor …``. Only the first word can name a command: an option's value may be
+    a command's name (``--label demo``)."""
+    if not argv or argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
-    return argv
+    return ["monitor", *argv]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(_normalise(args_list))
+    args, unknown = parser.parse_known_args(_normalise(args_list))
+    if unknown:  # the subcommand's own usage, not the top-level one
+        (getattr(args, "_parser", None) or parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}"
+        )
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 2

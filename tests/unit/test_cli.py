@@ -23,3 +23,29 @@ def test_every_subcommand_has_help(name, capsys):
 def test_module_entry_point_runs():
     out = subprocess.run(infmon_cmd("--version"), capture_output=True, text=True, check=True)
     assert out.stdout.startswith("infmon ")
+
+
+def test_options_may_come_before_the_url():
+    """``infmon --concurrency 4 URL`` is ``infmon monitor --concurrency 4 URL``; a value that
+    names a command (``--label demo``) stays a value."""
+    assert _normalise(["--concurrency", "4", "http://x"]) == [
+        "monitor",
+        "--concurrency",
+        "4",
+        "http://x",
+    ]
+    assert _normalise(["--label", "demo", "http://x"])[0] == "monitor"
+    from infmon.cli import build_parser
+
+    args = build_parser().parse_args(_normalise(["--concurrency", "4", "http://x"]))
+    assert args.command == "monitor" and args.url == "http://x" and args.concurrency == "4"
+
+
+@pytest.mark.parametrize("name", ["bench", "scrape", "monitor"])
+def test_a_typo_prints_the_subcommands_usage(name, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([name, "http://x", "--concurrncy", "4"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: infmon {name} ")
+    assert f"infmon {name}: error: unrecognized arguments: --concurrncy 4" in err
