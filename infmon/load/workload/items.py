@@ -41,3 +41,10 @@ class WorkItem:
     """Wait this long before sending (a user reading the previous answer)."""
     at_s: float | None = None
     """Trace or schedule: when to send, in seconds after the replay started."""
+
+
+def read_error(exc: Exception) -> str:
+    """Why a local file could not be read, in words ("No such file or directory")."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return getattr(exc, "strerror", None) or str(exc) or exc.__class__.__name__
