@@ -22,6 +22,7 @@ from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
     StopSignals,
     add_load_arguments,
+    check_reachable,
     config_from_args,
     default_session_dir,
     make_workload,
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     plan = plan_from_config(config)
     make_workload(config)  # a bad dataset is an error before anything starts
+    check_reachable(config)  # so is an unreachable server: no session directory is made
     session_dir = (
         Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
     )
