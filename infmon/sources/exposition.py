@@ -120,7 +120,9 @@ def parse_exposition(text: str | bytes, max_series: int | None = MAX_SERIES) -> 
     plain = is_clean(text, multiline=True) and "\\n" not in text and not _has_long_line(text)
     try:
         families = list(parser(text))
-        samples = [Sample(s.name, s.labels, float(s.value)) for fam in families for s in fam.samples]
+        samples = [
+            Sample(s.name, s.labels, float(s.value)) for fam in families for s in fam.samples
+        ]
     except Exception as exc:  # the parsers raise ValueError, KeyError, IndexError…
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise ExpositionError(f"not Prometheus exposition text: {clean(first, 200)}") from None

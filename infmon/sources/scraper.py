@@ -86,9 +86,7 @@ async def fetch_body(client: httpx.AsyncClient, metrics_url: str, limits: Scrape
             SourceError.CONNECT, f"{metrics_url}: {exc or type(exc).__name__}"
         ) from None
     if got.status in (404, 501):  # 501: llama.cpp's server started without --metrics
-        raise SourceError(
-            SourceError.NO_METRICS, f"{metrics_url}: {got.status}, no server metrics"
-        )
+        raise SourceError(SourceError.NO_METRICS, f"{metrics_url}: {got.status}, no server metrics")
     if got.status != 200:
         raise SourceError(SourceError.HTTP, f"{metrics_url}: HTTP {got.status}")
     return got.body
