@@ -334,9 +334,17 @@ def _verdict(result: dict[str, Any]) -> int:
     failed = sum(s["failed"] for s in steps)
     if completed == 0:
         if failed == 0:
+            longest = max((s.get("duration_s") or 0.0 for s in steps), default=0.0)
+            if cancelled := sum(s.get("cancelled") or 0 for s in steps):
+                raise CliError(f"no request succeeded: all {cancelled} measured were cancelled")
+            why = (
+                " (every stream still held a warm-up request)"
+                if steps[0].get("concurrency")
+                else ""
+            )
             raise CliError(
-                "no request finished inside the measured time: lengthen --step-duration "
-                "or shorten --output-tokens"
+                f"no measured request: none was sent in the {longest:.1f} s measured{why}; "
+                "lengthen --step-duration to a few request durations, or shorten --output-tokens"
             )
         top = result["top_errors"][0]["error"] if result["top_errors"] else "see the session"
         raise CliError(f"no request succeeded ({failed} failed; most common: {top})")

@@ -115,8 +115,10 @@ def test_verdict_exit_codes(capsys) -> None:
     assert _verdict(some) == 1 and "1 of 4 requests failed" in capsys.readouterr().err
     with pytest.raises(CliError, match="no request succeeded"):
         _verdict({**some, "steps": [stats(1, 0, failed=2).to_dict()]})
-    with pytest.raises(CliError, match="lengthen --step-duration"):
+    with pytest.raises(CliError, match="lengthen --step-duration") as exc:
         _verdict({**ok, "steps": [stats(1, 0).to_dict()]})
+    assert str(exc.value).startswith("no measured request: none was sent in the 1.0 s measured")
+    assert "unknown error" not in str(exc.value) and "0 failed" not in str(exc.value)
 
 
 async def test_a_request_limited_rate_step_is_judged_over_its_sending_time() -> None:
