@@ -131,6 +131,26 @@ def _prompt_cell(p: dict[str, Any]) -> str:
     )
 
 
+def mark_text(e: dict[str, Any]) -> str:
+    """An event of the report's list as its line reads: ``mark: the note`` (the journal keeps
+    a mark's note under ``note``), ``baseline: step 3``, a step's level (``c=16``)."""
+    kind = str(e.get("kind") or "")
+    if kind == "mark":
+        note = e.get("note") or e.get("label")
+        return f"mark: {note}" if note else "mark"
+    if kind == "baseline":
+        return f"baseline: step {e['step']}" if e.get("step") is not None else "baseline"
+    if kind in ("step_begin", "step_start"):
+        mode, level = e.get("mode"), e.get("level", e.get("concurrency", e.get("rate")))
+        if not isinstance(level, (int, float)):
+            return "step"
+        if mode == "replay":
+            return "replay"
+        rate = mode == "rate" or (mode is None and e.get("rate") is not None)
+        return f"{level:g} req/s" if rate else f"c={level:g}"
+    return kind
+
+
 def server_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     cfg, mb = doc.get("server") or {}, doc.get("memory_budget") or {}
     target = doc.get("target") or {}
