@@ -22,6 +22,7 @@ from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
     StopSignals,
     add_load_arguments,
+    check_dir_usable,
     check_reachable,
     config_from_args,
     default_session_dir,
@@ -74,10 +75,11 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     plan = plan_from_config(config)
     make_workload(config)  # a bad dataset is an error before anything starts
-    check_reachable(config)  # so is an unreachable server: no session directory is made
     session_dir = (
         Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
     )
+    check_dir_usable(session_dir)  # so are an unusable directory and an unreachable server:
+    check_reachable(config)  # neither leaves a session directory behind
     clock = MonotonicClock()
     journal = open_journal(session_dir, clock)
     say(f"session: {session_dir}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -378,6 +379,27 @@ def default_session_dir(label: str, now_s: float | None = None) -> Path:
     return path
 
 
+def check_dir_usable(directory: Path) -> None:
+    """Could a session directory be made and written at ``directory``? Asked of the nearest
+    existing ancestor, without making anything (``open_journal`` proves it by writing): a
+    bad directory is said before an unreachable server, and neither leaves a directory."""
+    from infmon.journal import SessionDirError
+
+    path = Path(directory).absolute()
+    near = path
+    while not near.exists() and near.parent != near:
+        near = near.parent
+    reason = None
+    if not near.is_dir():
+        reason = os.strerror(errno.ENOTDIR)
+    elif os.statvfs(near).f_flag & os.ST_RDONLY:
+        reason = "read-only file system"
+    elif not os.access(near, os.W_OK | os.X_OK):
+        reason = os.strerror(errno.EACCES)
+    if reason is not None:
+        raise CliError(str(SessionDirError(path, f"not writable ({reason})")))
+
+
 def check_reachable(config: Config) -> None:
     """One TCP connect to the server (within ``--connect-timeout``) before anything is
     recorded: an unreachable URL is a one-line error and leaves no session directory."""
@@ -401,11 +423,13 @@ class Reachability:
         self.url, self.reached, self.last_error = url, False, ""
 
     def observe(self, snap: ServerSnapshot) -> None:
-        if snap.state in (SourceState.OK, SourceState.NO_METRICS):
-            self.reached = True
-        elif snap.error_message:  # "http://h/metrics: why": the URL is said once
-            url, sep, why = snap.error_message.partition(": ")
-            self.last_error = why if sep and url.startswith("http") else snap.error_message
+        message = snap.error_message or ""
+        unreached = snap.error_kind == "connect" or "ConnectTimeout" in message
+        if snap.state in (SourceState.OK, SourceState.NO_METRICS) or not unreached:
+            self.reached = True  # it answered (a slow or broken page is still a server)
+        elif message:  # "http://h/metrics: why": the URL is said once
+            url, sep, why = message.partition(": ")
+            self.last_error = why if sep and url.startswith("http") else message
 
     def error_line(self) -> str:
         why = f" ({self.last_error})" if self.last_error else ""

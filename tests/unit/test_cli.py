@@ -49,3 +49,24 @@ def test_a_typo_prints_the_subcommands_usage(name, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"usage: infmon {name} ")
     assert f"infmon {name}: error: unrecognized arguments: --concurrncy 4" in err
+
+
+def test_a_server_that_answered_at_all_was_reached():
+    """Only a refused (or timed-out) connect is "never reached": a page that drips past its
+    deadline or does not parse came from a server that is there."""
+    from infmon.commands.common import Reachability
+    from infmon.model.server import SourceState, unavailable
+
+    def seen(kind: str, message: str) -> Reachability:
+        r = Reachability("http://h:1")
+        r.observe(unavailable(0.0, SourceState.DOWN, kind, f"http://h:1/metrics: {message}"))
+        return r
+
+    refused = seen("connect", "All connection attempts failed")
+    assert not refused.reached
+    assert refused.error_line() == (
+        "infmon: error: never reached http://h:1 (All connection attempts failed)"
+    )
+    assert not seen("timeout", "ConnectTimeout").reached
+    assert seen("timeout", "no complete page within 2 s").reached
+    assert seen("parse", "not Prometheus exposition text").reached
