@@ -55,14 +55,26 @@ def _normalise(argv: list[str]) -> list[str]:
     return ["monitor", *argv]
 
 
+def _unknown(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
+    """Exit with ``parser``'s usage, naming the option a typo was probably meant to be."""
+    import difflib
+
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = [
+        m[0]
+        for u in unknown
+        if u.startswith("--") and (m := difflib.get_close_matches(u.split("=")[0], known, 1, 0.75))
+    ]
+    hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, unknown = parser.parse_known_args(_normalise(args_list))
     if unknown:  # the subcommand's own usage, not the top-level one
-        (getattr(args, "_parser", None) or parser).error(
-            f"unrecognized arguments: {' '.join(unknown)}"
-        )
+        _unknown(getattr(args, "_parser", None) or parser, unknown)
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 2

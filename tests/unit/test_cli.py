@@ -49,6 +49,8 @@ def test_a_typo_prints_the_subcommands_usage(name, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"usage: infmon {name} ")
     assert f"infmon {name}: error: unrecognized arguments: --concurrncy 4" in err
+    if name != "scrape":  # scrape has no --concurrency
+        assert "(did you mean --concurrency?)" in err
 
 
 def test_a_server_that_answered_at_all_was_reached():
