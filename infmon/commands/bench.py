@@ -24,6 +24,8 @@ from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
     StopSignals,
     add_load_arguments,
+    check_dir_usable,
+    check_reachable,
     config_from_args,
     default_session_dir,
     make_workload,
@@ -102,6 +104,8 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     session_dir = (
         Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
     )
+    check_dir_usable(session_dir)  # so are an unusable directory and an unreachable server:
+    check_reachable(config)  # neither leaves a session directory behind
     clock = MonotonicClock()
     journal = open_journal(session_dir, clock)
     say(f"session: {session_dir}")
@@ -379,9 +383,17 @@ def _verdict(result: dict[str, Any]) -> int:
     failed = sum(s["failed"] for s in steps)
     if completed == 0:
         if failed == 0:
+            longest = max((s.get("duration_s") or 0.0 for s in steps), default=0.0)
+            if cancelled := sum(s.get("cancelled") or 0 for s in steps):
+                raise CliError(f"no request succeeded: all {cancelled} measured were cancelled")
+            why = (
+                " (every stream still held a warm-up request)"
+                if steps[0].get("concurrency")
+                else ""
+            )
             raise CliError(
-                "no request finished inside the measured time: lengthen --step-duration "
-                "or shorten --output-tokens"
+                f"no measured request: none was sent in the {longest:.1f} s measured{why}; "
+                "lengthen --step-duration to a few request durations, or shorten --output-tokens"
             )
         top = result["top_errors"][0]["error"] if result["top_errors"] else "see the session"
         raise CliError(f"no request succeeded ({failed} failed; most common: {top})")

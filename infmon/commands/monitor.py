@@ -19,6 +19,7 @@ from typing import Any
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.commands.common import (
+    Reachability,
     add_load_arguments,
     config_from_args,
     default_session_dir,
@@ -91,6 +92,8 @@ class Recorder:
     session_dir: Path
     reports: list[str] = field(default_factory=list)
     journal_closed: bool = False
+    never_reached: Callable[[], str | None] = lambda: None
+    """The one error line when the run never reached its server (else None)."""
 
     def record_action(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "load":
@@ -146,6 +149,8 @@ def build_monitor(
     wiring.on_window.append(session.add_window)
     wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))
     wiring.on_health.append(lambda ev: session.add_event(clock.now(), "server", ev.text))
+    reach = Reachability(config.url or "")
+    wiring.on_snapshot.append(reach.observe)
     engine = LoadEngine(
         config,
         clock,
@@ -185,6 +190,9 @@ def build_monitor(
         sweep_at_start=sweep,
     )
     recorder = Recorder(journal, session_dir)
+    recorder.never_reached = lambda: (
+        None if reach.reached or engine.ready.is_set() else (reach.error_line())
+    )
     app = InfmonApp(
         session,
         controller=controller,
@@ -197,12 +205,12 @@ def build_monitor(
     return app, recorder
 
 
-def finish(app: Any, recorder: Recorder) -> str:
+def finish(app: Any, recorder: Recorder, report: bool = True) -> str:
     """After the app: note why it ended, close the journal, write the final report."""
     recorder.journal.write_event("quit", reason=app.exit_reason or "error")
     recorder.journal.close()
     recorder.journal_closed = True
-    return recorder.write_report(app.final_screenshot_svg, final=True)
+    return recorder.write_report(app.final_screenshot_svg, final=True) if report else ""
 
 
 def run_monitor(
@@ -217,14 +225,17 @@ def run_monitor(
     ``on_exit`` runs last, also on the forced exit after a lost terminal (demo: stop the sim)."""
     app, recorder = build_monitor(config, args, clock=clock, sweep=sweep)
     done = threading.Lock()
+    status = [0]
 
     def wrap_up() -> None:
         if not done.acquire(blocking=False):
             return
         try:
-            out = finish(app, recorder)
+            failed = recorder.never_reached()  # nothing to report: one line, status 2
+            out = finish(app, recorder, report=failed is None)
+            status[0] = 2 if failed else 0
             print(
-                f"infmon: session recorded in {recorder.session_dir}; report: {out}",
+                failed or f"infmon: session recorded in {recorder.session_dir}; report: {out}",
                 file=sys.stderr,
             )
         finally:
@@ -233,7 +244,7 @@ def run_monitor(
 
     def force_exit() -> None:
         wrap_up()
-        os._exit(0)
+        os._exit(status[0])
 
     app.force_exit = force_exit
     from infmon.load.runtime import tune_for_load
@@ -243,4 +254,4 @@ def run_monitor(
         app.run()
     finally:
         wrap_up()
-    return 0
+    return status[0]

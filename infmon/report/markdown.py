@@ -7,7 +7,7 @@ from typing import Any
 from infmon.model.sanitize import clean
 from infmon.report import gpu
 from infmon.report.faults import fault_lines
-from infmon.report.fmt import DASH, STEP_HEADER, num, pct, server_rows, step_row
+from infmon.report.fmt import DASH, STEP_HEADER, mark_text, num, pct, server_rows, step_row
 
 
 def md_escape(text: Any) -> str:
@@ -88,11 +88,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     marks = [e for e in doc.get("events") or [] if e.get("kind") in ("mark", "baseline")]
     if marks:
         out += ["", "## Marks", ""]
-        out += [
-            f"- {num(e.get('t_s'))} s · {md_escape(e.get('kind'))} "
-            f"{md_escape(e.get('label') or '')}".rstrip()
-            for e in marks
-        ]
+        out += [f"- {num(e.get('t_s'))} s · {md_escape(mark_text(e))}" for e in marks]
     faults = fault_lines(doc)
     if faults:
         out += ["", "## Faults", ""] + [f"- {md_escape(x)}" for x in faults]

@@ -47,6 +47,8 @@ class Readings:
     )
     """Per cache_config series: (block size, GPU blocks, capacity tokens)."""
     gpus: tuple[GpuSnapshot, ...] = ()
+    detected: str | None = None
+    """The backend the page's own names point to (``--backend`` may have forced another)."""
 
 
 def _first(page: Page, names: Sequence[str]) -> tuple[Sample, ...]:
@@ -145,7 +147,8 @@ def read_page(
     page: Page, table: BackendTable | None = None, group_by: Sequence[str] | None = None
 ) -> Readings:
     """Extract every concept of ``table`` (autodetected when None) from ``page``."""
-    table = table or detect(page)
+    found = detect(page)
+    table = table or found
     gpus = dcgm_gpus(page)
     if table is None:
         return Readings(gpus=gpus)
@@ -195,12 +198,17 @@ def read_page(
         cache_config=config,
         kv_by_group=kv,
         gpus=gpus,
+        detected=found.name if found else None,
     )
 
 
 def _total(groups: Mapping[GroupKey, float] | None) -> float | None:
     total = sum(groups.values()) if groups else None
     return total if total is None or total < math.inf else None
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def _mean(groups: Mapping[GroupKey, float] | None) -> float | None:
@@ -360,6 +368,22 @@ def _kv_totals(r: Readings) -> tuple[int | None, int | None, int | None]:
     return bs, blocks, tokens
 
 
+def _prefix(w: _Window) -> tuple[float | None, float | None]:
+    """The prefix-cache hit rate over the window, and the queries counted since start: from
+    hits and queries (vLLM), hits and misses (llama.cpp: cached and evaluated prompt
+    tokens), else the server's own ratio gauge (SGLang)."""
+    hits, queries = w.increase("prefix_cache_hits"), w.increase("prefix_cache_queries")
+    queries_total = w.total("prefix_cache_queries")
+    if queries is None and hits is not None and "prefix_cache_misses" in w.cur.counters:
+        misses = w.increase("prefix_cache_misses")
+        queries = None if misses is None else hits + misses
+        queries_total = _sum(w.total("prefix_cache_hits"), w.total("prefix_cache_misses"))
+    hit_rate = ratio(hits, queries)
+    if hit_rate is None and "prefix_cache_hit_rate" in w.cur.gauges:
+        hit_rate = _mean(w.cur.gauges["prefix_cache_hit_rate"])
+    return hit_rate, queries_total
+
+
 def snapshot_from(
     cur: Readings,
     prev: Readings | None = None,
@@ -371,10 +395,7 @@ def snapshot_from(
 ) -> ServerSnapshot:
     """The canonical snapshot of ``cur``; with ``prev`` (``window_s`` earlier) rates and windows."""
     w = _Window(cur, prev, window_s if prev is not None else None)
-    hits, queries = w.increase("prefix_cache_hits"), w.increase("prefix_cache_queries")
-    hit_rate = ratio(hits, queries)
-    if hit_rate is None and "prefix_cache_hit_rate" in cur.gauges:
-        hit_rate = _mean(cur.gauges["prefix_cache_hit_rate"])
+    hit_rate, queries_total = _prefix(w)
     latency = {c: s for c in LATENCY_NAMES if (s := window_stat(w.hist(c))) is not None}
     bs, blocks, tokens = _kv_totals(cur)
     models = tuple(dict.fromkeys((*served_models, *cur.models)))
@@ -388,7 +409,7 @@ def snapshot_from(
         kv_cache_usage=_kv_usage(cur),
         prefix_cache_hit_rate=hit_rate,
         prefix_cache_hits_total=w.total("prefix_cache_hits"),
-        prefix_cache_queries_total=w.total("prefix_cache_queries"),
+        prefix_cache_queries_total=queries_total,
         preemptions_total=w.total("preemptions"),
         preemptions_per_s=w.rate("preemptions"),
         prompt_tokens_total=w.total("prompt_tokens"),

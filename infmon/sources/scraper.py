@@ -87,8 +87,8 @@ async def fetch_body(client: httpx.AsyncClient, metrics_url: str, limits: Scrape
         raise SourceError(
             SourceError.CONNECT, f"{metrics_url}: {exc or type(exc).__name__}"
         ) from None
-    if got.status == 404:
-        raise SourceError(SourceError.NO_METRICS, f"{metrics_url}: 404, no server metrics")
+    if got.status in (404, 501):  # 501: llama.cpp's server started without --metrics
+        raise SourceError(SourceError.NO_METRICS, f"{metrics_url}: {got.status}, no server metrics")
     if got.status != 200:
         raise SourceError(SourceError.HTTP, f"{metrics_url}: HTTP {got.status}")
     return got.body
@@ -127,6 +127,8 @@ class DirectSource:
         self.client = client or make_http_client(self.limits.timeout_s, ca_bundle, insecure)
         self.table: BackendTable | None = table_named(backend) if backend else None
         self._prev: tuple[float, Readings] | None = None
+        self.detected: str | None = None
+        """The backend the last page's names point to (whatever ``backend`` forced)."""
         self._info: tuple[int | None, tuple[str, ...], str | None] | None = None
 
     @classmethod
@@ -172,6 +174,7 @@ class DirectSource:
     async def snapshot(self, now_s: float) -> ServerSnapshot:
         body = await fetch_body(self.client, self.metrics_url, self.limits)
         cur = await asyncio.to_thread(parse_body, body, self.limits, self.table)
+        self.detected = cur.detected
         max_len, ids, version = await self._server_info()
         prev = self._prev
         self._prev = (now_s, cur)
