@@ -159,6 +159,6 @@ def test_html_has_the_gpu_table_and_charts_per_step() -> None:
     }
     attach(doc, tl)
     html = "\n".join(html_parts(doc, html_table))
-    assert html.startswith("<h2>GPU</h2>\n<table>") and html.count("<svg") == 3
+    assert html.startswith('<h2>GPU</h2>\n<div class="wide"><table>') and html.count("<svg") == 3
     assert "noisy-neighbour-0 (3.1 GiB, SM 37%)" in html and "concurrency (log2)" in html
     assert ">c=8<" in html  # the steps marked on the time charts
