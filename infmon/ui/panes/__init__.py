@@ -2,7 +2,7 @@
 
 from infmon.ui.panes.base import Pane
 from infmon.ui.panes.events import EventsPane
-from infmon.ui.panes.header import HeaderBar
+from infmon.ui.panes.header import HeaderBar, HintBar
 from infmon.ui.panes.knee import KneePane
 from infmon.ui.panes.latency import LatencyPane
 from infmon.ui.panes.server import KvPane, ServerPane
@@ -12,6 +12,7 @@ from infmon.ui.panes.throughput import ThroughputPane
 __all__ = [
     "EventsPane",
     "HeaderBar",
+    "HintBar",
     "KneePane",
     "KvPane",
     "LatencyPane",
