@@ -154,3 +154,28 @@ def closing(
         cancelled=counts[2],
         slo_set=slo_set,
     )
+
+
+def closing_text(c: Closing) -> str:
+    """``infmon: 2 min 5 s, 11 steps, 5,210 requests (0 failed, 256 cancelled). Peak 5,479
+    tok/s at c=512; knee c=256 (running capped at 256 while 245 wait); SLO limit c=128.``"""
+    minutes, seconds = divmod(round(c.elapsed_s), 60)
+    took = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+    lead = (
+        f"infmon: {took}, {c.steps} step{'s' if c.steps != 1 else ''}, {c.requests:,} requests"
+        f" ({c.failed:,} failed, {c.cancelled:,} cancelled)."
+    )
+    if math.isnan(c.peak_output_tokens_per_s):
+        return f"{lead} No step was held long enough to judge."
+    peak = f"Peak {c.peak_output_tokens_per_s:,.0f} tok/s at {c.peak_level}"
+    if c.knee is None:
+        knee = "no knee yet (throughput still growing)"
+    else:
+        knee = f"knee {c.knee.label}" + (f" ({c.knee.reason})" if c.knee.reason else "")
+    if not c.slo_set:
+        slo = "no SLO set"
+    elif c.slo_limit is None:
+        slo = "no level met the SLO"
+    else:
+        slo = f"SLO limit c={c.slo_limit}"
+    return f"{lead} {peak}; {knee}; {slo}."

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,7 +22,9 @@ from textual.worker import Worker, WorkerState
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.model.dashboard import DashboardSnapshot
+from infmon.model.sanitize import clean
 from infmon.model.session import Session
+from infmon.model.views import closing_text
 from infmon.ui.commands import FOOTER, bindings, footer_keys, help_rows, system_commands
 from infmon.ui.panes import (
     EventsPane,
@@ -106,6 +109,8 @@ class InfmonApp(App[None]):
         self.exit_reason: str | None = None
         self.last_snapshot: DashboardSnapshot | None = None
         self.reports_written: list[str] = []
+        self.closing_summary: str | None = None
+        """Set once the load has stopped on the way out (printed after the app exits)."""
         self._footer_state: tuple[dict[str, str], set[str]] = ({}, set())
         themes, self.theme_problems = load_themes(user_theme_dir)
         for theme in themes:
@@ -310,6 +315,15 @@ class InfmonApp(App[None]):
     def action_help(self, _variant: str = "") -> None:
         self.push_screen(HelpScreen(help_rows()))
 
+    def run(self, *args: Any, **kwargs: Any) -> None:
+        """Run until quit; then, on the restored terminal, the session in one paragraph
+        (stdout) and a word that the report is being written (stderr), before the caller
+        writes it."""
+        super().run(*args, **kwargs)
+        if self.closing_summary:
+            print(clean(self.closing_summary, 2000), flush=True)
+            print("infmon: writing the report…", file=sys.stderr, flush=True)
+
     async def action_quit(self, _variant: str = "") -> None:
         self.exit_reason = self.exit_reason or "quit"
         self._quit()
@@ -336,6 +350,7 @@ class InfmonApp(App[None]):
         except (asyncio.TimeoutError, Exception) as exc:
             self.session.add_event(self.clock.now(), "error", f"shutdown: {type(exc).__name__}")
         finally:
+            self.closing_summary = closing_text(self.session.closing(self.clock.now()))
             if self.exit_reason == "SIGHUP" and self.force_exit is not None:
                 self.force_exit()  # no terminal left to restore: finish the session and go
             self.exit()
