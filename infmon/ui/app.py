@@ -319,10 +319,11 @@ class InfmonApp(App[None]):
         """Run until quit; then, on the restored terminal, the session in one paragraph
         (stdout) and a word that the report is being written (stderr), before the caller
         writes it."""
-        super().run(*args, **kwargs)
+        result = super().run(*args, **kwargs)
         if self.closing_summary:
             print(clean(self.closing_summary, 2000), flush=True)
             print("infmon: writing the report…", file=sys.stderr, flush=True)
+        return result
 
     async def action_quit(self, _variant: str = "") -> None:
         self.exit_reason = self.exit_reason or "quit"
