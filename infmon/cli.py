@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "compare": "compare runs (session directories or report.json files)",
     "export": "a session's requests as CSV or JSON lines (--step, --since, --until)",
     "quality": "run output-quality probes against a server",
+    "serve": "the monitor in a browser (textual-serve on localhost)",
 }
 
 
