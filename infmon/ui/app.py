@@ -166,6 +166,9 @@ class InfmonApp(App[None]):
 
     def on_mount(self) -> None:
         self._fold(self.size.width, self.size.height)
+        # the footer may have composed before the first ``_update_footer``: word it again
+        # once the screen is up (else it can stay empty until the state next changes)
+        self.call_after_refresh(self.refresh_bindings)
         now = self.clock.now()
         for problem in self.theme_problems:
             self.session.add_event(now, "error", f"theme skipped: {problem}")
