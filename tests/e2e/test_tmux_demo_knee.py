@@ -1,5 +1,5 @@
-"""`infmon demo` tells the story without a key pressed (issue 17, must show 3, and findings 2,
-4 and 6 on screen).
+"""`infmon demo` tells the story without a key pressed (issue 17, must show 3, and findings 3,
+4, 5 and 6 on screen).
 
 In tmux at 120×40: the demo starts sweeping at once (header ``sweep N/M · c=K · S s left``),
 and within 90 s of launch the knee pane names a knee. Then ``q``: the screen says it is
@@ -60,6 +60,13 @@ def test_demo_names_a_knee_within_90_s_without_a_key(tmp_path) -> None:
         knee = int(KNEE.search(screen).group(1))
         print(f"knee c={knee} named {took:.0f} s after launch\n{screen}")
         assert took <= 90
+        # finding 3: at 120 columns the knee pane is a table, the knee row flagged
+        assert re.search(r"step\s+c\s+tok/s\s+gain/×2\s+TTFT p90\s+E2E p90", screen)
+        assert re.search(rf"│\s+\d+\s+{knee}\s+[\d,]+\s+[+−][\d.]+%.*◀ knee", screen)
+        # finding 4: the time charts label the steps
+        assert len(set(re.findall(r"c=(\d+)", screen.split("Server")[0]))) >= 4
+        # finding 5: a cause is one line, however long it lasts
+        assert sum("queueing" in line for line in screen.splitlines()) <= 1
         t.keys("q")
         t.wait_for("quit feedback", lambda s: "quitting" in s or "Peak" in s, 5)
         out = t.wait_for("the summary", lambda s: "Peak" in s and "report:" in s, 60)
