@@ -107,6 +107,7 @@ class Session:
         self._step_starts: deque[tuple[float, str]] = deque(maxlen=c.history_samples)
         self._started = False
         self._hint: str | None = None
+        self._last_begun: int | None = None
         self._meta: dict[str, str | None] = {"model": None, "backend": None, "version": None}
         self._views: tuple[ThroughputView, LatencyView, ServerView, KneeView] | None = None
         self.succeeded = self.failed = self.cancelled = 0
@@ -158,6 +159,9 @@ class Session:
             span = self.ledger.book.get(ev.index)
             if ev.kind == "begin" and span is not None:
                 more = f" (revisit of step {span.revisit_of})" if span.revisit_of else ""
+                if ev.index == self._last_begun:  # the step was replaced (a coalesced press)
+                    self._drop_event("load", f"step {ev.index}: ")
+                self._last_begun = ev.index
                 self.add_event(now, "load", f"step {ev.index}: {span.level.label}{more}")
                 if self._step_starts and self._step_starts[-1][0] >= ev.t - 1.0:
                     self._step_starts.pop()  # a coalesced press: one boundary
@@ -216,6 +220,12 @@ class Session:
                 self._events.append(Event(now - self.start_s, kind, text, e.count + 1))
                 return
         self._events.append(Event(now - self.start_s, kind, text))
+
+    def _drop_event(self, kind: str, prefix: str) -> None:
+        for e in reversed(self._events):
+            if e.kind == kind and e.text.startswith(prefix):
+                self._events.remove(e)
+                return
 
     # ---- queries ------------------------------------------------------------------------------
     @property

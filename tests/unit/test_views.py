@@ -82,3 +82,18 @@ def test_latencies_keep_their_unit_and_sub_millisecond_figures() -> None:
     assert f.latency_unit((0.9, 1.2, 2.0)) == ("s", 1.0)
     assert f.in_unit(0.00042, 1000.0) == "0.42" and f.in_unit(12.04, 1.0) == "12.0"
     assert f.signed_pct(-0.043) == "−4.3%" and f.signed_pct(1.01) == "+101%"
+
+
+def test_a_replaced_step_is_said_once() -> None:
+    """`infmon demo` began step 1 paused, then the sweep replaced it: not "step 1: c=1 ×2"."""
+    from infmon.model.steps import CLOSED, Level
+    from tests.ui.fakes import new_session
+
+    clock = FakeClock(0.0)
+    s = new_session(clock)
+    book = s.ledger.book
+    s.apply_steps(book.begin(Level(CLOSED, 1), 0.0, "operator", 0.0), 0.0)
+    s.apply_steps(book.pause(0.0), 0.0)
+    s.apply_steps(book.begin(Level(CLOSED, 2), 0.5, "sweep", 0.0), 0.5)
+    texts = [(e.text, e.count) for e in s.snapshot(1.0).events if e.text.startswith("step")]
+    assert texts == [("step 1: c=2", 1)]
