@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "export": "a session's requests as CSV or JSON lines (--step, --since, --until)",
     "quality": "run output-quality probes against a server",
     "method": "the A/B method: sweep + quality as a baseline, change one thing, rerun, compare",
+    "serve": "the monitor in a browser (textual-serve on localhost)",
+    "replay": "open a recorded session with a time cursor (←/→, [/], space)",
 }
 
 

@@ -56,6 +56,13 @@ class HeaderView:
     """The run compared against (``--baseline RUN``)."""
     baseline_changes: tuple[str, ...] = ()
     """The server-config difference: ``dtype auto → fp8``, ``speculative: none → draft k=3``."""
+    started: bool = False
+    """Load has run at some point (the footer says "space start" until it has)."""
+    hint: str | None = None
+    """A line telling the operator what to do or what is happening: ``paused: space starts
+    c=1, w sweeps`` before anything ran, ``quitting: writing the report…`` on the way out."""
+    baseline_label: str | None = None
+    """``c=8``: the level of the baseline step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +78,22 @@ class ThroughputView:
     mark_offsets: tuple[int, ...] = ()
     """Indices into the series where the operator set a mark."""
     baseline_output_tokens_per_s: float = NAN
+    step_marks: tuple[tuple[int, str], ...] = ()
+    """Indices into the series where a step began, with its level (``c=4``)."""
+    baseline: BaselineStep | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineStep:
+    """The baseline step (``b``) as the throughput pane compares against it."""
+
+    step: int
+    level_label: str
+    output_tokens_per_s: float
+    same_level: bool
+    """The running step is at the baseline's level (and is not the baseline itself)."""
+    delta_fraction: float = NAN
+    """Running step's tok/s over the baseline's, minus one (nan unless ``same_level``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +106,12 @@ class LatencyView:
     ttft_p90_series: tuple[float, ...] = ()
     e2el_p90_series: tuple[float, ...] = ()
     tpot_p90_series: tuple[float, ...] = ()
+    itl_p90_series: tuple[float, ...] = ()
+    step_marks: tuple[tuple[int, str], ...] = ()
+    ttft_meets_slo: bool | None = None
+    """p90 TTFT within the SLO (the rule the pane shows); None: no SLO or no data."""
+    tpot_meets_slo: bool | None = None
+    e2el_meets_slo: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +177,10 @@ class StepPoint:
     """Held long enough (time and requests) to feed the knee."""
     revisit_of: int | None = None
     origin: str = "operator"
+    counted: bool = True
+    """The step the knee rule reads at its level (the first eligible one)."""
+    growth_per_doubling: float = NAN
+    """Throughput growth per doubling from the counted level below (nan: none below)."""
 
     @property
     def meets_slo(self) -> bool | None:
@@ -194,6 +227,20 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class Cause:
+    """One diagnosis, said once however long it lasts, with the steps it applied to."""
+
+    key: str
+    text: str
+    """The latest wording (its figures as last seen)."""
+    steps: tuple[int, ...] = ()
+    active: bool = True
+    """Still true at the last check (a past cause stays listed, muted)."""
+    since_s: float = 0.0
+    """Session-relative seconds when it was first seen."""
+
+
+@dataclass(frozen=True, slots=True)
 class DashboardSnapshot:
     header: HeaderView = field(default_factory=HeaderView)
     throughput: ThroughputView = field(default_factory=ThroughputView)
@@ -201,7 +248,7 @@ class DashboardSnapshot:
     server: ServerView = field(default_factory=ServerView)
     knee: KneeView = field(default_factory=KneeView)
     events: tuple[Event, ...] = ()
-    diagnosis: tuple[str, ...] = ()
+    diagnosis: tuple[Cause, ...] = ()
     baseline: BaselineView | None = None
     """This run against ``--baseline RUN``, level by level (None: no baseline run)."""
     gpu: GpuView = field(default_factory=GpuView)

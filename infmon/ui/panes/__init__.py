@@ -3,7 +3,7 @@
 from infmon.ui.panes.base import Pane
 from infmon.ui.panes.events import EventsPane
 from infmon.ui.panes.gpu import GpuPane
-from infmon.ui.panes.header import HeaderBar
+from infmon.ui.panes.header import HeaderBar, HintBar
 from infmon.ui.panes.knee import KneePane
 from infmon.ui.panes.latency import LatencyPane
 from infmon.ui.panes.server import KvPane, ServerPane
@@ -14,6 +14,7 @@ __all__ = [
     "EventsPane",
     "GpuPane",
     "HeaderBar",
+    "HintBar",
     "KneePane",
     "KvPane",
     "LatencyPane",

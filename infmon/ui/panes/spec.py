@@ -41,7 +41,7 @@ class SpecPane(Pane):
         )
         text = Text.assemble(
             ("acceptance ", muted),
-            (f.num(s.spec.acceptance_rate, 2), "bold"),
+            (f.pct(s.spec.acceptance_rate), "bold"),
             ("  mean length ", muted),
             (f.num(s.spec.mean_acceptance_length, 1), "bold"),
             "\n",
