@@ -83,7 +83,7 @@ def test_a_slower_speculating_run_shows_deltas_break_even_and_diagnosis():
         )
         assert math.isfinite(lv.alpha)
     assert snap.knee.baseline == view.levels
-    lines = [line for line in snap.diagnosis if "spec is" in line]
+    lines = [c.text for c in snap.diagnosis if "spec is" in c.text]
     assert len(lines) == 2 and all("slower than baseline" in line for line in lines)
     assert any(e.kind == "diagnosis" and "c=4: spec is" in e.text for e in snap.events)
 
