@@ -9,6 +9,7 @@ the app ended (q, ctrl+c, SIGTERM, SIGHUP).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import threading
@@ -232,6 +233,9 @@ def run_monitor(
             return
         try:
             failed = recorder.never_reached()  # nothing to report: one line, status 2
+            if failed is None:
+                with contextlib.suppress(OSError):  # no terminal left after a SIGHUP
+                    app.say_closing()
             out = finish(app, recorder, report=failed is None)
             status[0] = 2 if failed else 0
             print(

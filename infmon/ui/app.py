@@ -321,15 +321,12 @@ class InfmonApp(App[None]):
     def action_help(self, _variant: str = "") -> None:
         self.push_screen(HelpScreen(help_rows()))
 
-    def run(self, *args: Any, **kwargs: Any) -> None:
-        """Run until quit; then, on the restored terminal, the session in one paragraph
-        (stdout) and a word that the report is being written (stderr), before the caller
-        writes it."""
-        result = super().run(*args, **kwargs)
+    def say_closing(self) -> None:
+        """On the restored terminal: the session in one paragraph (stdout) and a word that
+        the report is being written (stderr); the command calls it before it writes it."""
         if self.closing_summary:
             print(clean(self.closing_summary, 2000), flush=True)
             print("infmon: writing the report…", file=sys.stderr, flush=True)
-        return result
 
     async def action_quit(self, _variant: str = "") -> None:
         self.exit_reason = self.exit_reason or "quit"

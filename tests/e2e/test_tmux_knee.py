@@ -50,12 +50,14 @@ def test_a_live_sweep_names_the_knee_with_server_evidence(tmp_path) -> None:
         try:
             t.wait_for("the monitor", lambda s: "paused" in s, 60)
             t.keys("w")
-            screen = t.wait_for("the sweep to stop", lambda s: "holding c=" in s, 200)
+            screen = t.wait_for(
+                "the sweep to stop", lambda s: "sweep stopped: knee at c=" in s, 200
+            )
             print(screen)
             t.wait_for("the knee pane to settle", lambda s: re.search(r"knee c=\d+ ", s), 30)
             screen = t.screen()
             shown = int(re.search(r"knee c=(\d+) ", screen).group(1))
-            stop = re.search(r"sweep stopped: knee at c=(\d+) \(([^)]*)", screen)
+            stop = re.search(r"sweep stopped: knee at c=(\d+) \(([^)\n]*)", screen)
             t.keys("q")
             t.wait_for("the report", lambda s: (session / "report.json").exists(), 60)
         finally:
