@@ -29,6 +29,14 @@ from infmon.commands.common import (
     say,
     write_session_reports,
 )
+from infmon.commands.scale import (
+    ScaleOptions,
+    add_scale_arguments,
+    make_links,
+    metric_source,
+    scale_from_args,
+    start_exporter,
+)
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
 from infmon.engine.controller import EngineError, LoadEngine, Target
@@ -37,14 +45,15 @@ from infmon.journal import JournalWriter
 from infmon.load.runtime import tune_for_load
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.sources.errors import SourceError
-from infmon.sources.scraper import DirectSource
 from infmon.sources.thread import ScrapeThread
 
 SCHEMA = "infmon.bench/1"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "url", nargs="?", help="server base URL, e.g. http://127.0.0.1:8000 (or --url)"
+    )
     parser.add_argument("--json", metavar="FILE", help=f"write results as JSON (schema {SCHEMA})")
     parser.add_argument(
         "--metrics-interval",
@@ -67,10 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the load on this process's loop instead of a worker process",
     )
     add_load_arguments(parser)
+    add_scale_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    scale = scale_from_args(args)
     config = config_from_args(args)
+    if not config.url:
+        raise CliError("give the server's URL (infmon bench URL, or --url)")
     plan = plan_from_config(config)
     make_workload(config)  # a bad dataset is an error before anything starts
     session_dir = (
@@ -82,7 +95,10 @@ def run(args: argparse.Namespace) -> int:
     journal.write_config(config.to_public_dict())
     stop = StopSignals()
     opts = _Options(
-        None if args.no_server_metrics else args.metrics_interval, args.wide, args.in_process
+        None if args.no_server_metrics else args.metrics_interval,
+        args.wide,
+        args.in_process,
+        scale,
     )
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
@@ -106,8 +122,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Options:
-    def __init__(self, metrics_interval_s: float | None, wide: bool, in_process: bool) -> None:
+    def __init__(
+        self, metrics_interval_s: float | None, wide: bool, in_process: bool, scale: ScaleOptions
+    ) -> None:
         self.metrics_interval_s, self.wide, self.in_process = metrics_interval_s, wide, in_process
+        self.scale = scale
 
 
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
@@ -138,10 +157,18 @@ async def _bench(
         clock,
         on_records=wiring.records,
         on_window=wiring.window,
+        on_event=lambda kind, text: say(f"infmon: {text}", err=True),
+        on_lost=wiring.lost,
         in_process=opts.in_process,
         log_dir=session_dir,
+        links=make_links(opts.scale, session_dir, opts.in_process),
+        urls=opts.scale.urls,
+        spread=opts.scale.spread,
     )
-    scrapes = _scraper(config, opts.metrics_interval_s, wiring, clock)
+    scrapes = _scraper(config, opts, wiring, clock)
+    exporter = start_exporter(opts.scale, engine, wiring)
+    if exporter is not None:
+        say(f"client metrics: http://{exporter.address[0]}:{exporter.address[1]}/metrics")
     try:
         if scrapes is not None:
             try:
@@ -153,7 +180,10 @@ async def _bench(
             target = await engine.start()
         except EngineError as exc:
             raise CliError(exc.message) from None
-        _journal_target(journal, config, target)
+        _journal_target(journal, config, target, opts.scale.urls)
+        if engine.workers > 1 or opts.scale.ray:
+            kind = "Ray actors" if opts.scale.ray else "worker processes"
+            say(f"load: {engine.workers} {kind}")
         if target.workload is not None:
             w = target.workload
             journal.write_event("workload", **w.to_dict())
@@ -191,16 +221,18 @@ async def _bench(
         )
         if scrapes is not None:
             await scrapes.stop()
+        if exporter is not None:
+            exporter.stop()
 
 
 def _scraper(
-    config: Config, interval_s: float | None, wiring: RunWiring, clock: MonotonicClock
+    config: Config, opts: _Options, wiring: RunWiring, clock: MonotonicClock
 ) -> ScrapeThread | None:
+    interval_s = opts.metrics_interval_s
     if interval_s is None:
         return None
-    url = config.url or ""
     return ScrapeThread(
-        lambda: DirectSource.from_config(config, url),
+        metric_source(config, opts.scale, config.url or ""),
         interval_s,
         wiring.snapshot,
         clock,
@@ -208,9 +240,13 @@ def _scraper(
     )
 
 
-def _journal_target(journal: JournalWriter, config: Config, target: Target) -> None:
+def _journal_target(
+    journal: JournalWriter, config: Config, target: Target, urls: tuple[str, ...] = ()
+) -> None:
+    more = {"urls": list(urls)} if urls else {}
     journal.write_event(
         "target",
+        **more,
         url=config.url,
         model=target.model,
         endpoint=target.endpoint,

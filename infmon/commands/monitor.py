@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infmon.cli import CliError
 from infmon.clock import Clock, MonotonicClock
 from infmon.commands.common import (
     add_load_arguments,
@@ -25,6 +26,14 @@ from infmon.commands.common import (
     open_journal,
 )
 from infmon.commands.live import LiveController
+from infmon.commands.scale import (
+    ScaleOptions,
+    add_scale_arguments,
+    make_links,
+    metric_source,
+    scale_from_args,
+    start_exporter,
+)
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
@@ -66,14 +75,21 @@ def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "url", help="base URL of the OpenAI-compatible server, e.g. http://vllm:8000"
+        "url",
+        nargs="?",
+        help="base URL of the OpenAI-compatible server, e.g. http://vllm:8000 (or --url)",
     )
     add_load_arguments(parser)
     add_monitor_arguments(parser)
+    add_scale_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_monitor(config_from_args(args), args)
+    args.scale = scale_from_args(args)
+    config = config_from_args(args)
+    if not config.url:
+        raise CliError("give the server's URL (infmon URL, or --url)")
+    return run_monitor(config, args)
 
 
 @dataclass
@@ -121,7 +137,6 @@ def build_monitor(
 ) -> tuple[Any, Recorder]:
     """The app wired to the load engine, the scraper, the journal and reports (not running).
     ``sweep``: start the automatic sweep at once (``infmon demo``)."""
-    from infmon.sources.scraper import DirectSource
     from infmon.sources.thread import ScrapeThread
     from infmon.ui.app import InfmonApp
 
@@ -136,16 +151,23 @@ def build_monitor(
     wiring.on_window.append(session.add_window)
     wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))
     wiring.on_health.append(lambda ev: session.add_event(clock.now(), "server", ev.text))
+    scale: ScaleOptions = getattr(args, "scale", None) or ScaleOptions()
+    wiring.on_lost.append(lambda loss: session.windows.forget(loss.worker_id))
     engine = LoadEngine(
         config,
         clock,
         on_records=wiring.records,
         on_window=wiring.window,
         on_event=lambda kind, text: session.add_event(clock.now(), kind, text),
+        on_lost=wiring.lost,
         retry_s=RETRY_S,
         log_dir=session_dir,
         in_process=in_process,
+        links=make_links(scale, session_dir, in_process),
+        urls=scale.urls,
+        spread=scale.spread,
     )
+    exporter = start_exporter(scale, engine, wiring)
     started = bool(config.concurrency or config.rate)
     dial = LoadDial(
         DialState(
@@ -158,7 +180,7 @@ def build_monitor(
     )
     metrics_url = args.metrics_url or config.url or ""
     scrapes = ScrapeThread(
-        lambda: DirectSource.from_config(config, metrics_url),
+        metric_source(config, scale, metrics_url),
         args.scrape_interval,
         wiring.snapshot,
         clock,
@@ -173,6 +195,7 @@ def build_monitor(
         warmup_s=config.effective_warmup_s,
         scrapes=scrapes,
         sweep_at_start=sweep,
+        exporter=exporter,
     )
     recorder = Recorder(journal, session_dir)
     app = InfmonApp(

@@ -110,6 +110,15 @@ class LoadEngine:
         return len(self.links)
 
     @property
+    def level(self) -> Level | None:
+        """The level in force (the whole of it, across workers); None before the first."""
+        return self._held.level if self._held is not None else None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
     def live(self) -> list[int]:
         """The workers not lost, by rank."""
         return [link.worker_id for link in self.links if link.worker_id not in self.lost]
