@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -77,7 +78,7 @@ class WorkerCore:
     async def handle(self, msg: object) -> bool:
         """Apply one control message; False once the worker has stopped."""
         if isinstance(msg, p.Start):
-            self._start_task = asyncio.get_running_loop().create_task(self._start(msg))
+            self._start_task = asyncio.get_running_loop().create_task(self._start_or_say(msg))
         elif isinstance(msg, p.Ping):
             self._send(p.Pong(self.worker_id, msg.t, self.clock.now()))
         elif isinstance(msg, p.ClockOffset):
@@ -93,6 +94,18 @@ class WorkerCore:
         return True
 
     # ---- start ------------------------------------------------------------------------------
+    async def _start_or_say(self, msg: p.Start) -> None:
+        """Start; a bug on the way is a ``Ready`` with the error (the controller waits for
+        every worker's ``Ready``, it must not wait for ever)."""
+        try:
+            await self._start(msg)
+        except Exception as exc:
+            if self._ready.is_set():
+                raise
+            traceback.print_exc()  # a process worker's stderr is its log
+            text = f"the load worker failed to start: {type(exc).__name__}: {exc}"
+            self.deliver(p.Ready(msg.worker_id, os.getpid(), host_id(), error=text))
+
     async def _start(self, msg: p.Start) -> None:
         self.worker_id = msg.worker_id
         self.outbox = Outbox(msg.worker_id, self.deliver, self.clock.now, window_s=msg.window_s)

@@ -15,7 +15,7 @@ from infmon.engine.controller import LoadEngine
 from infmon.engine.link import InProcessLink
 from infmon.engine.shares import ArrivalDealer, split_level
 from infmon.engine.spread import LEAST_INFLIGHT, ROUND_ROBIN, SpreadClient
-from infmon.engine.types import RecordBatch
+from infmon.engine.types import EngineError, RecordBatch
 from infmon.model.steps import CLOSED, RATE, Level
 from tests.enginekit import ScriptedClient, random_words, scripted
 
@@ -183,3 +183,20 @@ async def test_gamma_over_two_workers_is_dealt_by_the_controller() -> None:
     recs = sink.records
     assert 100 <= len(recs) <= 200 and {r.rate for r in recs} == {100.0}
     assert {b.worker_id for b in sink.batches} == {0, 1}
+
+
+async def test_a_worker_that_fails_to_start_is_an_error_not_a_wait() -> None:
+    async def broken(config: Config):
+        raise AttributeError("no such field")
+
+    engine = LoadEngine(
+        Config(url="http://scripted", seed=5),
+        MonotonicClock(),
+        on_records=lambda batch: None,
+        workers=2,
+        client_factory=scripted(),
+        workload_factory=broken,
+    )
+    with pytest.raises(EngineError, match="failed to start: AttributeError: no such field"):
+        await asyncio.wait_for(engine.start(), 10)
+    await engine.stop()
