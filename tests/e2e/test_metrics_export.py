@@ -27,6 +27,20 @@ def query(prom: str, expr: str, at: float) -> list[dict]:
     return r.json()["data"]["result"]
 
 
+def dashboard_exprs() -> list[str]:
+    """The Grafana dashboard's queries, its variables set as Grafana would."""
+    d = json.loads((REPO / "docs" / "grafana-infmon.json").read_text())
+    subst = {"$__rate_interval": "5s", "$__range": "5m", "$infmon_job": ".*", "$vllm_job": ".*"}
+    out = []
+    for p in d["panels"]:
+        for t in p.get("targets", []):
+            expr = t["expr"]
+            for k, v in subst.items():
+                expr = expr.replace(k, v)
+            out.append(expr)
+    return out
+
+
 def bucket_of(seconds: float) -> int:
     """Index of the ``le`` bucket that holds ``seconds``."""
     return bisect.bisect_left(TTFT_BUCKETS, seconds)
@@ -62,6 +76,9 @@ def test_prometheus_scrapes_bench_and_its_ttft_p50_is_the_reports(tmp_path: Path
                 (got,) = query(prom, expr, at)
                 ok = query(prom, 'infmon_requests_total{outcome="ok"}', at)
                 workers = query(prom, "infmon_workers", at)
+                shown = {}
+                for expr in dashboard_exprs():  # the Grafana dashboard's PromQL parses
+                    shown[expr] = query(prom, expr, at)
         finally:
             if bench.poll() is None:
                 bench.kill()
@@ -72,4 +89,6 @@ def test_prometheus_scrapes_bench_and_its_ttft_p50_is_the_reports(tmp_path: Path
     print(f"\nTTFT p50: Prometheus {prom_p50 * 1e3:.1f} ms, the report {report_p50 * 1e3:.1f} ms")
     assert abs(bucket_of(prom_p50) - bucket_of(report_p50)) <= 1, (prom_p50, report_p50)
     assert float(workers[0]["value"][1]) == 1
+    ttft_panel = next(e for e in shown if "infmon_ttft" in e and "0.5," in e)
+    assert shown[ttft_panel], "the dashboard's client TTFT panel has data"
     assert 0.9 * step["completed"] <= float(ok[0]["value"][1]) <= step["completed"] + 6
