@@ -8,6 +8,7 @@ re-split over the other worker, and the run finishes with its reports.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -138,3 +139,36 @@ def test_a_worker_killed_mid_step_is_an_event_and_the_run_finishes(
     assert counts["worker_lost"] == first["failed"]
     report = (session / "report.md").read_text()
     assert "worker 1 lost" in report and "Step 1" in report
+
+
+async def test_a_level_change_reaches_every_worker_within_one_window(fast_sim: str) -> None:
+    from infmon.clock import MonotonicClock
+    from infmon.config import Config
+    from infmon.engine.controller import LoadEngine
+    from infmon.model.steps import CLOSED, Level
+
+    clock = MonotonicClock()
+    windows = []
+    engine = LoadEngine(
+        Config(url=fast_sim, seed=3, output_tokens=parse_lengths("256")),
+        clock,
+        on_records=lambda batch: None,
+        on_window=windows.append,
+        workers=2,
+    )
+    await engine.start()
+    try:
+        engine.set_level(1, Level(CLOSED, 4), clock.now())
+        engine.resume(clock.now())
+        await asyncio.sleep(1.5)
+        t_set = clock.now()
+        engine.set_level(2, Level(CLOSED, 10), t_set)
+        await asyncio.sleep(1.5)
+    finally:
+        await engine.stop()
+    late = {}
+    for w in (0, 1):  # 5 streams each: the first window that ends with them in flight
+        first = next(x for x in windows if x.worker_id == w and x.t1 > t_set and x.inflight == 5)
+        late[w] = first.t1 - t_set
+    print(f"\nlevel change seen in each worker's window after {late} s")
+    assert all(d <= 0.25 + 0.25 for d in late.values()), late  # applied within one window
