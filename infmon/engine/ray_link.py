@@ -183,6 +183,9 @@ def connect(address: str) -> None:
 def ray_links(address: str, workers: int | None) -> Sequence[RayLink]:
     """``workers`` actors (None: one per CPU of the cluster)."""
     connect(address)
+    cpus = int(_ray().cluster_resources().get("CPU", 1))
     if workers is None:
-        workers = max(1, int(_ray().cluster_resources().get("CPU", 1)))
+        workers = max(1, cpus)
+    elif address == "local" and workers > cpus:  # no autoscaler: the rest would wait for ever
+        raise RuntimeError(f"--workers {workers}: the local Ray cluster has {cpus} CPUs")
     return [RayLink(i) for i in range(workers)]

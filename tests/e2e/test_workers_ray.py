@@ -99,3 +99,10 @@ async def test_a_ray_actor_killed_mid_step_is_an_event_and_the_run_finishes(
     assert abs(second.stats.achieved_concurrency - 8) < 1.2  # worker 0 took the whole level
     assert second.stats.completed > 0
     assert journal_counts(session)["worker_lost"] == loss.inflight
+
+
+def test_more_actors_than_the_local_cluster_has_cpus_is_one_line(ray_cluster) -> None:
+    from infmon.engine.ray_link import ray_links
+
+    with pytest.raises(RuntimeError, match="--workers 3: the local Ray cluster has 2 CPUs"):
+        ray_links("local", 3)
