@@ -6,7 +6,8 @@ real pseudo-terminal, quit with `q` after the same warm-up and measured time). B
 same core (the simulator on the other), and both sessions' steps are read back from their
 ``report.json``. It prints each run, then monitor ÷ bench for TTFT, TPOT and ITL p50/p99 and
 output tok/s, and the load worker's event-loop lag p99 while the UI renders (target < 5 ms at
-the highest concurrency). ``--big-page`` also runs the monitor against a ``/metrics`` page of
+the highest concurrency). The monitor's step ends with a pause (its requests then finish, as
+bench drains a step) before `q`. ``--big-page`` also runs the monitor against a ``/metrics`` page of
 50 MB (a test server in front of the simulator): the worker's loop lag may move < 2 ms.
 
     python bench/monitor_truth.py [--levels 1,16,256] [--seconds 20] [--big-page]
@@ -17,6 +18,7 @@ Exit status 1 when a ratio is outside its band (p50 ±5 %, p99 ±10 %, tok/s ±3
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -98,6 +100,10 @@ def run_monitor(
         time.sleep(1.5 + warmup + seconds)
         if proc.poll() is not None:
             raise SystemExit(f"the monitor exited early ({proc.returncode})")
+        # pause (the step's measured time ends, as bench's does), let its requests finish as
+        # bench drains them, then quit: a quit with streams in flight would cancel the slowest
+        os.write(master, b" ")
+        time.sleep(max(4.0, 0.04 * level))
         os.write(master, b"q")
         proc.wait(timeout=60)
     finally:
@@ -122,7 +128,8 @@ def big_page_server(upstream: str, megabytes: float) -> tuple[ThreadingHTTPServe
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            with contextlib.suppress(ConnectionError):  # the client stops reading at its cap
+                self.wfile.write(body)
 
         def log_message(self, *args: object) -> None:
             return

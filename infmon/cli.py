@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from infmon import __version__
+from infmon.commands import CliError
 
 COMMANDS: dict[str, str] = {
     "demo": "start the built-in vLLM simulator and open the monitor on it",
@@ -23,11 +24,10 @@ COMMANDS: dict[str, str] = {
     "compare": "compare runs (session directories or report.json files)",
     "export": "a session's requests as CSV or JSON lines (--step, --since, --until)",
     "quality": "run output-quality probes against a server",
+    "method": "the A/B method: sweep + quality as a baseline, change one thing, rerun, compare",
+    "serve": "the monitor in a browser (textual-serve on localhost)",
+    "replay": "open a recorded session with a time cursor (←/→, [/], space)",
 }
-
-
-class CliError(Exception):
-    """A clear, one-line error for the operator; printed without a traceback, exit 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,27 +42,39 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"infmon.commands.{name}")
         p = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _parser=p)
     return parser
 
 
 def _normalise(argv: list[str]) -> list[str]:
-    """Turn ``infmon URL …`` into ``infmon monitor URL …``."""
-    for i, arg in enumerate(argv):
-        if arg.startswith("-"):
-            if arg in ("-h", "--help", "--version"):
-                return argv
-            continue
-        if arg not in COMMANDS:
-            return [*argv[:i], "monitor", *argv[i:]]
+    """Turn ``infmon URL …`` (and ``infmon --concurrency 4 URL``: options first) into
+    ``infmon monitor …``. Only the first word can name a command: an option's value may be
+    a command's name (``--label demo``)."""
+    if not argv or argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
-    return argv
+    return ["monitor", *argv]
+
+
+def _unknown(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
+    """Exit with ``parser``'s usage, naming the option a typo was probably meant to be."""
+    import difflib
+
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = [
+        m[0]
+        for u in unknown
+        if u.startswith("--") and (m := difflib.get_close_matches(u.split("=")[0], known, 1, 0.75))
+    ]
+    hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(_normalise(args_list))
+    args, unknown = parser.parse_known_args(_normalise(args_list))
+    if unknown:  # the subcommand's own usage, not the top-level one
+        _unknown(getattr(args, "_parser", None) or parser, unknown)
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 2

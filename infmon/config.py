@@ -17,12 +17,13 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from infmon.load.workload.lengths import LengthError, Lengths, fixed, parse_lengths
-from infmon.load.workload.schedule import ScheduleError, parse_schedule
+from infmon.model.lengths import LengthError, Lengths, fixed, parse_lengths
+from infmon.model.sanitize import REDACTED
+from infmon.model.schedule import ScheduleError, parse_schedule
 from infmon.model.stats import SLO
 
 if sys.version_info >= (3, 11):
@@ -108,7 +109,7 @@ class Config:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "api_key":
-                value = "<redacted>" if value else None
+                value = REDACTED if value else None
             elif isinstance(value, SLO):
                 value = value.to_dict()
             elif isinstance(value, Lengths):
@@ -466,8 +467,3 @@ def normalise_url(url: str) -> str:
     if url.endswith("/v1"):
         url = url[: -len("/v1")]
     return url
-
-
-def with_model(config: Config, model: str) -> Config:
-    """A copy of ``config`` with the model resolved (e.g. from ``/v1/models``)."""
-    return replace(config, model=model)

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 
-
-def not_built_yet(name: str) -> int:
-    """The honest answer of a command that does not exist yet: a message and exit 2."""
-    print(f"infmon {name}: not built yet", file=sys.stderr)
-    return 2
+class CliError(Exception):
+    """A clear, one-line error for the operator; printed without a traceback, exit 2."""

@@ -16,12 +16,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infmon.cli import CliError
 from infmon.clock import MonotonicClock
+from infmon.commands import CliError
+from infmon.commands.against import Against, StepComparer, kv_line, read_options, step_lines
+from infmon.commands.against import finish as finish_against
 from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
     StopSignals,
     add_load_arguments,
+    check_dir_usable,
+    check_reachable,
     config_from_args,
     default_session_dir,
     make_workload,
@@ -43,6 +47,7 @@ from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec, plan_from_config
 from infmon.journal import JournalWriter
 from infmon.load.runtime import tune_for_load
+from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
@@ -75,12 +80,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run the load on this process's loop instead of a worker process",
     )
+    add_against_arguments(parser)
     add_load_arguments(parser)
     add_scale_arguments(parser)
 
 
+def add_against_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--baseline`` and ``--fail-if`` (``method`` shares them)."""
+    parser.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="compare each step with this run's at the same level (a session directory, a "
+        "report.json or a `vllm bench serve --save-result` file); writes compare.txt/json",
+    )
+    parser.add_argument(
+        "--fail-if",
+        metavar="RULES",
+        help="exit 1 when a change against --baseline crosses a rule beyond noise, e.g. "
+        '"tok/s<-5%%,ttft_p90>+10%%"',
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    scale = scale_from_args(args)
+    args.scale = scale_from_args(args)  # sets args.url from --url: before the config
+    return run_with(args, read_options(args.baseline, args.fail_if))
+
+
+def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -> int:
+    """The bench run; against ``against.reference`` step by step when there is one, and at
+    the end (``compare``) the comparison report and the ``--fail-if`` verdict."""
+    scale: ScaleOptions = getattr(args, "scale", None) or ScaleOptions()
     config = config_from_args(args)
     if not config.url:
         raise CliError("give the server's URL (infmon bench URL, or --url)")
@@ -89,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
     session_dir = (
         Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
     )
+    check_dir_usable(session_dir)  # so are an unusable directory and an unreachable server:
+    check_reachable(config)  # neither leaves a session directory behind
     clock = MonotonicClock()
     journal = open_journal(session_dir, clock)
     say(f"session: {session_dir}")
@@ -100,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         args.in_process,
         scale,
     )
+    opts.reference = against.reference
+    opts.gpu_metrics = getattr(args, "gpu_metrics", None)
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
@@ -118,7 +151,10 @@ def run(args: argparse.Namespace) -> int:
     result["session_dir"] = str(session_dir)
     if args.json:
         _write_json(Path(args.json), result)
-    return _verdict(result)
+    status = _verdict(result)
+    if line := kv_line(session_dir):
+        say(line)
+    return max(status, finish_against(against, session_dir)) if compare else status
 
 
 class _Options:
@@ -127,6 +163,8 @@ class _Options:
     ) -> None:
         self.metrics_interval_s, self.wide, self.in_process = metrics_interval_s, wide, in_process
         self.scale = scale
+        self.reference: Reference | None = None
+        self.gpu_metrics: str | None = None
 
 
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
@@ -190,6 +228,10 @@ async def _bench(
             say(f"prompts: {w.workload}, {w.sizing} · seed {config.seed}")
         _print_intro(config, target, opts.wide)
         progress = _Progress(opts.wide, journal)
+        if opts.reference is not None:
+            progress.comparer = StepComparer(ledger.book, config.slo, opts.reference)
+            progress.clock = clock
+            progress.comparer.attach(wiring)
         runner = StepRunner(
             engine,
             ledger,
@@ -232,7 +274,7 @@ def _scraper(
     if interval_s is None:
         return None
     return ScrapeThread(
-        metric_source(config, opts.scale, config.url or ""),
+        metric_source(config, opts.scale, config.url or "", opts.gpu_metrics),
         interval_s,
         wiring.snapshot,
         clock,
@@ -271,6 +313,8 @@ class _Progress(Progress):
     def __init__(self, wide: bool, journal: JournalWriter) -> None:
         super().__init__()
         self.wide, self.journal = wide, journal
+        self.comparer: StepComparer | None = None
+        self.clock: MonotonicClock | None = None
 
     def tick(self, p: StepProgress) -> None:
         note = self.journal.status().line()  # a failing disk is said while the run goes on
@@ -284,6 +328,10 @@ class _Progress(Progress):
             say(f"      client self-check: {note} (the client may be the bottleneck)")
         if s.tokens_estimated:
             say("      note: output tokens counted from chunks (no usable usage from the server)")
+        if self.comparer is not None and self.clock is not None:
+            c = self.comparer.at_step(result.span.index, self.clock.now())
+            for line in step_lines(c) if c is not None else ():
+                say(line)
 
 
 def _result(
@@ -368,9 +416,17 @@ def _verdict(result: dict[str, Any]) -> int:
     failed = sum(s["failed"] for s in steps)
     if completed == 0:
         if failed == 0:
+            longest = max((s.get("duration_s") or 0.0 for s in steps), default=0.0)
+            if cancelled := sum(s.get("cancelled") or 0 for s in steps):
+                raise CliError(f"no request succeeded: all {cancelled} measured were cancelled")
+            why = (
+                " (every stream still held a warm-up request)"
+                if steps[0].get("concurrency")
+                else ""
+            )
             raise CliError(
-                "no request finished inside the measured time: lengthen --step-duration "
-                "or shorten --output-tokens"
+                f"no measured request: none was sent in the {longest:.1f} s measured{why}; "
+                "lengthen --step-duration to a few request durations, or shorten --output-tokens"
             )
         top = result["top_errors"][0]["error"] if result["top_errors"] else "see the session"
         raise CliError(f"no request succeeded ({failed} failed; most common: {top})")

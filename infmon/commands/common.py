@@ -12,20 +12,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from infmon.cli import CliError
 from infmon.clock import Clock, wall_time
+from infmon.commands import CliError
 from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalStatus, JournalWriter
 from infmon.load.build import LazyWorkload
 from infmon.load.feed import WorkloadError
-from infmon.model.sanitize import clean
+from infmon.model.sanitize import REDACTED, clean
+from infmon.model.server import ServerSnapshot, SourceState
 
 _LOAD_KEYS = (
     "url",
@@ -103,6 +107,16 @@ def add_metrics_bounds_arguments(g: argparse._ActionsContainer) -> None:
     )
 
 
+def add_gpu_arguments(g: argparse._ActionsContainer) -> None:
+    """Where the GPUs' telemetry comes from (the GPU pane, the journal, the report)."""
+    g.add_argument(
+        "--gpu-metrics",
+        metavar="URL|nvml",
+        help="GPU telemetry: a DCGM exporter's URL (its /metrics), or nvml for this host's "
+        "GPUs (needs nvidia-ml-py); default: DCGM series on the server's own page, if any",
+    )
+
+
 def add_server_arguments(g: argparse._ActionsContainer, *, endpoint_default: str) -> None:
     """Key, model, endpoint, timeouts, TLS and the SSE event cap (every command that sends
     requests); the command adds its own positional URL."""
@@ -135,6 +149,7 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("server and load")
     add_server_arguments(g, endpoint_default="completions")
     add_metrics_bounds_arguments(g)
+    add_gpu_arguments(g)
     lengths = "N, A-B, normal:MEAN,SD, lognormal:MEDIAN,SIGMA or empirical:FILE"
     g.add_argument(
         "--prompt-tokens",
@@ -254,17 +269,17 @@ def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None =
 
 
 def scrub_argv(argv: list[str]) -> list[str]:
-    """``argv`` with the value of ``--api-key`` (either spelling) replaced by ``***``."""
+    """``argv`` with the value of ``--api-key`` (either spelling) replaced by ``<redacted>``."""
     out, hide_next = [], False
     for arg in argv:
         if hide_next:
-            out.append("***")
+            out.append(REDACTED)
             hide_next = False
         elif arg == "--api-key":
             out.append(arg)
             hide_next = True
         elif arg.startswith("--api-key="):
-            out.append("--api-key=***")
+            out.append(f"--api-key={REDACTED}")
         else:
             out.append(arg)
     return out
@@ -373,6 +388,63 @@ def default_session_dir(label: str, now_s: float | None = None) -> Path:
         n += 1
         path = base.with_name(f"{base.name}-{n}")
     return path
+
+
+def check_dir_usable(directory: Path) -> None:
+    """Could a session directory be made and written at ``directory``? Asked of the nearest
+    existing ancestor, without making anything (``open_journal`` proves it by writing): a
+    bad directory is said before an unreachable server, and neither leaves a directory."""
+    from infmon.journal import SessionDirError
+
+    path = Path(directory).absolute()
+    near = path
+    while not near.exists() and near.parent != near:
+        near = near.parent
+    reason = None
+    if not near.is_dir():
+        reason = os.strerror(errno.ENOTDIR)
+    elif os.statvfs(near).f_flag & os.ST_RDONLY:
+        reason = "read-only file system"
+    elif not os.access(near, os.W_OK | os.X_OK):
+        reason = os.strerror(errno.EACCES)
+    if reason is not None:
+        raise CliError(str(SessionDirError(path, f"not writable ({reason})")))
+
+
+def check_reachable(config: Config) -> None:
+    """One TCP connect to the server (within ``--connect-timeout``) before anything is
+    recorded: an unreachable URL is a one-line error and leaves no session directory."""
+    url = urlsplit(config.url or "")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise CliError(f"{config.url}: not an http:// or https:// URL")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=config.connect_timeout_s).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or exc.__class__.__name__
+        raise CliError(f"{config.url}: cannot connect ({reason})") from None
+
+
+class Reachability:
+    """Whether a run ever reached its server (a scrape answered, or the load found the
+    model), and the last reason it could not: a monitor that never reached it ends with
+    one line and a non-zero status instead of a report of nothing."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.reached, self.last_error = url, False, ""
+
+    def observe(self, snap: ServerSnapshot) -> None:
+        message = snap.error_message or ""
+        unreached = snap.error_kind == "connect" or "ConnectTimeout" in message
+        if snap.state in (SourceState.OK, SourceState.NO_METRICS) or not unreached:
+            self.reached = True  # it answered (a slow or broken page is still a server)
+        elif message:  # "http://h/metrics: why": the URL is said once
+            url, sep, why = message.partition(": ")
+            self.last_error = why if sep and url.startswith("http") else message
+
+    def error_line(self) -> str:
+        why = f" ({self.last_error})" if self.last_error else ""
+        return f"infmon: error: never reached {self.url}{why}"
 
 
 def open_journal(directory: Path, clock: Clock) -> JournalWriter:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.model.sanitize import strict_json
 
@@ -39,14 +39,14 @@ def run(args: argparse.Namespace) -> int:
         seen[r.name] = seen.get(r.name, 0) + 1
         if seen[r.name] > 1:
             r.name = f"{r.name} ({seen[r.name]})"
-    doc = compare_runs(runs)
+    cmp = compare_runs(runs)
     if args.html:
         try:
-            args.html.write_text(render_html(doc), encoding="utf-8")
+            args.html.write_text(render_html(cmp), encoding="utf-8")
         except OSError as exc:
             raise CliError(f"cannot write {args.html}: {exc.strerror}") from None
     if args.json:
-        say(strict_json(doc, indent=2))
+        say(strict_json(cmp.to_dict(), indent=2))
     else:
-        say(render_text(doc), end="")
+        say(render_text(cmp), end="")
     return 0

@@ -14,12 +14,15 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.commands.common import add_load_arguments, config_from_args
 from infmon.commands.monitor import add_monitor_arguments, run_monitor
 from infmon.sim.launch import SimulatorStartError, start_simulator, stop_process
 
 PR_SET_PDEATHSIG = 1
+DEMO_STEP = "6s"
+"""The demo's step unless set (flag, env or file): the sweep 1 … 512 names the baseline
+simulator's knee in about a minute, the story in two."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,13 +90,12 @@ def run(args: argparse.Namespace) -> int:
         args.url = url
         if args.label is None:
             args.label = f"demo-{args.scenario}"
-        return run_monitor(config_from_args(args), args, on_exit=stop_sim, sweep=True)
+        config = config_from_args(args, defaults={"step_duration": DEMO_STEP})
+        return run_monitor(config, args, on_exit=stop_sim, sweep=True)
 
 
 def _headless(url: str, args: argparse.Namespace) -> int:
     """A short sweep with `infmon bench`: four steps sharing the duration."""
-    from infmon.cli import main
-
     levels = args.concurrency or "1,4,16,64"
     step_s = max(2.0, args.duration / len(levels.split(",")))
     argv = [
@@ -108,4 +110,8 @@ def _headless(url: str, args: argparse.Namespace) -> int:
     ]
     if args.session_dir:
         argv += ["--session-dir", args.session_dir]
-    return main(argv)
+    from infmon.commands import bench
+
+    parser = argparse.ArgumentParser(prog="infmon bench")
+    bench.add_arguments(parser)
+    return bench.run(parser.parse_args(argv[1:]))

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.journal.reader import SessionReader
 from infmon.model.columns import MISSING, RecordColumns
 from infmon.report.csvout import RequestsCsv

@@ -20,12 +20,14 @@ from typing import Any
 from infmon.cli import CliError
 from infmon.clock import Clock, MonotonicClock
 from infmon.commands.common import (
+    Reachability,
     add_load_arguments,
     config_from_args,
     default_session_dir,
     open_journal,
 )
 from infmon.commands.live import LiveController
+from infmon.commands.live_baseline import load_reference, watch_baseline
 from infmon.commands.scale import (
     ScaleOptions,
     add_scale_arguments,
@@ -65,6 +67,12 @@ def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--metrics-url", metavar="URL", help="metrics page if not URL/metrics")
     g.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help="compare every level live with this run's (a session directory, a report.json "
+        "or a `vllm bench serve --save-result` file)",
+    )
+    g.add_argument(
         "--ui-hz",
         type=float,
         default=4.0,
@@ -100,6 +108,8 @@ class Recorder:
     session_dir: Path
     reports: list[str] = field(default_factory=list)
     journal_closed: bool = False
+    never_reached: Callable[[], str | None] = lambda: None
+    """The one error line when the run never reached its server (else None)."""
 
     def record_action(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "load":
@@ -141,18 +151,23 @@ def build_monitor(
     from infmon.ui.app import InfmonApp
 
     clock = clock or MonotonicClock()
+    reference = load_reference(getattr(args, "baseline", None))  # before any load is sent
     session_dir = Path(config.session_dir or default_session_dir(config.label))
     journal = open_journal(session_dir, clock)  # an unusable directory: one line, no load sent
     journal.write_config(config.to_public_dict())
     wiring = RunWiring(journal, StepLedger(), feed_ledger=False)
     session = build_session(config, clock, wiring.health)
     wiring.ledger = session.ledger
+    if reference is not None:
+        watch_baseline(session, reference, clock.now())
     wiring.on_record.append(session.add_record)
     wiring.on_window.append(session.add_window)
     wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))
     wiring.on_health.append(lambda ev: session.add_event(clock.now(), "server", ev.text))
     scale: ScaleOptions = getattr(args, "scale", None) or ScaleOptions()
     wiring.on_lost.append(lambda loss: session.windows.forget(loss.worker_id))
+    reach = Reachability(config.url or "")
+    wiring.on_snapshot.append(reach.observe)
     engine = LoadEngine(
         config,
         clock,
@@ -180,7 +195,7 @@ def build_monitor(
     )
     metrics_url = args.metrics_url or config.url or ""
     scrapes = ScrapeThread(
-        metric_source(config, scale, metrics_url),
+        metric_source(config, scale, metrics_url, getattr(args, "gpu_metrics", None)),
         args.scrape_interval,
         wiring.snapshot,
         clock,
@@ -198,6 +213,9 @@ def build_monitor(
         exporter=exporter,
     )
     recorder = Recorder(journal, session_dir)
+    recorder.never_reached = lambda: (
+        None if reach.reached or engine.ready.is_set() else (reach.error_line())
+    )
     app = InfmonApp(
         session,
         controller=controller,
@@ -210,12 +228,12 @@ def build_monitor(
     return app, recorder
 
 
-def finish(app: Any, recorder: Recorder) -> str:
+def finish(app: Any, recorder: Recorder, report: bool = True) -> str:
     """After the app: note why it ended, close the journal, write the final report."""
     recorder.journal.write_event("quit", reason=app.exit_reason or "error")
     recorder.journal.close()
     recorder.journal_closed = True
-    return recorder.write_report(app.final_screenshot_svg, final=True)
+    return recorder.write_report(app.final_screenshot_svg, final=True) if report else ""
 
 
 def run_monitor(
@@ -230,14 +248,17 @@ def run_monitor(
     ``on_exit`` runs last, also on the forced exit after a lost terminal (demo: stop the sim)."""
     app, recorder = build_monitor(config, args, clock=clock, sweep=sweep)
     done = threading.Lock()
+    status = [0]
 
     def wrap_up() -> None:
         if not done.acquire(blocking=False):
             return
         try:
-            out = finish(app, recorder)
+            failed = recorder.never_reached()  # nothing to report: one line, status 2
+            out = finish(app, recorder, report=failed is None)
+            status[0] = 2 if failed else 0
             print(
-                f"infmon: session recorded in {recorder.session_dir}; report: {out}",
+                failed or f"infmon: session recorded in {recorder.session_dir}; report: {out}",
                 file=sys.stderr,
             )
         finally:
@@ -246,7 +267,7 @@ def run_monitor(
 
     def force_exit() -> None:
         wrap_up()
-        os._exit(0)
+        os._exit(status[0])
 
     app.force_exit = force_exit
     from infmon.load.runtime import tune_for_load
@@ -256,4 +277,4 @@ def run_monitor(
         app.run()
     finally:
         wrap_up()
-    return 0
+    return status[0]

@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.commands.common import add_server_arguments, config_from_args, say
 from infmon.model.sanitize import clean, strict_json
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

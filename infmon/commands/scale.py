@@ -159,9 +159,11 @@ PROMETHEUS_WINDOW_S = 60.0
 """Rates and latency windows read through a Prometheus cover this (its scrapes are sparse)."""
 
 
-def metric_source(config: Config, scale: ScaleOptions, metrics_url: str) -> Callable[[], Any]:
+def metric_source(
+    config: Config, scale: ScaleOptions, metrics_url: str, gpu_metrics: str | None = None
+) -> Callable[[], Any]:
     """How the scrape thread makes its source: the fleet through Prometheus, several
-    endpoints' own pages, or the one server's page."""
+    endpoints' own pages, or the one server's page (with ``--gpu-metrics`` joined in)."""
     if scale.prometheus and scale.selector:
         from infmon.sources.promql import PrometheusSource
 
@@ -180,9 +182,9 @@ def metric_source(config: Config, scale: ScaleOptions, metrics_url: str) -> Call
         from infmon.sources.fleet import FleetSource
 
         return lambda: FleetSource.from_config(config, scale.urls)
-    from infmon.sources.scraper import DirectSource
+    from infmon.sources.scraper import direct_source
 
-    return lambda: DirectSource.from_config(config, metrics_url)
+    return lambda: direct_source(config, metrics_url, gpu_metrics)
 
 
 def start_exporter(scale: ScaleOptions, engine: Any, wiring: Any) -> Any:

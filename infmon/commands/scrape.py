@@ -12,8 +12,8 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from infmon.cli import CliError
 from infmon.clock import MonotonicClock
+from infmon.commands import CliError
 from infmon.commands.common import (
     add_metrics_bounds_arguments,
     add_tls_arguments,
@@ -23,7 +23,8 @@ from infmon.commands.common import (
 from infmon.config import Config
 from infmon.model.sanitize import strict_json
 from infmon.model.server import ServerSnapshot, SourceState, unavailable
-from infmon.sources.backends import BACKENDS, UnknownBackendError, table_named
+from infmon.report.fmt import DASH, count, pct, rate, seconds
+from infmon.sources.backends import BACKENDS, UnknownBackendError, forced_mismatch, table_named
 from infmon.sources.canonical import read_page, snapshot_from
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import ExpositionError, parse_exposition
@@ -62,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_tls_arguments(g)
 
 
-def _from_files(paths: list[Path], args: argparse.Namespace, config: Config) -> ServerSnapshot:
+def _from_files(
+    paths: list[Path], args: argparse.Namespace, config: Config
+) -> tuple[ServerSnapshot, str | None]:
     table = table_named(args.backend) if args.backend else None
     limits = ScrapeLimits.from_config(config)
     readings = []
@@ -75,13 +78,15 @@ def _from_files(paths: list[Path], args: argparse.Namespace, config: Config) -> 
             raise CliError(f"{p}: {exc}") from None
         except OSError as exc:
             raise CliError(f"cannot read {p}: {exc.strerror or exc.__class__.__name__}") from None
+    detected = readings[-1].detected
     if len(readings) == 1:
-        return snapshot_from(readings[0], timestamp_s=0.0)
+        return snapshot_from(readings[0], timestamp_s=0.0), detected
     if args.interval is None:
         raise CliError("two saved pages need --interval SECONDS (the time between them)")
-    return snapshot_from(
+    snap = snapshot_from(
         readings[1], readings[0], timestamp_s=args.interval, window_s=args.interval
     )
+    return snap, detected
 
 
 async def _poll(
@@ -98,42 +103,47 @@ async def _poll(
         await source.aclose()
 
 
-def _fmt(v: object) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
+def _text(v: object) -> str:
+    return DASH if v is None else str(v)
 
 
 def render_text(snap: ServerSnapshot) -> str:
-    """A compact human view of a snapshot (``--json`` has everything)."""
+    """A compact human view of a snapshot (``--json`` has everything): counts with thousands
+    separators, fractions as percentages, latencies in ms or s (``infmon.report.fmt``)."""
     lines = [
-        f"backend {_fmt(snap.backend)} {_fmt(snap.backend_version)} · models "
-        f"{', '.join(snap.models) or '—'} · state {snap.state}",
-        f"running {_fmt(snap.running)}  waiting {_fmt(snap.waiting)}  "
-        f"kv {_fmt(snap.kv_cache_usage)}  prefix hits {_fmt(snap.prefix_cache_hit_rate)}  "
-        f"preemptions {_fmt(snap.preemptions_total)}",
-        f"tokens prompt {_fmt(snap.prompt_tokens_total)} ({_fmt(snap.prompt_tokens_per_s)}/s)  "
-        f"generation {_fmt(snap.generation_tokens_total)} ({_fmt(snap.generation_tokens_per_s)}/s)",
-        f"kv capacity {_fmt(snap.kv_capacity_tokens)} tokens · max_model_len "
-        f"{_fmt(snap.max_model_len)}",
+        f"backend {_text(snap.backend)} {_text(snap.backend_version)} · models "
+        f"{', '.join(snap.models) or DASH} · state {snap.state}",
+        f"running {count(snap.running)}  waiting {count(snap.waiting)}  "
+        f"kv {pct(snap.kv_cache_usage)}  prefix hits {pct(snap.prefix_cache_hit_rate)}  "
+        f"preemptions {count(snap.preemptions_total)}",
+        f"tokens prompt {count(snap.prompt_tokens_total)} ({rate(snap.prompt_tokens_per_s)}/s)  "
+        f"generation {count(snap.generation_tokens_total)} "
+        f"({rate(snap.generation_tokens_per_s)}/s)",
+        f"kv capacity {count(snap.kv_capacity_tokens)} tokens · max_model_len "
+        f"{count(snap.max_model_len)}",
     ]
     for name, st in snap.latency_s.items():
         lines.append(
-            f"{name:>8}  n {_fmt(st.count)}  mean {_fmt(st.mean)}  p50 {_fmt(st.p50)}  "
-            f"p90 {_fmt(st.p90)}  p99 {_fmt(st.p99)}  s"
+            f"{name:>8}  n {count(st.count)}  mean {seconds(st.mean)}  p50 {seconds(st.p50)}  "
+            f"p90 {seconds(st.p90)}  p99 {seconds(st.p99)}"
         )
     if snap.spec_decode:
         sd = snap.spec_decode
-        lines.append(
-            f"spec decode acceptance {_fmt(sd.acceptance_rate)}  mean length "
-            f"{_fmt(sd.mean_acceptance_length)}"
-        )
+        length = DASH if sd.mean_acceptance_length is None else f"{sd.mean_acceptance_length:.2f}"
+        lines.append(f"spec decode acceptance {pct(sd.acceptance_rate)}  mean length {length}")
     for e in snap.engines:
         lines.append(
-            f"  [{e.key}] running {_fmt(e.running)} waiting {_fmt(e.waiting)} "
-            f"kv {_fmt(e.kv_cache_usage)} gen {_fmt(e.generation_tokens_total)}"
+            f"  [{e.key}] running {count(e.running)} waiting {count(e.waiting)} "
+            f"kv {pct(e.kv_cache_usage)} gen {count(e.generation_tokens_total)}"
+            + (f" gpus {', '.join(e.gpus)}" if e.gpus else "")
+        )
+    for g in snap.gpus:
+        holders = ", ".join(p.name for p in g.processes)
+        name = g.name or DASH
+        lines.append(
+            f"  gpu {g.hostname or ''}/{g.index} {name} activity {pct(g.activity)} "
+            f"mem {count(g.mem_used_mib)}/{count(g.mem_total_mib)} MiB power {count(g.power_w)} W"
+            + (f" held by {holders}" if holders else "")
         )
     if snap.error_message:
         lines.append(f"error ({snap.error_kind}): {snap.error_message}")
@@ -143,7 +153,7 @@ def render_text(snap: ServerSnapshot) -> str:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     try:
-        snap = _snapshot(args, config)
+        snap, detected = _snapshot(args, config)
     except UnknownBackendError as exc:
         raise CliError(str(exc)) from None
     except SourceError as exc:
@@ -156,11 +166,14 @@ def run(args: argparse.Namespace) -> int:
                 say("no server metrics (the server has no /metrics endpoint)")
             return 1
         raise CliError(exc.message) from None
+    if warning := forced_mismatch(args.backend, detected):
+        say(f"infmon: {warning}", err=True)
     say(strict_json(snap, indent=2) if args.json else render_text(snap))
     return 0
 
 
-def _snapshot(args: argparse.Namespace, config: Config) -> ServerSnapshot:
+def _snapshot(args: argparse.Namespace, config: Config) -> tuple[ServerSnapshot, str | None]:
+    """The snapshot, and the backend the page's own names point to (None: not known)."""
     count = args.count if args.count is not None else (2 if args.interval else 1)
     interval = args.interval if args.interval is not None else 1.0
     if args.prometheus:
@@ -175,7 +188,7 @@ def _snapshot(args: argparse.Namespace, config: Config) -> ServerSnapshot:
             ca_bundle=config.ca_bundle,
             insecure=config.insecure,
         )
-        return asyncio.run(_poll(src, 1, interval))
+        return asyncio.run(_poll(src, 1, interval)), None
     if not args.targets:
         raise CliError("give a URL, one or two saved pages, or --prometheus URL")
     if all(not t.startswith(("http://", "https://")) for t in args.targets):
@@ -185,4 +198,4 @@ def _snapshot(args: argparse.Namespace, config: Config) -> ServerSnapshot:
     if len(args.targets) != 1:
         raise CliError("give one server URL")
     source = DirectSource.from_config(config, args.targets[0], backend=args.backend)
-    return asyncio.run(_poll(source, count, interval))
+    return asyncio.run(_poll(source, count, interval)), source.detected

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve vllm:corrupted_requests (as VLLM_COMPUTE_NANS_IN_LOGITS=1)",
     )
     a("--firehose", action="store_true", help="no engine: stream pre-rendered chunks at once")
+    g = parser.add_argument_group("the virtual GPU (DCGM exporter series on /gpu-metrics)")
+    g.add_argument("--dcgm-port", type=int, help="also serve them as /metrics on this port")
+    g.add_argument("--pod", default="infmon-sim-0", help="the pod holding the GPU (label pod)")
+    g.add_argument("--namespace", default="default", help="its namespace (label namespace)")
+    g.add_argument("--gpu-hostname", default="infmon-sim", help="the exporter's Hostname label")
     p = parser.add_argument_group("what-if (--predict: no HTTP, virtual time)")
     p.add_argument("--predict", action="store_true", help="print what a bench of this load gets")
     p.add_argument("--concurrency", type=int, help="closed-loop users")
@@ -253,6 +258,10 @@ async def _serve(cfg: Any, args: argparse.Namespace, error_rate: float, faults: 
         faults=faults,
         trace_path=args.trace_timing,
         probes=load_probes(Path(args.probes) if args.probes else PROBES_PATH),
+        pod=args.pod,
+        namespace=args.namespace,
+        hostname=args.gpu_hostname,
+        dcgm_port=args.dcgm_port,
     )
     server = SimServer(cfg, opts)
     try:
@@ -265,6 +274,8 @@ async def _serve(cfg: Any, args: argparse.Namespace, error_rate: float, faults: 
         loop.add_signal_handler(sig, stop.set)
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"infmon sim: listening on http://{host}:{port}", flush=True)
+    if server.dcgm_port is not None:
+        print(f"infmon sim: DCGM exporter on http://{host}:{server.dcgm_port}/metrics", flush=True)
     await stop.wait()
     await server.close()
     print("infmon sim: stopped", flush=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-REDACTED = "***"
+from infmon.model.sanitize import REDACTED
 
 _SECRET_KEYS = frozenset(
     {

@@ -295,4 +295,5 @@ def _running_offsets(
     values[heads] = first
     values[nonhead] = gaps
     running = np.cumsum(values)
-    return running - np.repeat(running[heads] - first, counts[has])
+    out: np.ndarray = running - np.repeat(running[heads] - first, counts[has])
+    return out

@@ -10,6 +10,7 @@ import asyncio
 import random
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from infmon.clock import Clock
 from infmon.config import Config
@@ -20,11 +21,10 @@ from infmon.load.tokenize import PROBE_SIZES_CHARS, Counter, TokenizeError, make
 from infmon.load.workload.corpus import make_task
 from infmon.load.workload.datasets import load_dataset
 from infmon.load.workload.items import Prompt, WorkItem
-from infmon.load.workload.schedule import Schedule, parse_schedule
 from infmon.load.workload.traces import Trace, read_trace
 from infmon.model.records import RequestRecord
+from infmon.model.schedule import Schedule, parse_schedule
 from infmon.net import FetchError, bounded_get
-from infmon.sources.exposition import ExpositionError, parse_exposition
 
 Local = tuple[list[Prompt] | None, Trace | None, Schedule | None]
 
@@ -83,10 +83,26 @@ async def server_start_time(
         got = await bounded_get(http, "/metrics", max_bytes=max_bytes, deadline_s=deadline_s)
         if got.status != 200:
             return None
-        samples = parse_exposition(got.body).get("process_start_time_seconds")
-    except (httpx.HTTPError, ExpositionError, FetchError):
+    except (httpx.HTTPError, FetchError):
         return None
-    return float(samples[0].value) if samples else None
+    return process_start_time(got.body)
+
+
+START_TIME = "process_start_time_seconds"
+
+
+def process_start_time(page: bytes) -> float | None:
+    """The standard process collector's start time on an exposition page: only its own lines
+    are parsed (prometheus_client's parser), so a large page costs one scan."""
+    lines = [ln for ln in page.decode("utf-8", "replace").splitlines() if START_TIME in ln]
+    try:
+        for family in text_string_to_metric_families("\n".join(lines) + "\n"):
+            if family.name == START_TIME and family.samples:
+                value = float(family.samples[0].value)
+                return value if value > 0 and value == value else None
+    except (ValueError, TypeError, IndexError):  # a malformed line: no start time
+        return None
+    return None
 
 
 async def _first_model(http: httpx.AsyncClient) -> str:

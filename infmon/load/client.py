@@ -42,7 +42,7 @@ from infmon.load.stream_state import (
 from infmon.load.wire import Opened, drain, httpx_post
 from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.sanitize import clean
+from infmon.model.sanitize import REDACTED, clean
 from infmon.net import FetchError, TLSConfigError, bounded_get, tls_verify
 
 PROBE_ATTEMPTS = 5
@@ -152,7 +152,7 @@ class StreamingClient:
     def scrub(self, text: str) -> str:
         """Remove the API key from any text that might be shown or recorded."""
         key = self.params.api_key
-        return text.replace(key, "<redacted>") if key else text
+        return text.replace(key, REDACTED) if key else text
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -176,7 +176,7 @@ class StreamingClient:
         except FetchError as exc:
             kind = ErrorKind.TIMEOUT if "within" in str(exc) else ErrorKind.PROTOCOL
             raise ClientError(kind, f"{url}: {exc}") from None
-        if resp.status >= 400:
+        if not is_success(resp.status):
             raise ClientError(
                 ErrorKind.HTTP,
                 self._error_message(resp.status, resp.body, "/v1/models"),
@@ -353,7 +353,7 @@ class StreamingClient:
                 status, error_body, retry_after = await self._wire.post(
                     self._path, content, headers, st
                 )
-                if status >= 300:
+                if not is_success(status):
                     raise StreamFailure(
                         ErrorKind.HTTP, self._error_message(status, error_body, self._path)
                     )
@@ -361,7 +361,7 @@ class StreamingClient:
             else:
                 async with httpx_post(self._http, clock.now, self._path, content, headers) as resp:
                     status, retry_after = resp.status, resp.retry_after
-                    if status >= 400:
+                    if not is_success(status):
                         raise StreamFailure(
                             ErrorKind.HTTP,
                             self._error_message(status, await resp.read_body(), self._path),
@@ -517,3 +517,8 @@ def _verify(params: ClientParams) -> ssl.SSLContext | bool:
         return tls_verify(params.ca_bundle, params.insecure)
     except TLSConfigError as exc:
         raise ClientError(ErrorKind.OTHER, str(exc)) from None
+
+
+def is_success(status: int) -> bool:
+    """A 2xx answer; anything else (a redirect too: it is not the stream asked for) fails."""
+    return 200 <= status < 300

@@ -24,6 +24,7 @@ from infmon.clock import Clock, MonotonicClock
 from infmon.load.backoff import Backoff, BackoffSummary, summarise
 from infmon.load.workload.items import Prompt, WorkItem
 from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.steps import CLOSED, RATE
 
 EARLY_WAKE_S = 0.0015
 """Replay sends wake this early and yield until their time (timer rounding is 1 ms)."""
@@ -83,7 +84,7 @@ class LoadDriver:
         self.on_record = on_record
         self.clock = clock or MonotonicClock()
         self.mode = "idle"
-        """"idle", "closed" (concurrency) or "open" (rate)."""
+        """"idle", ``CLOSED`` (concurrency) or ``RATE`` (arrivals per second), as a step's level."""
         self.target: float | None = None
         """Target concurrency (closed) or request rate in req/s (open)."""
         self.max_concurrency = 0
@@ -139,7 +140,7 @@ class LoadDriver:
         if n < 0:
             raise ValueError("concurrency must be >= 0")
         self._stop_scheduler()
-        self.mode, self.target = "closed", n
+        self.mode, self.target = CLOSED, n
         loop = asyncio.get_running_loop()
         while len(self._workers) < n:
             slot = next(i for i in range(len(self._slots) + 1) if i not in self._slots)
@@ -159,7 +160,7 @@ class LoadDriver:
             raise ValueError("rate must be > 0 and max_concurrency >= 1")
         if arrival not in ("poisson", "gamma"):
             raise ValueError(f"unknown arrival process {arrival!r}")
-        self.mode, self.target = "open", float(req_per_s)
+        self.mode, self.target = RATE, float(req_per_s)
         self.max_concurrency, self.arrival, self.burstiness = max_concurrency, arrival, burstiness
         self._slot_freed.set()
         if self._scheduler is None:
@@ -173,7 +174,7 @@ class LoadDriver:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
         self._stop_scheduler()
-        self.mode, self.target = "open", None
+        self.mode, self.target = RATE, None
         self.max_concurrency = max_concurrency
         self._slot_freed.set()
         self._scheduler = asyncio.get_running_loop().create_task(self._replay(source, done))
@@ -279,7 +280,7 @@ class LoadDriver:
         """Streams now waiting after failures ("backing off 0.8 s after 5 failures");
         ``.describe()`` is "" while every stream is sending normally."""
         states = [b.state for b in self._backoffs]
-        if self.mode == "open":
+        if self.mode == RATE:
             states.append(self._open_backoff.state)
         return summarise(states)
 
@@ -386,7 +387,7 @@ class LoadDriver:
         rid = self._next_id
         self._next_id += 1
         now = self.clock.now()
-        closed = self.mode == "closed"
+        closed = self.mode == CLOSED
         kw: dict[str, Any] = {
             "step": self.step,
             "concurrency": int(self.target) if closed and self.target is not None else None,
@@ -421,7 +422,7 @@ class LoadDriver:
         self._backoffs.add(backoff)
         try:
             while not self._stopping:
-                if self.mode != "closed" or len(self._workers) > (self.target or 0):
+                if self.mode != CLOSED or len(self._workers) > (self.target or 0):
                     return
                 if self.paused or not self._may_send():
                     await self._resumed.wait()

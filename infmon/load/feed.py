@@ -24,11 +24,11 @@ from infmon.config import Config
 from infmon.load.sizing import PromptMaker, Sizing
 from infmon.load.workload.conversation import Conversation
 from infmon.load.workload.items import Prompt, WorkItem
-from infmon.load.workload.lengths import Lengths
-from infmon.load.workload.schedule import Schedule
 from infmon.load.workload.traces import Trace, TraceEntry
 from infmon.load.workload.words import random_words
+from infmon.model.lengths import Lengths
 from infmon.model.records import RequestRecord
+from infmon.model.schedule import Schedule
 
 PREBUILD_LENGTHS = 256
 ARRIVALS_AHEAD = 512

@@ -28,11 +28,10 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from infmon.load.wire import DRAIN_S
 from infmon.model.records import ErrorKind
 from infmon.net import within
 
-DRAIN_S = 2.0
-"""After ``[DONE]``, how long to wait for the end of the body (so the connection is reused)."""
 MAX_ERROR_BODY = 64 * 1024
 MAX_HEADER_VALUE = 200
 """The longest ``Retry-After`` value kept."""

@@ -185,17 +185,41 @@ class PromptMaker:
         async def count(text: str) -> int:
             return await self.counter.count(self.first_prompt(0, head, text).prompt(self.chat))
 
-        fitted = await _fit_growing(count, lambda n: make_task(rng, n), target)
+        def make(n: int) -> Task:
+            return make_task(rng, n)
+
+        fitted = await _fit_growing(count, make, target)
         if fitted.tokens > target:  # the task's own words are longer than the target
-            fitted = await _fit_growing(count, lambda n: _plain(make_task(rng, n)), target)
+
+            def make(n: int) -> Task:
+                return _plain(make_task(rng, n))
+
+            fitted = await _fit_growing(count, make, target)
         for _ in range(RETRIES):  # no cut of this passage hits it: another passage may
             if fitted.exact:
                 break
-            again = await _fit_growing(count, lambda n: make_task(rng, n), target)
+            again = await _fit_growing(count, make, target)
             fitted = again if abs(again.tokens - target) < abs(fitted.tokens - target) else fitted
+        if not fitted.exact:
+            fitted = await self._pad(count, fitted, rng)
         self.miss_tokens = max(self.miss_tokens, abs(fitted.tokens - target))
         self._bodies.setdefault(target, []).append(fitted.text)
         return fitted.text
+
+    async def _pad(self, count: CountFn, fitted: Fitted, rng: random.Random) -> Fitted:
+        """A cut that falls short (a word of several tokens straddles the target, common
+        for short prompts): append the missing count in single-token words, then count."""
+        for _ in range(RETRIES):
+            short = fitted.target - fitted.tokens
+            if short <= 0:
+                break
+            text = fitted.text + random_words(rng, short, self.words)
+            got = await count(text)
+            if got == fitted.target:
+                return Fitted(text, got, fitted.target)
+            if got < fitted.target:
+                fitted = Fitted(text, got, fitted.target)
+        return fitted
 
     async def follow_up(self, target: int) -> str:
         """A later user turn of about ``target`` tokens (counted on its own)."""

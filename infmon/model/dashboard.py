@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from infmon.model.baseline import BaselineView, LevelComparison, SpecLevel
+from infmon.model.gpu import GpuView
 from infmon.model.knee import SLO_ATTAINMENT
 from infmon.model.stats import SLO
 
@@ -50,6 +52,17 @@ class HeaderView:
     """``backing off 0.8 s after 5 failures`` while the load backs off."""
     journal: str | None = None
     """What the session record cannot write (a full disk), while it lasts."""
+    baseline_run: str | None = None
+    """The run compared against (``--baseline RUN``)."""
+    baseline_changes: tuple[str, ...] = ()
+    """The server-config difference: ``dtype auto → fp8``, ``speculative: none → draft k=3``."""
+    started: bool = False
+    """Load has run at some point (the footer says "space start" until it has)."""
+    hint: str | None = None
+    """A line telling the operator what to do or what is happening: ``paused: space starts
+    c=1, w sweeps`` before anything ran, ``quitting: writing the report…`` on the way out."""
+    baseline_label: str | None = None
+    """``c=8``: the level of the baseline step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +78,22 @@ class ThroughputView:
     mark_offsets: tuple[int, ...] = ()
     """Indices into the series where the operator set a mark."""
     baseline_output_tokens_per_s: float = NAN
+    step_marks: tuple[tuple[int, str], ...] = ()
+    """Indices into the series where a step began, with its level (``c=4``)."""
+    baseline: BaselineStep | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineStep:
+    """The baseline step (``b``) as the throughput pane compares against it."""
+
+    step: int
+    level_label: str
+    output_tokens_per_s: float
+    same_level: bool
+    """The running step is at the baseline's level (and is not the baseline itself)."""
+    delta_fraction: float = NAN
+    """Running step's tok/s over the baseline's, minus one (nan unless ``same_level``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +106,12 @@ class LatencyView:
     ttft_p90_series: tuple[float, ...] = ()
     e2el_p90_series: tuple[float, ...] = ()
     tpot_p90_series: tuple[float, ...] = ()
+    itl_p90_series: tuple[float, ...] = ()
+    step_marks: tuple[tuple[int, str], ...] = ()
+    ttft_meets_slo: bool | None = None
+    """p90 TTFT within the SLO (the rule the pane shows); None: no SLO or no data."""
+    tpot_meets_slo: bool | None = None
+    e2el_meets_slo: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +119,9 @@ class SpecView:
     acceptance_rate: float = NAN
     mean_acceptance_length: float = NAN
     per_position_acceptance: tuple[float, ...] = ()
+    levels: tuple[SpecLevel, ...] = ()
+    """Per level held: acceptance, tokens per step, ITL ≈ L × TPOT, and against the baseline
+    at the same level the speed-up and break-even acceptance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +191,10 @@ class StepPoint:
     """Held long enough (time and requests) to feed the knee."""
     revisit_of: int | None = None
     origin: str = "operator"
+    counted: bool = True
+    """The step the knee rule reads at its level (the first eligible one)."""
+    growth_per_doubling: float = NAN
+    """Throughput growth per doubling from the counted level below (nan: none below)."""
 
     @property
     def meets_slo(self) -> bool | None:
@@ -179,6 +221,12 @@ class KneeView:
     knee_confirmed: bool = False
     """False while the knee is only a candidate: "knee ≈ c=N (confirming)"."""
     knee_reason: str = ""
+    kv_fill_level: float = NAN
+    """Where the KV cache fills at the workload's mean prompt + output tokens."""
+    knee_limit: str = ""
+    """Which limit the knee came from: ``KV cache: …``, ``max_num_seqs ≈ 256 …``, ``compute …``."""
+    baseline: tuple[LevelComparison, ...] = ()
+    """Each level against the baseline run's at the same level (``--baseline``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +241,20 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class Cause:
+    """One diagnosis, said once however long it lasts, with the steps it applied to."""
+
+    key: str
+    text: str
+    """The latest wording (its figures as last seen)."""
+    steps: tuple[int, ...] = ()
+    active: bool = True
+    """Still true at the last check (a past cause stays listed, muted)."""
+    since_s: float = 0.0
+    """Session-relative seconds when it was first seen."""
+
+
+@dataclass(frozen=True, slots=True)
 class DashboardSnapshot:
     header: HeaderView = field(default_factory=HeaderView)
     throughput: ThroughputView = field(default_factory=ThroughputView)
@@ -200,4 +262,7 @@ class DashboardSnapshot:
     server: ServerView = field(default_factory=ServerView)
     knee: KneeView = field(default_factory=KneeView)
     events: tuple[Event, ...] = ()
-    diagnosis: tuple[str, ...] = ()
+    diagnosis: tuple[Cause, ...] = ()
+    baseline: BaselineView | None = None
+    """This run against ``--baseline RUN``, level by level (None: no baseline run)."""
+    gpu: GpuView = field(default_factory=GpuView)

@@ -1,7 +1,9 @@
 """Diagnosis lines: short, plain sentences that say why the numbers look the way they do.
 
-Pure rules over what the Session already knows; each line has a stable ``key`` so the Session
-logs it as an event once when it appears, not on every tick.
+Pure rules over what the Session already knows; each line has a stable ``key``. A
+``CauseBook`` keeps one line per key for the whole session, with the steps it applied to
+(``queueing · steps 9–11: 245 waiting…``), instead of a new event each time a figure in the
+sentence changes.
 """
 
 from __future__ import annotations
@@ -9,7 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infmon.model.dashboard import ServerView
+from infmon.model.dashboard import Cause, ServerView
+from infmon.model.gpu import GpuEvidence
 
 KV_FULL_FRACTION = 0.95
 LOW_ACCEPTANCE_RATE = 0.3
@@ -30,6 +33,10 @@ class DiagnosisInputs:
     load_level: float
     inflight_requests: int | None
     paused: bool
+    gpu: GpuEvidence | None = None
+    """The serving GPUs (DCGM or NVML), when there is GPU data."""
+    ttft_p90_series: tuple[float, ...] = ()
+    """Recent client TTFT p90, one value per second, oldest first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +89,9 @@ def client_bottleneck(i: DiagnosisInputs) -> Diagnosis | None:
     return None
 
 
-def throughput_fell(i: DiagnosisInputs) -> Diagnosis | None:
-    """Throughput fell at constant load with no queue or KV change: a noisy neighbour?"""
+def throughput_drop(i: DiagnosisInputs) -> float | None:
+    """How far throughput fell below this step's peak at constant load with no queue or KV
+    change (at least ``THROUGHPUT_DROP_FRACTION``), else None."""
     if i.paused or not (_ok(i.step_age_s) and i.step_age_s >= 2 * MIN_STEP_AGE_S):
         return None
     held = int(i.step_age_s - MIN_STEP_AGE_S)
@@ -97,9 +105,16 @@ def throughput_fell(i: DiagnosisInputs) -> Diagnosis | None:
     s = i.server
     queue_quiet = not _ok(s.waiting) or s.waiting == 0
     kv_quiet = not _ok(s.kv_usage_fraction) or s.kv_usage_fraction < KV_FULL_FRACTION
-    if drop >= THROUGHPUT_DROP_FRACTION and queue_quiet and kv_quiet:
-        return Diagnosis("fell", f"throughput fell {drop:.0%} at constant load: contention?")
-    return None
+    return drop if drop >= THROUGHPUT_DROP_FRACTION and queue_quiet and kv_quiet else None
+
+
+def throughput_fell(i: DiagnosisInputs) -> Diagnosis | None:
+    """Throughput fell at constant load with no queue or KV change: a noisy neighbour? (The GPU
+    rules say which, when there is GPU data; this line is then left out.)"""
+    drop = throughput_drop(i)
+    if drop is None:
+        return None
+    return Diagnosis("fell", f"throughput fell {drop:.0%} at constant load: contention?")
 
 
 def low_acceptance(i: DiagnosisInputs) -> Diagnosis | None:
@@ -124,10 +139,66 @@ RULES = (server_down, kv_full, queueing, client_bottleneck, throughput_fell, low
 
 
 def diagnose(inputs: DiagnosisInputs) -> tuple[Diagnosis, ...]:
-    """Every rule that fires, in a fixed order (most urgent first)."""
+    """Every rule that fires, in a fixed order (most urgent first); the GPU rules
+    (``infmon.model.gpu_rules``) after the server's, and a GPU explanation of a throughput
+    drop replaces the generic "contention?" line."""
+    from infmon.model.gpu_rules import GPU_RULES
+
     out = []
-    for rule in RULES:
+    for rule in (*RULES, *GPU_RULES):
         found = rule(inputs)
         if found is not None:
             out.append(found)
+    if any(d.key == "gpu_contention" for d in out):
+        out = [d for d in out if d.key != "fell"]
     return tuple(out)
+
+
+class CauseBook:
+    """One ``Cause`` per diagnosis key, in the order first seen; active ones first."""
+
+    def __init__(self, max_causes: int = 32) -> None:
+        self.max_causes = max_causes
+        self._causes: dict[str, Cause] = {}
+
+    def update(self, found: tuple[Diagnosis, ...], step: int | None, at_s: float) -> list[str]:
+        """The diagnoses true now (during ``step``); returns the keys seen for the first time."""
+        new = []
+        now_keys = {d.key for d in found}
+        for key, c in self._causes.items():
+            if c.active and key not in now_keys:
+                self._causes[key] = Cause(c.key, c.text, c.steps, False, c.since_s)
+        for d in found:
+            old = self._causes.get(d.key)
+            if old is None:
+                if len(self._causes) >= self.max_causes:
+                    continue
+                new.append(d.key)
+                steps: tuple[int, ...] = ()
+                since = at_s
+            else:
+                steps, since = old.steps, old.since_s
+            if step is not None and step not in steps:
+                steps = (*steps, step)
+            self._causes[d.key] = Cause(d.key, d.text, steps, True, since)
+        return new
+
+    @property
+    def causes(self) -> tuple[Cause, ...]:
+        listed = list(self._causes.values())
+        return tuple([c for c in listed if c.active] + [c for c in listed if not c.active])
+
+
+def steps_label(steps: tuple[int, ...]) -> str:
+    """``step 4``, ``steps 9–11``, ``steps 2, 5, 7–9``: runs of consecutive steps joined."""
+    if not steps:
+        return ""
+    runs: list[list[int]] = []
+    for s in sorted(set(steps)):
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    parts = [f"{r[0]}" if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs]
+    word = "step" if len(steps) == 1 else "steps"
+    return f"{word} {', '.join(parts)}"

@@ -309,8 +309,9 @@ class StepLedger:
         duration = span.measured_s(at)
         check = entry.client_check()
         live = not settled and entry.metered
+        fig = entry.figures if entry.figures is not None else entry.tally.figures()
         stats = assemble(
-            entry.figures if entry.figures is not None else entry.tally.figures(),
+            fig,
             duration,
             concurrency=span.level.concurrency,
             rate=span.level.rate,
@@ -319,6 +320,7 @@ class StepLedger:
             send_lateness_p99_s=check.send_lateness_p99_s,
             window_output_tokens=entry.live_tokens if live else entry.tokens,
             window_prompt_tokens=entry.prompt_tokens,
+            sending_s=_sending_s(span, fig, duration),
         )
         attempts = stats.completed + stats.failed + stats.cancelled
         held = attempts if settled else max(attempts, entry.sent)
@@ -342,6 +344,18 @@ class StepLedger:
                         entry.prompt_tokens += rec.prompt_tokens
             if span.start_s <= first:
                 break  # steps before this one ended before the request's first chunk
+
+
+def _sending_s(span: StepSpan, fig: StepFigures, duration_s: float) -> float:
+    """How long a rate step sent for: to its last measured send plus one mean gap (the next
+    arrival would have come then), at most its measured time. A step measured to its last
+    request's end (``--step-requests``) stopped sending before its drain; its rate is not the
+    requests over a time that includes the drain. Other modes, and paused steps: the
+    measured time."""
+    rate = span.level.rate
+    if not rate or len(span.segments) != 1 or math.isnan(fig.last_sent_s):
+        return duration_s
+    return min(duration_s, fig.last_sent_s - span.measure_from_s + 1.0 / rate)
 
 
 def _tokens_per_chunk(rec: RequestRecord) -> float:

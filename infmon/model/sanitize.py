@@ -23,6 +23,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+REDACTED = "<redacted>"
+"""What a secret (an API key, a password in a URL) is replaced with, everywhere."""
 DEFAULT_MAX_CHARS = 300
 """Default length of one untrusted string (a model id, an error message, a label value)."""
 

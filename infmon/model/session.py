@@ -12,22 +12,27 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
+from infmon.model.baseline import BaselineView, Reference, RunFacts
 from infmon.model.dashboard import (
+    BaselineStep,
+    Cause,
     DashboardSnapshot,
     Event,
     HeaderView,
     KneeView,
     LatencyView,
-    Percentiles,
     ServerView,
-    StepPoint,
     ThroughputView,
 )
-from infmon.model.diagnose import DiagnosisInputs, diagnose
+from infmon.model.diagnose import CauseBook, DiagnosisInputs, diagnose
+from infmon.model.gpu import GpuState
 from infmon.model.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.ledger import StepLedger, StepResult
+from infmon.model.levels import LevelSample
 from infmon.model.live import LiveWindows
+from infmon.model.live_baseline import LiveBaseline, facts_from_snapshot
 from infmon.model.loghist import LogHistogram
 from infmon.model.rates import TrailingRate
 from infmon.model.records import RequestRecord
@@ -35,7 +40,18 @@ from infmon.model.server import ServerSnapshot
 from infmon.model.server_state import ServerState
 from infmon.model.stats import SLO, meets_slo
 from infmon.model.steps import CLOSED, StepEvent
+from infmon.model.views import (
+    Closing,
+    baseline_view,
+    closing,
+    knee_points,
+    percentiles,
+    step_marks,
+)
 from infmon.model.window import LoadWindow
+
+if TYPE_CHECKING:
+    from infmon.model.evidence import ServerEvidence
 
 NAN = math.nan
 SAMPLE_PERIOD_S = 1.0
@@ -61,31 +77,9 @@ class SessionConfig:
     max_events: int = 200
 
 
-def _pct(h: LogHistogram) -> Percentiles:
-    if h.count == 0:
-        return Percentiles()
-    p50, p90, p99 = h.quantiles((0.5, 0.9, 0.99))
-    return Percentiles(p50, p90, p99, h.count)
-
-
-def step_point(r: StepResult, now: float) -> StepPoint:
-    s = r.stats
-    return StepPoint(
-        index=r.index,
-        mode=r.span.level.mode,
-        level=r.span.level.value,
-        held_s=r.span.held_s(now),
-        output_tokens_per_s=s.output_throughput_tok_s,
-        p50_e2el_s=s.e2el.p50,
-        p90_e2el_s=s.e2el.p90,
-        p90_ttft_s=s.ttft.p90,
-        completed=s.completed,
-        slo_attainment=s.slo_attainment,
-        settled=r.settled,
-        eligible=r.eligible,
-        revisit_of=r.span.revisit_of,
-        origin=r.span.origin,
-    )
+PAUSED_SERVER_FLOOR_TOK_S = 1.0
+"""While paused with nothing of ours in flight, a server rate below this is the tail of our
+own sizing probes or the counter's rounding, not traffic: the series shows nothing."""
 
 
 class Session:
@@ -104,11 +98,14 @@ class Session:
         self.health = health or ServerHealth()
         self.windows = LiveWindows(keep_s=max(c.window_s, c.throughput_window_s) + 5)
         self.server = ServerState()
+        self.method = LiveBaseline(self.ledger.book, c.slo)
+        """Levels against a baseline run, spec decoding per level, KV against the knee."""
+        self.gpus = GpuState()
         self._good: deque[tuple[float, bool]] = deque()
         self._sizes: deque[int] = deque(maxlen=200)
         n = c.history_samples
         self._series: dict[str, deque[float]] = {
-            k: deque(maxlen=n) for k in ("client", "server", "ttft", "tpot", "e2el", "kv")
+            k: deque(maxlen=n) for k in ("client", "server", "ttft", "tpot", "itl", "e2el", "kv")
         }
         self._samples_taken = 0
         self._mark_samples: deque[int] = deque(maxlen=100)
@@ -118,8 +115,11 @@ class Session:
         self._sweep: str | None = None
         self._journal_note: str | None = None
         self._baseline: int | None = None
-        self._active_diagnosis: set[str] = set()
-        self._diagnosis: tuple[str, ...] = ()
+        self.causes = CauseBook()
+        self._step_starts: deque[tuple[float, str]] = deque(maxlen=c.history_samples)
+        self._started = False
+        self._hint: str | None = None
+        self._last_begun: int | None = None
         self._meta: dict[str, str | None] = {"model": None, "backend": None, "version": None}
         self._views: tuple[ThroughputView, LatencyView, ServerView, KneeView] | None = None
         self.succeeded = self.failed = self.cancelled = 0
@@ -128,6 +128,7 @@ class Session:
     def add_record(self, rec: RequestRecord) -> None:
         """A finished (or failed, or cancelled) request, decoded as the journal keeps it."""
         self.ledger.add_record(rec)
+        self.method.add_record(rec)
         if rec.error_kind == "cancelled":
             self.cancelled += 1
         elif not rec.ok:
@@ -141,6 +142,7 @@ class Session:
 
     def add_window(self, w: LoadWindow) -> None:
         self.windows.add(w)
+        self.method.add_window(w.t0, w.t1, w.tokens)
         lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
         late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
         self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id)
@@ -156,6 +158,8 @@ class Session:
             model=models[0] if models else None, backend=snap.backend, version=snap.backend_version
         )
         self.server.add(snap)
+        self.method.add_server(snap)
+        self.gpus.add(snap, now)
         self._server_gen.add(now, snap.generation_tokens_per_s, snap.window_s)
         from infmon.model.evidence import ServerSample
 
@@ -171,7 +175,13 @@ class Session:
             span = self.ledger.book.get(ev.index)
             if ev.kind == "begin" and span is not None:
                 more = f" (revisit of step {span.revisit_of})" if span.revisit_of else ""
+                if ev.index == self._last_begun:  # the step was replaced (a coalesced press)
+                    self._drop_event("load", f"step {ev.index}: ")
+                self._last_begun = ev.index
                 self.add_event(now, "load", f"step {ev.index}: {span.level.label}{more}")
+                if self._step_starts and self._step_starts[-1][0] >= ev.t - 1.0:
+                    self._step_starts.pop()  # a coalesced press: one boundary
+                self._step_starts.append((ev.t, span.level.label))
         self._views = None
 
     def set_server_info(
@@ -182,9 +192,14 @@ class Session:
                 self._meta[key] = value
 
     def set_paused(self, paused: bool, now: float) -> None:
+        self._started |= not paused
         if paused != self._paused:
             self._paused = paused
             self.add_event(now, "state", "load paused" if paused else "load running")
+
+    def set_hint(self, hint: str | None) -> None:
+        """A line for the operator that overrides the paused hint (``quitting: …``)."""
+        self._hint = hint
 
     def set_sweep(self, progress: str | None) -> None:
         self._sweep = progress
@@ -204,8 +219,43 @@ class Session:
         if cur is None:
             return None
         self._baseline = cur.index
-        self.add_event(now, "mark", f"baseline: step {cur.index} ({cur.level.label})")
+        self._views = None
+        self.add_event(
+            now,
+            "mark",
+            f"baseline: step {cur.index} ({cur.level.label}): later steps at "
+            f"{cur.level.label} are compared with it",
+        )
         return cur.index
+
+    def set_reference(self, ref: Reference, now: float) -> None:
+        """Compare every level with ``ref``'s at the same level (``--baseline RUN``)."""
+        self.method.set_reference(ref)
+        self.add_event(now, "mark", f"baseline run: {ref.name} ({ref.source})")
+        self._views = None
+
+    def facts(self) -> RunFacts:
+        sizes = self._sizes
+        per_seq = sum(sizes) / len(sizes) if sizes else NAN
+        return facts_from_snapshot(self.server.last, self.server.max_num_seqs, per_seq)
+
+    def baseline_inputs(
+        self, now: float
+    ) -> tuple[Reference, tuple[LevelSample, ...], RunFacts] | None:
+        """What the comparison with the baseline run needs (copies, for another thread)."""
+        return self.method.inputs(now, self._evidence(now), self.facts())
+
+    def _evidence(self, now: float) -> dict[int, ServerEvidence | None]:
+        return {r.index: r.evidence for r in self.ledger.results(now)}
+
+    def set_baseline_view(self, view: BaselineView, now: float) -> None:
+        """The comparison computed from ``baseline_inputs``; new diagnosis lines become events."""
+        before = set(self.method.view.diagnosis) if self.method.view is not None else set()
+        self.method.view = view
+        for line in view.diagnosis:
+            if line not in before:
+                self.add_event(now, "diagnosis", line)
+        self._views = None
 
     def add_event(self, now: float, kind: str, text: str) -> None:
         recent = list(self._events)[-REPEAT_WITHIN:]
@@ -215,6 +265,12 @@ class Session:
                 self._events.append(Event(now - self.start_s, kind, text, e.count + 1))
                 return
         self._events.append(Event(now - self.start_s, kind, text))
+
+    def _drop_event(self, kind: str, prefix: str) -> None:
+        for e in reversed(self._events):
+            if e.kind == kind and e.text.startswith(prefix):
+                self._events.remove(e)
+                return
 
     # ---- queries ------------------------------------------------------------------------------
     @property
@@ -234,9 +290,16 @@ class Session:
         """Everything the panes render. The windowed views are rebuilt once per second (with the
         series), so between samples the same objects come back and equal panes do not repaint."""
         self._advance(now)
+        fresh = self.method.poll(now, lambda: self._evidence(now), self.facts)
+        if fresh is not None:
+            self.set_baseline_view(fresh, now)
+        elif self.method.error:
+            self.add_event(now, "error", self.method.error)
+            self.method.error = None
         if self._views is None:
             self._views = self._build_views(now)
         throughput, latency, server, knee = self._views
+        view = self.method.view
         return DashboardSnapshot(
             header=self._header_view(now, server),
             throughput=throughput,
@@ -244,7 +307,20 @@ class Session:
             server=server,
             knee=knee,
             events=tuple(self._events),
-            diagnosis=self._diagnosis,
+            diagnosis=self.causes.causes + _baseline_causes(view),
+            baseline=view,
+            gpu=self.gpus.view(),
+        )
+
+    def closing(self, now: float) -> Closing:
+        """The session in one paragraph (what the monitor prints when it quits)."""
+        return closing(
+            self.ledger.results(now),
+            self.ledger.knee(now),
+            self.ledger.slo_limit(now),
+            (self.succeeded, self.failed, self.cancelled),
+            now - self.start_s,
+            not self.config.slo.empty,
         )
 
     # ---- internals ----------------------------------------------------------------------------
@@ -279,11 +355,15 @@ class Session:
 
     def _take_sample(self, t: float, diagnose_now: bool = True) -> None:
         tv, lat, server = self._throughput_view(t), self._latency_view(t), self._server_view(t)
+        server_rate = tv.server_generation_tokens_per_s
+        if self._paused and not self.windows.inflight and server_rate < PAUSED_SERVER_FLOOR_TOK_S:
+            server_rate = NAN
         for key, value in (
             ("client", tv.client_output_tokens_per_s),
-            ("server", tv.server_generation_tokens_per_s),
+            ("server", server_rate),
             ("ttft", lat.ttft.p90_s),
             ("tpot", lat.tpot.p90_s),
+            ("itl", lat.itl.p90_s),
             ("e2el", lat.e2el.p90_s),
             ("kv", server.kv_usage_fraction),
         ):
@@ -304,13 +384,11 @@ class Session:
                 load_level=cur.level.value if cur else 0.0,
                 inflight_requests=self.windows.inflight,
                 paused=self._paused,
+                gpu=self.gpus.evidence(),
+                ttft_p90_series=tuple(self._series["ttft"])[-30:],
             )
         )
-        self._diagnosis = tuple(line.text for line in lines)
-        for line in lines:
-            if line.key not in self._active_diagnosis:
-                self.add_event(t, "diagnosis", line.text)
-        self._active_diagnosis = {line.key for line in lines}
+        self.causes.update(lines, cur.index if cur else None, t - self.start_s)
 
     def _throughput_view(self, now: float) -> ThroughputView:
         span = min(self.config.throughput_window_s, max(now - self.start_s, 1e-9))
@@ -318,7 +396,8 @@ class Session:
         while self._good and self._good[0][0] < now - self.config.window_s:
             self._good.popleft()
         good = sum(1 for end, ok in self._good if end > now - rates.span_s and end <= now)
-        base = self._baseline_point(now)
+        base = self._baseline_compare(now)
+        base_tok_s = base.output_tokens_per_s if base else self._reference_tok_s()
         return ThroughputView(
             client_output_tokens_per_s=rates.output_tokens_per_s,
             server_generation_tokens_per_s=self._server_generation(now, span),
@@ -330,24 +409,52 @@ class Session:
             client_series=tuple(self._series["client"]),
             server_series=tuple(self._series["server"]),
             mark_offsets=self._mark_offsets(),
-            baseline_output_tokens_per_s=base.output_tokens_per_s if base else NAN,
+            baseline_output_tokens_per_s=base_tok_s,
+            step_marks=self._step_marks(),
+            baseline=base,
         )
+
+    def _reference_tok_s(self) -> float:
+        """The baseline run's tok/s at the current level (nan: none, or it did not run it)."""
+        cur, view = self.ledger.book.current, self.method.view
+        at = view.at(cur.level) if view is not None and cur is not None else None
+        d = at.get("tok_s") if at is not None and at.in_baseline else None
+        return d.delta.base if d is not None else NAN
+
+    def _first_sample_s(self) -> float:
+        """When the oldest sample of the over-time series closed."""
+        first = self._samples_taken - len(self._series["client"]) + 1
+        return self.start_s + first * SAMPLE_PERIOD_S
 
     def _mark_offsets(self) -> tuple[int, ...]:
         first = self._samples_taken - len(self._series["client"])
         return tuple(s - first - 1 for s in self._mark_samples if s - first - 1 >= 0)
 
+    def _step_marks(self) -> tuple[tuple[int, str], ...]:
+        n = len(self._series["client"])
+        return step_marks(tuple(self._step_starts), self._first_sample_s(), SAMPLE_PERIOD_S, n)
+
     def _latency_view(self, now: float) -> LatencyView:
-        w, span = self.windows, self.config.window_s
+        w, span, slo = self.windows, self.config.window_s, self.config.slo
+        ttft, tpot = (
+            percentiles(w.histogram(now, span, "ttft")),
+            percentiles(w.histogram(now, span, "tpot")),
+        )
+        e2el = percentiles(w.histogram(now, span, "e2el"))
         return LatencyView(
-            ttft=_pct(w.histogram(now, span, "ttft")),
-            tpot=_pct(w.histogram(now, span, "tpot")),
-            itl=_pct(w.histogram(now, span, "itl")),
-            e2el=_pct(w.histogram(now, span, "e2el")),
-            slo=self.config.slo,
+            ttft=ttft,
+            tpot=tpot,
+            itl=percentiles(w.histogram(now, span, "itl")),
+            e2el=e2el,
+            slo=slo,
             ttft_p90_series=tuple(self._series["ttft"]),
             e2el_p90_series=tuple(self._series["e2el"]),
             tpot_p90_series=tuple(self._series["tpot"]),
+            itl_p90_series=tuple(self._series["itl"]),
+            step_marks=self._step_marks(),
+            ttft_meets_slo=_within(ttft.p90_s, slo.ttft_s),
+            tpot_meets_slo=_within(tpot.p90_s, slo.tpot_s),
+            e2el_meets_slo=_within(e2el.p90_s, slo.e2el_s),
         )
 
     def _server_generation(self, now: float, span_s: float) -> float:
@@ -360,8 +467,13 @@ class Session:
         h = self.health
         down = h.down_since_s - self.start_s if h.down_since_s is not None else None
         last = self.server.last_at_s
+        spec = view.spec
+        if spec is not None:
+            stats = {r.index: (r.stats.itl.p50, r.stats.tpot.p50) for r in self.ledger.results(now)}
+            spec = replace(spec, levels=self.method.spec_levels(stats))
         return replace(
             view,
+            spec=spec,
             up=h.state != DOWN,
             down_since_s=down,
             no_metrics=h.state == NO_METRICS and not view.has_data,
@@ -378,6 +490,7 @@ class Session:
             state = "paused"
         else:
             state = "sweeping" if self._sweep else "running"
+        base = self.ledger.book.get(self._baseline) if self._baseline is not None else None
         return HeaderView(
             endpoint=self.config.endpoint,
             model=self._meta["model"],
@@ -394,22 +507,55 @@ class Session:
             sweep=self._sweep,
             backoff=self.windows.backoff,
             journal=self._journal_note,
+            baseline_run=self.method.reference.name if self.method.reference else None,
+            baseline_changes=self.method.view.changes if self.method.view else (),
+            started=self._started,
+            hint=self._hint or self._paused_hint(cur.level.label if cur else "c=1"),
+            baseline_label=base.level.label if base is not None else None,
         )
 
-    def _baseline_point(self, now: float) -> StepPoint | None:
+    def _paused_hint(self, level: str) -> str | None:
+        if not self._paused:
+            return None
+        if not self._started:
+            return f"paused: space starts {level}, w sweeps 1, 2, 4, … to the knee"
+        return f"paused: space resumes {level}, w sweeps"
+
+    def _baseline_compare(self, now: float) -> BaselineStep | None:
         if self._baseline is None:
             return None
-        r = next((r for r in self.ledger.results(now) if r.index == self._baseline), None)
-        return step_point(r, now) if r is not None else None
+        results = self.ledger.results(now)
+        base = next((r for r in results if r.index == self._baseline), None)
+        cur = self.ledger.book.current
+        running = next((r for r in results if cur is not None and r.index == cur.index), None)
+        return baseline_view(base, running, now)
 
     def _knee_view(self, now: float) -> KneeView:
-        results = [r for r in self.ledger.results(now) if r.span.level.mode == CLOSED]
         knee = self.ledger.knee(now)
+        results = [r for r in self.ledger.results(now) if r.span.level.mode == CLOSED]
+        fill, limit = self.method.knee_limit(knee, results, self.facts())
+        view = self.method.view
         return KneeView(
-            steps=tuple(step_point(r, now) for r in results),
+            steps=knee_points(self.ledger.results(now), now),
             knee_level=knee.concurrency if knee else None,
             slo_limit_level=self.ledger.slo_limit(now),
             baseline_index=self._baseline,
             knee_confirmed=knee.confirmed if knee else False,
             knee_reason=knee.reason if knee else "",
+            kv_fill_level=fill,
+            knee_limit=limit.text,
+            baseline=view.levels if view is not None else (),
         )
+
+
+def _within(p90_s: float, slo_s: float | None) -> bool | None:
+    if slo_s is None or math.isnan(p90_s):
+        return None
+    return p90_s <= slo_s
+
+
+def _baseline_causes(view: BaselineView | None) -> tuple[Cause, ...]:
+    """The comparison with the baseline run's diagnosis lines (one per level), as causes."""
+    if view is None:
+        return ()
+    return tuple(Cause(f"baseline-{i}", line) for i, line in enumerate(view.diagnosis))

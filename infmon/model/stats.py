@@ -264,6 +264,8 @@ class StepFigures:
     tokens_estimated: bool
     prompt_lengths: PromptTokens = field(default_factory=lambda: PromptTokens.of(()))
     """Prompt lengths asked for and as the server counted them (sized workloads)."""
+    last_sent_s: float = math.nan
+    """When the last measured request was sent (a rate step's sending ends there)."""
 
     @property
     def failed(self) -> int:
@@ -382,6 +384,7 @@ def _figures(v: _StepValues, slo: SLO | None) -> StepFigures:
         prompt_lengths=PromptTokens.of_arrays(
             v.prompt_requested[both].astype(float), v.prompt_tokens[both].astype(float)
         ),
+        last_sent_s=float(v.sent_s.max()) if v.sent_s.size else math.nan,
     )
 
 
@@ -443,8 +446,13 @@ def assemble(
     window_output_tokens: float | None = None,
     window_prompt_tokens: float | None = None,
     send_lateness_p99_s: float = math.nan,
+    sending_s: float | None = None,
 ) -> StepStats:
     """A step's ``StepStats`` from its figures and measured duration.
+
+    ``sending_s``: how long the step sent for (a rate step measured to its last request's end
+    stopped sending before its drain); the achieved rate is judged over it (default: the
+    measured duration).
 
     ``window_output_tokens``: the output tokens whose chunks arrived inside the measured
     window (every request's, warm-up and earlier steps' included): the step's throughput is
@@ -487,7 +495,13 @@ def assemble(
         achieved_concurrency=achieved_concurrency,
         loop_lag_p99_s=lag,
         client_notes=_client_notes(
-            concurrency, rate, achieved_concurrency, attempted, dur, lag, send_lateness_p99_s
+            concurrency,
+            rate,
+            achieved_concurrency,
+            attempted + fig.cancelled,
+            sending_s if sending_s and sending_s > 0 else dur,
+            lag,
+            send_lateness_p99_s,
         ),
         prompt_lengths=fig.prompt_lengths,
         send_lateness_p99_s=send_lateness_p99_s,
@@ -503,11 +517,16 @@ def _client_notes(
     lag_s: float,
     late_s: float = math.nan,
 ) -> tuple[str, ...]:
-    """When the client itself may be the bottleneck, say why (empty when all looks right)."""
+    """When the client itself may be the bottleneck, say why (empty when all looks right).
+
+    A rate step's sends are random (Poisson): it is short of its target only when it sent
+    fewer than ``ACHIEVED_FRACTION`` of the expected arrivals *and* more than three standard
+    deviations fewer (40 expected: fewer than 21, not 36), over the time it was sending."""
     notes = []
     if concurrency and achieved < ACHIEVED_FRACTION * concurrency:
         notes.append(f"achieved concurrency {achieved:.1f} of target {concurrency}")
-    if rate and sent / dur < ACHIEVED_FRACTION * rate:
+    expected = rate * dur if rate else math.nan
+    if rate and sent < ACHIEVED_FRACTION * expected and sent < expected - 3 * math.sqrt(expected):
         notes.append(f"achieved rate {sent / dur:.2f} of target {rate:g} req/s")
     if late_s > SEND_LATE_LIMIT_S:
         notes.append(f"sends p99 {late_s * 1e3:.1f} ms behind the trace/schedule")

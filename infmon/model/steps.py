@@ -5,8 +5,8 @@ A step has one or more *segments*: it starts a segment when its level is applied
 each resume after a pause, and each segment measures from the end of its warm-up to its end.
 Paused time is therefore never inside a step's measured time. Returning to a level held before
 makes a new step that names the earlier one (``revisit_of``). A level changed again within
-``coalesce_s`` of its start (quick key presses) replaces the young step instead of leaving a
-junk one behind.
+``coalesce_s`` of its start (quick key presses), or set while paused before the step ever
+ran, replaces that step instead of leaving a junk one behind.
 
 Every change is a ``StepEvent``; ``StepBook.apply`` is the only way the book changes, so the
 live session and a report replaying the journal's events build the same steps.
@@ -197,7 +197,8 @@ class StepBook:
         index = self.next_index
         if cur is not None:
             young = not cur.paused and now - cur.start_s < self.coalesce_s
-            if young and len(cur.segments) == 1:
+            never_ran = cur.paused and cur.held_s(now) == 0.0
+            if (young or never_ran) and len(cur.segments) == 1:
                 index = cur.index
             else:
                 events.append(self.apply(StepEvent("end", cur.index, now)))

@@ -58,6 +58,7 @@ class StepTally:
         self.busy_s = 0.0
         self.last_end_s = -math.inf
         """When the last measured request ended (a step measured by request count ends there)."""
+        self.last_sent_s = math.nan
         self.failed: Counter[str] = Counter()
 
     def add(self, rec: RequestRecord) -> None:
@@ -65,6 +66,8 @@ class StepTally:
         if rec.warmup:
             self.warmup_excluded += 1
             return
+        if not rec.sent_s <= self.last_sent_s:  # nan at first
+            self.last_sent_s = rec.sent_s
         if not math.isnan(rec.end_s):
             self.busy_s += rec.end_s - rec.sent_s
             self.last_end_s = max(self.last_end_s, rec.end_s)
@@ -110,6 +113,7 @@ class StepTally:
             e2el=Distribution.of(self._e2el.values()),
             tokens_estimated=self.estimated,
             prompt_lengths=PromptTokens.of_arrays(self._asked.values(), self._counted.values()),
+            last_sent_s=self.last_sent_s,
         )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -120,11 +119,3 @@ def _note_journal(
         doc["session"]["reports_dir"] = str(out)
         notes.append(f"Reports written to {out} (not the session directory).")
     doc["caveats"] = notes + list(doc.get("caveats") or [])
-
-
-def load_report(path: Path) -> dict[str, Any]:
-    """A report document from a ``report.json`` file or a session directory (rebuilt)."""
-    path = Path(path)
-    if path.is_dir():
-        return _clean(build_summary(path))
-    return json.loads(path.read_text())

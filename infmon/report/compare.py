@@ -1,167 +1,135 @@
-"""Runs side by side per concurrency step, with deltas, noise test and explanations."""
+"""Runs side by side per load level: deltas, the noise test, the config diff, explanations.
+
+The first run is the baseline. Every other run is compared with it by
+``infmon.model.baseline.compare_run`` (the computation the live monitor and ``bench
+--baseline`` use), so the table's deltas, their intervals, their "beyond noise" marks and the
+explanations read the same numbers. JSON (schema ``infmon.compare/2``) is made at the edge.
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
-from infmon.report import explain, noise
+from infmon.model import noise
+from infmon.model.baseline import (
+    METRICS,
+    BaselineView,
+    LevelComparison,
+    MetricDelta,
+    RunFacts,
+    compare_level,
+    compare_run,
+)
+from infmon.model.knee import Knee
+from infmon.model.kv_fill import knee_limit
+from infmon.model.levels import LevelSample, by_level
+from infmon.model.spec_econ import MODEL as SPEC_MODEL
+from infmon.model.steps import Level
+from infmon.report import explain
 from infmon.report.runs import Run
 
-SCHEMA = "infmon.compare/1"
-METRICS = (  # key, label, getter path, lower is better
-    ("out_tok_s", "output tok/s", ("output_throughput_tok_s",), False),
-    ("ttft_p50_ms", "TTFT p50 ms", ("ttft_ms", "p50"), True),
-    ("tpot_p50_ms", "TPOT p50 ms", ("tpot_ms", "p50"), True),
-    ("itl_p50_ms", "ITL p50 ms", ("itl_ms", "p50"), True),
-    ("e2el_p50_ms", "E2EL p50 ms", ("e2el_ms", "p50"), True),
-    ("goodput_req_s", "goodput req/s", ("goodput_req_s",), False),
-    ("kv_usage_max", "KV usage max", ("server", "kv_usage_max"), True),
-    ("acceptance", "spec acceptance", ("server", "acceptance_rate_mean"), False),
-)
-NOISE = {
-    "out_tok_s": None,
-    "ttft_p50_ms": "ttft_ms",
-    "tpot_p50_ms": "tpot_ms",
-    "e2el_p50_ms": "e2el_ms",
-}
+SCHEMA = "infmon.compare/2"
 
 
-def _get(d: dict[str, Any], path: tuple[str, ...]) -> Any:
-    for p in path:
-        d = d.get(p) if isinstance(d, dict) else None
-    return d if isinstance(d, (int, float)) and not isinstance(d, bool) else None
+@dataclass(frozen=True)
+class ConfigRow:
+    key: str
+    values: tuple[Any, ...]
+
+    @property
+    def differs(self) -> bool:
+        known = [v for v in self.values if v is not None]
+        return len({str(v) for v in known}) > 1
 
 
-def step_key(step: dict[str, Any]) -> Any:
-    return step.get("concurrency") if step.get("concurrency") is not None else step.get("rate")
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``infmon compare`` shows; ``views[i]`` is run ``i + 1`` against the first."""
+
+    runs: tuple[Run, ...]
+    views: tuple[BaselineView, ...]
+    config: tuple[ConfigRow, ...]
+    explanations: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def base(self) -> Run:
+        return self.runs[0]
+
+    def levels(self) -> list[Level]:
+        seen = {lv for r in self.runs for lv in by_level(r.levels)}
+        return sorted(seen, key=lambda lv: (lv.mode, lv.value))
+
+    def cell(self, run_index: int, level: Level) -> LevelComparison | None:
+        """Run ``run_index``'s comparison at ``level`` (the baseline's own figures for 0)."""
+        if run_index == 0:
+            s = by_level(self.base.levels).get(level)
+            return compare_level(None, s) if s is not None else None
+        return self.views[run_index - 1].at(level)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _document(self)
 
 
-def _rates(samples: dict[str, list[float]]) -> list[float]:
-    return [
-        t / (e / 1e3)
-        for t, e in zip(samples.get("tokens") or [], samples.get("e2el_ms") or [], strict=False)
-        if e and e > 0
+def _opt(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def config_rows(runs: tuple[Run, ...]) -> tuple[ConfigRow, ...]:
+    def row(key: str, fn: Any) -> ConfigRow:
+        return ConfigRow(key, tuple(fn(r.facts, r.doc) for r in runs))
+
+    def spec(f: RunFacts, _d: Any) -> str | None:
+        return (
+            None
+            if f.spec_k is None
+            else ("off" if f.spec_k == 0 else f"{f.spec_k} draft positions")
+        )
+
+    rows = [
+        row("model", lambda f, d: f.model),
+        row("dtype (by model id)", lambda f, d: f.weights),
+        row("spec_decoding", spec),
+        row("max_model_len", lambda f, d: _int(f.max_model_len)),
+        row("kv_num_gpu_blocks", lambda f, d: _int(f.kv_blocks)),
+        row("kv_block_size_tokens", lambda f, d: _int(f.kv_block_size)),
+        row("kv_capacity_tokens", lambda f, d: _int(f.kv_capacity_tokens)),
+        row("kv_fill_concurrency", lambda f, d: _int(f.kv_fill)),
+        row("cache_dtype", lambda f, d: f.cache_dtype),
+        row("max_num_seqs (inferred)", lambda f, d: _int(f.max_num_seqs)),
+        row("scenario", lambda f, d: (d.get("config") or {}).get("scenario")),
     ]
+    extra = sorted({k for r in runs for k in _cache_config(r)})
+    for k in extra:  # the labels of cache_config_info that differ (the rest is noise to read)
+        cache_row = ConfigRow(f"cache_config.{k}", tuple(_cache_config(r).get(k) for r in runs))
+        if cache_row.differs:
+            rows.append(cache_row)
+    return tuple(r for r in rows if any(v is not None for v in r.values))
 
 
-def _delta(base: Run, run: Run, key: Any, metric: str, a: Any, b: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "value": b,
-        "delta_pct": (100 * (b / a - 1)) if a and b is not None else None,
-    }
-    if metric in NOISE and key in base.samples and key in run.samples:
-        sa, sb = base.samples[key], run.samples[key]
-        if NOISE[metric] is None:
-            ci = noise.relative_ci(_rates(sa), _rates(sb), "mean")
-        else:
-            ci = noise.relative_ci(sa[NOISE[metric]], sb[NOISE[metric]], "median")
-        out["ci_pct"] = None if ci is None else [100 * ci[0], 100 * ci[1]]
-        out["beyond_noise"] = noise.beyond_noise(ci)
-    return out
+def _cache_config(run: Run) -> dict[str, Any]:
+    return dict((run.doc.get("server") or {}).get("cache_config") or {})
 
 
-def _steps(runs: list[Run]) -> list[dict[str, Any]]:
-    keys: list[Any] = []
-    for r in runs:
-        for s in r.doc.get("steps") or []:
-            if step_key(s) is not None and step_key(s) not in keys:
-                keys.append(step_key(s))
-    rows = []
-    for key in sorted(keys, key=float):
-        by_run = [{step_key(s): s for s in r.doc.get("steps") or []}.get(key) for r in runs]
-        base = by_run[0] or {}
-        row: dict[str, Any] = {"x": key, "runs": []}
-        for run, step in zip(runs, by_run, strict=True):
-            entry: dict[str, Any] = {"name": run.name, "present": step is not None}
-            for metric, _, path, _ in METRICS:
-                a, b = _get(base, path), _get(step or {}, path)
-                entry[metric] = (
-                    _delta(runs[0], run, key, metric, a, b) if run is not runs[0] else {"value": b}
-                )
-            row["runs"].append(entry)
-        rows.append(row)
-    return rows
+def _int(x: float) -> int | None:
+    return int(x) if math.isfinite(x) else None
 
 
-CONFIG_ROWS = (
-    (
-        "model",
-        lambda d: (
-            (d.get("target") or {}).get("model")
-            or ", ".join((d.get("server") or {}).get("models") or [])
-            or None
-        ),
-    ),
-    ("max_model_len", lambda d: (d.get("server") or {}).get("max_model_len")),
-    (
-        "dtype",
-        lambda d: (
-            (d.get("config") or {}).get("dtype")
-            or ((d.get("server") or {}).get("cache_config") or {}).get("dtype")
-        ),
-    ),
-    ("kv_num_gpu_blocks", lambda d: (d.get("server") or {}).get("kv_num_gpu_blocks")),
-    ("kv_block_size_tokens", lambda d: (d.get("server") or {}).get("kv_block_size_tokens")),
-    ("kv_capacity_tokens", lambda d: (d.get("server") or {}).get("kv_capacity_tokens")),
-    ("cache_dtype", lambda d: (d.get("server") or {}).get("cache_dtype")),
-    (
-        "spec_decoding",
-        lambda d: (
-            f"{d['server']['spec_decode_positions']} draft positions"
-            if (d.get("server") or {}).get("spec_decode_positions")
-            else ("off" if (d.get("server") or {}).get("backend") else None)
-        ),
-    ),
-    ("max_num_seqs", lambda d: (d.get("config") or {}).get("max_num_seqs")),
-    ("scenario", lambda d: (d.get("config") or {}).get("scenario")),
-)
-
-
-def config_diff(runs: list[Run]) -> list[dict[str, Any]]:
-    rows = [{"key": k, "values": [fn(r.doc) for r in runs]} for k, fn in CONFIG_ROWS]
-    extra = sorted(
-        {k for r in runs for k in ((r.doc.get("server") or {}).get("cache_config") or {})}
+def compare_runs(runs: list[Run]) -> Comparison:
+    """The comparison of ``runs``; the first is the baseline."""
+    ref = runs[0].reference()
+    views = tuple(compare_run(ref, r.levels, r.facts) for r in runs[1:])
+    lines: list[str] = []
+    for run, view in zip(runs[1:], views, strict=True):
+        lines += explain.explain(runs[0], run, view)
+    return Comparison(
+        tuple(runs), views, config_rows(tuple(runs)), tuple(lines), warm_cache_warnings(runs)
     )
-    rows += [
-        {
-            "key": f"cache_config.{k}",
-            "values": [
-                ((r.doc.get("server") or {}).get("cache_config") or {}).get(k) for r in runs
-            ],
-        }
-        for k in extra
-    ]
-    for row in rows:
-        known = [v for v in row["values"] if v is not None]
-        row["differs"] = len({str(v) for v in known}) > 1
-    return [r for r in rows if any(v is not None for v in r["values"])]
 
 
-def compare_runs(runs: list[Run]) -> dict[str, Any]:
-    """The comparison document (``infmon compare --json``); the first run is the baseline."""
-    doc = {
-        "schema": SCHEMA,
-        "baseline": runs[0].name,
-        "runs": [
-            {
-                "name": r.name,
-                "source": r.source,
-                "knee": r.doc.get("knee"),
-                "slo_max_concurrency": r.doc.get("slo_max_concurrency"),
-                "quality": _quality_brief(r.doc.get("quality")),
-            }
-            for r in runs
-        ],
-        "noise_method": noise.METHOD,
-        "config_diff": config_diff(runs),
-        "steps": _steps(runs),
-    }
-    doc["explanations"] = explain.explain(runs, doc)
-    doc["warnings"] = warm_cache_warnings(runs)
-    return doc
-
-
-def warm_cache_warnings(runs: list[Run]) -> list[str]:
+def warm_cache_warnings(runs: list[Run]) -> tuple[str, ...]:
     """Two runs with the same seed against the same server and no restart between them (the
     same server start time): the later one was served its prompts from a warm prefix cache."""
     out = []
@@ -182,7 +150,118 @@ def warm_cache_warnings(runs: list[Run]) -> list[str]:
                 f"{ta.get('url')} ({how}): the later run met a warm prefix cache. "
                 "Rerun without --seed (a fresh seed per run) or restart the server between runs."
             )
-    return out
+    return tuple(out)
+
+
+# ---- JSON -----------------------------------------------------------------------------------
+
+
+def delta_dict(d: MetricDelta) -> dict[str, Any]:
+    x = d.delta
+    return {
+        "value": _opt(x.value),
+        "base": _opt(x.base),
+        "delta_pct": _opt(100 * x.rel),
+        "ci_pct": None if x.ci is None else [100 * x.ci[0], 100 * x.ci[1]],
+        "beyond_noise": x.beyond_noise,
+        "exact": x.exact,
+    }
+
+
+def _server_figures(s: LevelSample | None) -> dict[str, Any]:
+    ev = s.server if s is not None else None
+    spec = s.spec if s is not None else None
+    return {
+        "kv_usage_max": _opt(ev.kv_usage_max) if ev is not None else None,
+        "waiting_p50": _opt(ev.waiting_p50) if ev is not None else None,
+        "running_p50": _opt(ev.running_p50) if ev is not None else None,
+        "acceptance": spec.acceptance_rate if spec is not None else None,
+        "mean_acceptance_length": spec.mean_length if spec is not None else None,
+    }
+
+
+def level_dict(c: LevelComparison, sample: LevelSample | None) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "in_baseline": c.in_baseline,
+        "requests": c.requests,
+        "base_requests": c.base_requests,
+        **{m.metric.key: delta_dict(m) for m in c.metrics},
+        "server": _server_figures(sample),
+        "diagnosis": c.diagnosis,
+    }
+    if c.spec is not None:
+        e = c.spec.economics
+        d["spec"] = {
+            "k": c.spec.k,
+            "acceptance_rate": c.spec.acceptance_rate,
+            "mean_acceptance_length": c.spec.mean_length,
+            "alpha": _opt(c.spec.alpha),
+            "tokens_per_chunk": _opt(c.spec.tokens_per_chunk),
+            "itl_over_tpot": _opt(c.spec.itl_over_tpot),
+            "speedup": _opt(e.speedup) if e else None,
+            "breakeven_alpha": _opt(e.breakeven_alpha) if e else None,
+            "step_ms": e.step_s * 1e3 if e else None,
+            "base_step_ms": e.base_tpot_s * 1e3 if e else None,
+            "verdict": e.verdict() if e else None,
+        }
+    return d
+
+
+def knee_with_limit(run: Run) -> dict[str, Any] | None:
+    k = run.doc.get("knee")
+    if not isinstance(k, dict) or not isinstance(k.get("concurrency"), int):
+        return k
+    knee = Knee(
+        k["concurrency"],
+        str(k.get("reason", "")),
+        bool(k.get("confirmed")),
+        str(k.get("evidence", "")),
+    )
+    limit = knee_limit(knee, run.doc.get("steps") or [], run.facts.kv_fill, run.facts.max_num_seqs)
+    return {**k, "limit": limit.kind or None, "limit_text": limit.text or None}
+
+
+def _document(cmp: Comparison) -> dict[str, Any]:
+    steps = []
+    for level in cmp.levels():
+        entry: dict[str, Any] = {
+            "x": level.value,
+            "mode": level.mode,
+            "level": level.label,
+            "runs": [],
+        }
+        for i, run in enumerate(cmp.runs):
+            c = cmp.cell(i, level)
+            row: dict[str, Any] = {"name": run.name, "present": c is not None}
+            if c is not None:
+                row.update(level_dict(c, by_level(run.levels).get(level)))
+            entry["runs"].append(row)
+        steps.append(entry)
+    return {
+        "schema": SCHEMA,
+        "baseline": cmp.base.name,
+        "runs": [
+            {
+                "name": r.name,
+                "source": r.source,
+                "knee": knee_with_limit(r),
+                "slo_max_concurrency": r.doc.get("slo_max_concurrency"),
+                "quality": _quality_brief(r.doc.get("quality")),
+            }
+            for r in cmp.runs
+        ],
+        "noise_method": noise.METHOD,
+        "spec_model": SPEC_MODEL,
+        "metrics": [{"key": m.key, "label": m.label, "unit": m.unit} for m in METRICS],
+        "config_diff": [
+            {"key": r.key, "values": list(r.values), "differs": r.differs} for r in cmp.config
+        ],
+        "changes": [list(v.changes) for v in cmp.views],
+        "limits": [{m.metric.key: delta_dict(m) for m in v.limits} for v in cmp.views],
+        "steps": steps,
+        "explanations": list(cmp.explanations),
+        "warnings": list(cmp.warnings),
+    }
 
 
 def _quality_brief(q: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,112 +1,148 @@
-"""Text and HTML renderings of a comparison document."""
+"""Text and HTML renderings of a comparison (``infmon.report.compare.Comparison``).
+
+Each cell is the run's figure, its change against the baseline and the noise test's mark from
+one computation (``infmon.model.baseline.delta_text``): ``15.9 -70%*`` beyond noise, ``≈``
+within noise, no mark when too few samples to test.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
 
+from infmon.model.baseline import BY_KEY, LevelComparison, delta_text, unit_label
+from infmon.model.levels import by_level
+from infmon.model.noise import METHOD
 from infmon.model.sanitize import html_text
-from infmon.report.compare import METRICS
-from infmon.report.fmt import num
-from infmon.report.html import CSP, CSS
+from infmon.model.spec_econ import MODEL as SPEC_MODEL
+from infmon.report.compare import Comparison, knee_with_limit
+from infmon.report.fmt import DASH
 
-SHOWN = (
-    "out_tok_s",
-    "ttft_p50_ms",
-    "tpot_p50_ms",
-    "itl_p50_ms",
-    "e2el_p50_ms",
-    "goodput_req_s",
-    "kv_usage_max",
-    "acceptance",
+TABLES = (
+    ("throughput and medians", ("tok_s", "ttft_p50", "tpot_p50", "itl_p50", "e2e_p50", "goodput")),
+    ("90th percentiles and the server", ("ttft_p90", "tpot_p90", "itl_p90", "e2e_p90")),
 )
-LABELS = {m[0]: m[1] for m in METRICS}
+SERVER = ("KV max", "accept")
 
 
-def cell_text(cell: dict[str, Any]) -> str:
-    value = cell.get("value")
-    text = num(value, 2 if isinstance(value, float) and abs(value) < 10 else 1)
-    d = cell.get("delta_pct")
-    if d is not None:
-        mark = {True: " *", False: " ≈", None: ""}[cell.get("beyond_noise")]
-        text += f" ({d:+.0f}%{mark})"
-    return text
+def _server_cells(cmp: Comparison, i: int, c: LevelComparison) -> list[str]:
+    s = by_level(cmp.runs[i].levels).get(c.level)
+    ev, spec = (s.server, s.spec) if s is not None else (None, None)
+    kv = ev.kv_usage_max if ev is not None else math.nan
+    return [
+        f"{100 * kv:.0f}%" if math.isfinite(kv) else DASH,
+        f"{spec.acceptance_rate:.2f}" if spec is not None else DASH,
+    ]
 
 
-def _rows(doc: dict[str, Any]) -> list[list[str]]:
+def _rows(cmp: Comparison, keys: tuple[str, ...], server: bool) -> list[list[str]]:
     rows = []
-    for step in doc["steps"]:
-        for r in step["runs"]:
-            if r["present"]:
-                rows.append([str(step["x"]), r["name"], *(cell_text(r[m]) for m in SHOWN)])
+    for level in cmp.levels():
+        for i, run in enumerate(cmp.runs):
+            c = cmp.cell(i, level)
+            if c is None:
+                continue
+            name = run.name if i == 0 or c.in_baseline else f"{run.name} (not in baseline)"
+            cells = [delta_text(c.get(k)) for k in keys]  # type: ignore[arg-type]
+            rows.append([level.label, name, *cells, *(_server_cells(cmp, i, c) if server else [])])
     return rows
 
 
-def render_text(doc: dict[str, Any]) -> str:
-    names = [r["name"] for r in doc["runs"]]
-    out = [f"compare: baseline {names[0]} vs {', '.join(names[1:])}", ""]
-    out += [f"warning: {w}" for w in doc.get("warnings") or []]
-    out += [""] if doc.get("warnings") else []
-    out += ["server configuration:"]
-    for row in doc["config_diff"]:
-        flag = "≠" if row["differs"] else " "
-        out.append(f"  {flag} {row['key']:<26} " + " | ".join(str(v) for v in row["values"]))
-    header = ["c", "run", *(LABELS[m] for m in SHOWN)]
-    rows = _rows(doc)
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
-    ]
-    out += ["", "per step (Δ vs baseline; * beyond noise, ≈ within noise):"]
-    out.append("  " + "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    out = ["  " + "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     out += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    out += [
-        "",
-        "knee / SLO limit: "
-        + "; ".join(
-            f"{r['name']}: {(r.get('knee') or {}).get('concurrency', '—')} / "
-            f"{r.get('slo_max_concurrency') if r.get('slo_max_concurrency') is not None else '—'}"
-            for r in doc["runs"]
-        ),
-    ]
-    out += ["", "explanation:"] + [f"  - {line}" for line in doc["explanations"]]
-    out += ["", f"noise test: {doc['noise_method']}"]
+    return out
+
+
+def _headers(keys: tuple[str, ...], server: bool) -> list[str]:
+    return ["level", "run", *(unit_label(BY_KEY[k]) for k in keys), *(SERVER if server else ())]
+
+
+def _knees(cmp: Comparison) -> list[str]:
+    out = []
+    for r in cmp.runs:
+        k = knee_with_limit(r) or {}
+        slo = r.doc.get("slo_max_concurrency")
+        text = f"  {r.name}: knee {'c=' + str(k['concurrency']) if k.get('concurrency') else DASH}"
+        if k.get("limit_text"):
+            text += f" ({k['limit_text']})"
+        text += f"; SLO limit {'c=' + str(slo) if slo is not None else DASH}"
+        out.append(text)
+    return out
+
+
+def render_text(cmp: Comparison) -> str:
+    names = [r.name for r in cmp.runs]
+    out = [f"compare: baseline {names[0]} vs {', '.join(names[1:])}", ""]
+    out += [f"warning: {w}" for w in cmp.warnings]
+    out += [""] if cmp.warnings else []
+    for run, view in zip(cmp.runs[1:], cmp.views, strict=True):
+        if view.changes:
+            out.append(f"{run.name} vs {names[0]}: " + " · ".join(view.changes))
+    out += ["server configuration:"]
+    for row in cmp.config:
+        flag = "≠" if row.differs else " "
+        shown = " | ".join(DASH if v is None else str(v) for v in row.values)
+        out.append(f"  {flag} {row.key:<26} {shown}")
+    for i, (title, keys) in enumerate(TABLES):
+        server = i == len(TABLES) - 1
+        out += ["", f"per level, {title} (Δ vs baseline; * beyond noise, ≈ within noise):"]
+        out += _table(_headers(keys, server), _rows(cmp, keys, server))
+    out += ["", "knee / SLO limit:", *_knees(cmp)]
+    out += ["", "explanation:"] + [f"  - {line}" for line in cmp.explanations]
+    out += ["", f"noise test: {METHOD}", f"spec decoding model: {SPEC_MODEL}"]
     return "\n".join(out) + "\n"
 
 
-def render_html(doc: dict[str, Any]) -> str:
-    names = [r["name"] for r in doc["runs"]]
-    cfg_rows = "".join(
-        f"<tr{' class=diff' if row['differs'] else ''}><td>{html_text(row['key'])}</td>"
-        + "".join(f"<td>{html_text(str(v))}</td>" for v in row["values"])
+def render_html(cmp: Comparison) -> str:
+    from infmon.report.html import CSP, CSS
+
+    names = [r.name for r in cmp.runs]
+    cfg = "".join(
+        f"<tr{' class=diff' if row.differs else ''}><td>{html_text(row.key)}</td>"
+        + "".join(f"<td>{html_text(DASH if v is None else str(v))}</td>" for v in row.values)
         + "</tr>"
-        for row in doc["config_diff"]
+        for row in cmp.config
     )
-    head = "".join(f"<th>{html_text(h)}</th>" for h in ["c", "run", *(LABELS[m] for m in SHOWN)])
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in r) + "</tr>" for r in _rows(doc)
-    )
-    return (
-        "\n".join(
-            [
-                "<!DOCTYPE html>",
-                '<html lang="en"><head><meta charset="utf-8">',
-                f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-                f"<title>infmon compare</title><style>{CSS} tr.diff td{{background:#fff4d6}}</style>"
-                "</head><body>",
-                f"<h1>infmon compare: {html_text(' vs '.join(names))}</h1>",
-                "<h2>Explanation</h2><ul>",
-                *(f"<li>{html_text(x)}</li>" for x in doc["explanations"]),
-                "</ul>",
-                "<h2>Server configuration</h2>",
-                "<table><tr><th></th>"
-                + "".join(f"<th>{html_text(n)}</th>" for n in names)
-                + "</tr>"
-                + cfg_rows
-                + "</table>",
-                "<h2>Per step</h2><p class=muted>Δ vs baseline; * beyond noise, ≈ within noise.</p>",
-                f"<table><tr>{head}</tr>{body}</table>",
-                f"<p class=muted>Noise test: {html_text(doc['noise_method'])}</p>",
-                "</body></html>",
-            ]
+    tables = []
+    for i, (title, keys) in enumerate(TABLES):
+        server = i == len(TABLES) - 1
+        head = "".join(f"<th>{html_text(h)}</th>" for h in _headers(keys, server))
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in r) + "</tr>"
+            for r in _rows(cmp, keys, server)
         )
-        + "\n"
+        tables.append(f"<h3>{html_text(title)}</h3><table><tr>{head}</tr>{body}</table>")
+    changes = "".join(
+        f"<li>{html_text(run.name)}: {html_text(' · '.join(v.changes))}</li>"
+        for run, v in zip(cmp.runs[1:], cmp.views, strict=True)
+        if v.changes
     )
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        f"<title>infmon compare</title><style>{CSS} tr.diff td{{background:#fff4d6}}</style>"
+        "</head><body>",
+        f"<h1>infmon compare: {html_text(' vs '.join(names))}</h1>",
+        *(f"<p><b>warning:</b> {html_text(w)}</p>" for w in cmp.warnings),
+        "<h2>Explanation</h2><ul>",
+        *(f"<li>{html_text(x)}</li>" for x in cmp.explanations),
+        "</ul>",
+        f"<h2>What changed</h2><ul>{changes}</ul>" if changes else "",
+        "<h2>Server configuration</h2>",
+        "<table><tr><th></th>"
+        + "".join(f"<th>{html_text(n)}</th>" for n in names)
+        + "</tr>"
+        + cfg
+        + "</table>",
+        "<h2>Per level</h2><p class=muted>Δ vs baseline; * beyond noise, ≈ within noise.</p>",
+        *tables,
+        "<h2>Knee</h2><ul>",
+        *(f"<li>{html_text(x.strip())}</li>" for x in _knees(cmp)),
+        "</ul>",
+        f"<p class=muted>Noise test: {html_text(METHOD)}</p>",
+        f"<p class=muted>Spec decoding model: {html_text(SPEC_MODEL)}</p>",
+        "</body></html>",
+    ]
+    return "\n".join(p for p in parts if p) + "\n"

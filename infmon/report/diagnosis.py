@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from infmon.model.stats import PROMPT_MISMATCH_FRACTION
@@ -29,35 +30,83 @@ def lines(doc: dict[str, Any]) -> list[str]:
         out.append("No knee within the steps run: throughput was still growing.")
     if doc.get("slo_max_concurrency") is not None:
         out.append(f"Highest concurrency meeting the SLO: {doc['slo_max_concurrency']}.")
-    for step in doc.get("steps") or []:
+    out += _step_causes(doc.get("steps") or [])
+    return out
+
+
+class _Causes:
+    """One line per cause, naming every step it applied to (not one line per step)."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, list[str]] = {}
+        self.worst: dict[str, tuple[float, ...]] = {}
+        self.text: dict[str, str] = {}
+
+    def add(self, key: str, step: dict[str, Any], worst: tuple[float, ...], text: str) -> None:
+        labels = self.steps.setdefault(key, [])
+        if _x(step) not in labels:
+            labels.append(_x(step))
+        old = self.worst.get(key)
+        self.worst[key] = worst if old is None else tuple(map(max, old, worst))
+        if old is None or worst >= old:
+            self.text[key] = text
+
+    def lines(self, render: dict[str, Any]) -> list[str]:
+        out = []
+        for key, labels in self.steps.items():
+            where = (
+                ", ".join(labels)
+                if len(labels) <= 4
+                else (f"{labels[0]} … {labels[-1]} ({len(labels)} steps)")
+            )
+            kind = key.split(":", 1)[0]
+            body = (
+                render[kind](self.worst[key], self.text[key]) if kind in render else self.text[key]
+            )
+            out.append(f"{where}: {body}")
+        return out
+
+
+def _step_causes(steps: list[dict[str, Any]]) -> list[str]:
+    c = _Causes()
+    for step in steps:
         srv = step.get("server") or {}
         for note in step.get("client_notes") or ():
-            out.append(f"{_x(step)}: client self-check: {note} (the client may be the bottleneck).")
-        if (_num(srv.get("waiting_max")) or 0) > 0:
-            out.append(
-                f"{_x(step)}: requests queued on the server (waiting up to "
-                f"{srv['waiting_max']:.0f})."
-            )
-        if (_num(srv.get("preemptions_per_s_max")) or 0) > 0:
-            out.append(
-                f"{_x(step)}: preemptions up to {srv['preemptions_per_s_max']:.1f}/s "
-                f"(KV usage up to {100 * (srv.get('kv_usage_max') or 0):.0f}%)."
-            )
+            figures = tuple(float(x) for x in re.findall(r"\d+(?:\.\d+)?", note)[:1])
+            c.add("client:" + re.sub(r"\d[\d.,]*", "#", note), step, figures, note)
+        if (waiting := _num(srv.get("waiting_max")) or 0) > 0:
+            c.add("queued", step, (waiting,), "")
+        if (pre := _num(srv.get("preemptions_per_s_max")) or 0) > 0:
+            c.add("preempt", step, (pre, _num(srv.get("kv_usage_max")) or 0.0), "")
         prompt = step.get("prompt_lengths") or {}
         miss = _num(prompt.get("mismatch"))
         if miss is not None and abs(miss) > PROMPT_MISMATCH_FRACTION:
-            out.append(
-                f"{_x(step)}: the server counted {prompt['counted_mean']:.1f} prompt tokens per "
-                f"request, {100 * miss:+.1f}% off the {prompt['requested_mean']:.1f} asked for: "
-                "latencies compare with other runs only at equal prompt lengths."
+            c.add(
+                "prompt",
+                step,
+                (abs(miss),),
+                f"the server counted {prompt['counted_mean']:.1f} prompt tokens per request, "
+                f"{100 * miss:+.1f}% off the {prompt['requested_mean']:.1f} asked for: "
+                "latencies compare with other runs only at equal prompt lengths.",
             )
         acc = _num(srv.get("acceptance_rate_mean"))
         if acc is not None and acc < 0.3:
-            out.append(
-                f"{_x(step)}: speculative decoding acceptance {acc:.2f} is low: the drafter "
-                "costs more than it saves."
-            )
-    return out
+            c.add("spec", step, (-acc,), "")
+    return c.lines(
+        {
+            "client": lambda _w, note: (
+                f"client self-check: {note} (the client may be the bottleneck)."
+            ),
+            "queued": lambda w, _t: f"requests queued on the server (waiting up to {w[0]:.0f}).",
+            "preempt": lambda w, _t: (
+                f"preemptions up to {w[0]:.1f}/s (KV usage up to {100 * w[1]:.0f}%)."
+            ),
+            "spec": lambda w, _t: (
+                f"speculative decoding acceptance {-w[0]:.2f} is low: the drafter costs more "
+                "than it saves."
+            ),
+        }
+    )
 
 
 def caveats(doc: dict[str, Any]) -> list[str]:

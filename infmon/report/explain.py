@@ -1,74 +1,102 @@
-"""Why a run differs from the baseline: rules grounded in the server metrics (DESIGN §1.3)."""
+"""Why a run differs from the baseline, in words, from the same comparison the table shows.
+
+Every statement about a difference reads the comparison's cells (``BaselineView``): a change
+is named when, and only when, its cell is beyond noise, so the explanation can never say "no
+difference" beside a table that marks one. Causes come from the server's own metrics
+(DESIGN §1.3): speculative decoding's acceptance and its break-even (``spec_econ``), KV
+capacity, contention (throughput fell with queue and KV unchanged), and output quality.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from infmon.model.baseline import METRICS, BaselineView, LevelComparison, MetricDelta, fmt_rel
 from infmon.quality.scoring import drift
 from infmon.report.runs import Run
 
-SLOWER, FASTER = -10.0, 10.0
-"""Throughput change (%) that counts as a regression / a speed-up."""
+
+def _cells(view: BaselineView, key: str) -> list[tuple[LevelComparison, MetricDelta]]:
+    out = []
+    for c in view.levels:
+        d = c.get(key)
+        if c.in_baseline and d is not None:
+            out.append((c, d))
+    return out
 
 
-def _cell(doc: dict[str, Any], run_idx: int, metric: str) -> list[tuple[Any, dict[str, Any]]]:
-    return [
-        (row["x"], row["runs"][run_idx][metric])
-        for row in doc["steps"]
-        if row["runs"][run_idx]["present"] and row["runs"][0]["present"]
-    ]
+def _at(cells: list[tuple[LevelComparison, MetricDelta]]) -> str:
+    return ", ".join(f"{c.label}: {fmt_rel(d.delta)}" for c, d in cells)
 
 
-def _mean_server(run: Run, key: str) -> float | None:
-    vals = [((s.get("server") or {}).get(key)) for s in run.doc.get("steps") or []]
-    vals = [v for v in vals if isinstance(v, (int, float))]
-    return sum(vals) / len(vals) if vals else None
+def beyond_noise(view: BaselineView) -> list[str]:
+    """``TTFT p90 -69% at c=4, …`` for every figure beyond noise, in the table's order."""
+    parts = []
+    for m in METRICS:
+        hits = [(c, d) for c, d in _cells(view, m.key) if d.delta.beyond_noise]
+        if hits:
+            parts.append(
+                f"{m.label} " + ", ".join(f"{fmt_rel(d.delta)} at {c.label}" for c, d in hits)
+            )
+    return parts
 
 
-def _single(doc: dict[str, Any], i: int) -> tuple[Any, float, float, float | None] | None:
-    """(c, baseline tok/s, run tok/s, delta %) at the lowest common step."""
-    for x, cell in _cell(doc, i, "out_tok_s"):
-        base = doc["steps"][[r["x"] for r in doc["steps"]].index(x)]["runs"][0]["out_tok_s"]
-        if base.get("value") and cell.get("value") is not None:
-            return x, base["value"], cell["value"], cell.get("delta_pct")
-    return None
+def _untested(view: BaselineView) -> int:
+    return sum(
+        1
+        for m in METRICS
+        for _, d in _cells(view, m.key)
+        if d.delta.beyond_noise is None and math.isfinite(d.delta.rel)
+    )
 
 
-def _spec(base: Run, run: Run, single: tuple | None) -> list[str]:
-    acc = _mean_server(run, "acceptance_rate_mean")
-    if acc is None or _mean_server(base, "acceptance_rate_mean") is not None or single is None:
+def _spec(base: Run, run: Run, view: BaselineView) -> list[str]:
+    if not run.facts.spec_k or base.facts.spec_k:
         return []
-    length = _mean_server(run, "mean_acceptance_length_mean")
-    k = (run.doc.get("server") or {}).get("spec_decode_positions")
-    c, a, b, d = single
-    ltxt = f", mean acceptance length {length:.1f}" if length is not None else ""
-    kdraft = f"{k} drafter passes" if k else "the drafter passes"
-    extra = f"~{length - 1:.1f}" if length is not None else "few"
-    if d is not None and d <= SLOWER:
-        return [
-            f"{run.name}: spec decoding: acceptance {acc:.2f}{ltxt} → every step pays "
-            f"{kdraft} for {extra} extra tokens; single-stream (c={c}) output tokens/s "
-            f"{b:.1f} vs {a:.1f} baseline ({d:+.0f}%)"
+    specs = [c for c in view.levels if c.in_baseline and c.spec is not None]
+    if not specs:
+        return []
+    first = specs[0]
+    s, tput = first.spec, first.get("tok_s")
+    assert s is not None and tput is not None
+    where = "single-stream (c=1)" if first.level.value == 1 else f"at {first.label}"
+    figures = (
+        f"{where} output tokens/s {tput.delta.value:.1f} vs {tput.delta.base:.1f} baseline "
+        f"({fmt_rel(tput.delta)})"
+    )
+    head = (
+        f"acceptance rate {s.acceptance_rate:.2f} (per-position α {s.alpha:.2f}), mean "
+        f"acceptance length {s.mean_length:.2f}"
+    )
+    if tput.delta.beyond_noise and tput.delta.rel < 0:
+        lines = [
+            f"{run.name}: spec decoding: {head} → every step pays {s.k} drafter passes for "
+            f"~{s.mean_length - 1:.2f} extra tokens; {figures}"
         ]
-    if d is not None and d >= FASTER:
-        return [
-            f"{run.name}: spec decoding pays off: acceptance {acc:.2f}{ltxt}; single-stream "
-            f"(c={c}) output tokens/s {b:.1f} vs {a:.1f} baseline ({d:+.0f}%)"
-        ]
-    return []
+    elif tput.delta.beyond_noise:
+        lines = [f"{run.name}: spec decoding pays off: {head}; {figures}"]
+    else:
+        lines = [f"{run.name}: spec decoding ({head}): no throughput difference beyond noise"]
+    for c in specs:
+        if c.spec is not None and c.spec.economics is not None:
+            lines.append(f"{run.name}: {c.spec.economics.verdict()}")
+    if s.economics is not None:
+        lines.append(f"{run.name}: {s.economics.cost_line()}")
+    return lines
 
 
 def _kv(base: Run, run: Run) -> list[str]:
-    ca = (base.doc.get("server") or {}).get("kv_capacity_tokens")
-    cb = (run.doc.get("server") or {}).get("kv_capacity_tokens")
-    if not ca or not cb or abs(cb / ca - 1) < 0.05:
+    ca, cb = base.facts.kv_capacity_tokens, run.facts.kv_capacity_tokens
+    if not (math.isfinite(ca) and math.isfinite(cb)) or ca <= 0 or abs(cb / ca - 1) < 0.05:
         return []
     change = 100 * (cb / ca - 1)
-    spec_b = (run.doc.get("server") or {}).get("spec_decode_positions")
-    spec_a = (base.doc.get("server") or {}).get("spec_decode_positions")
-    why = " (drafter weights)" if change < 0 and spec_b and not spec_a else ""
+    why = " (drafter weights)" if change < 0 and run.facts.spec_k and not base.facts.spec_k else ""
     verb = "fell" if change < 0 else "rose"
-    line = f"{run.name}: KV capacity {verb} {abs(change):.0f}%{why}: {ca:,} → {cb:,} tokens"
+    line = f"{run.name}: KV capacity {verb} {abs(change):.0f}%{why}: {ca:,.0f} → {cb:,.0f} tokens"
+    fa, fb = base.facts.kv_fill, run.facts.kv_fill
+    if math.isfinite(fa) and math.isfinite(fb):
+        line += f" (KV holds {fa:,.0f} → {fb:,.0f} sequences of the workload's length)"
     ka, kb = base.doc.get("knee") or {}, run.doc.get("knee") or {}
     if ka.get("concurrency") != kb.get("concurrency"):
         line += (
@@ -81,50 +109,39 @@ def _kv(base: Run, run: Run) -> list[str]:
     return [line]
 
 
-def _throughput(doc: dict[str, Any], i: int) -> tuple[list[str], list[str]]:
-    """Steps (as "c=…: +x%") faster / slower beyond noise (or without a noise test)."""
-    faster, slower = [], []
-    for x, cell in _cell(doc, i, "out_tok_s"):
-        d, sure = cell.get("delta_pct"), cell.get("beyond_noise")
-        if d is None or sure is False:
-            continue
-        if d >= FASTER:
-            faster.append(f"c={x}: {d:+.0f}%")
-        elif d <= SLOWER:
-            slower.append(f"c={x}: {d:+.0f}%")
-    return faster, slower
+def _contention(
+    run: Run, slower: list[tuple[LevelComparison, MetricDelta]], base: Run
+) -> list[str]:
+    if run.facts.spec_k:
+        return []
+    from infmon.model.levels import by_level
 
-
-def _contention(base: Run, run: Run, doc: dict[str, Any], i: int) -> list[str]:
-    out = []
-    if (run.doc.get("server") or {}).get("spec_decode_positions"):
-        return out
-    steps_a = {s.get("concurrency"): s for s in base.doc.get("steps") or []}
-    steps_b = {s.get("concurrency"): s for s in run.doc.get("steps") or []}
-    for x, cell in _cell(doc, i, "out_tok_s"):
-        d = cell.get("delta_pct")
-        if d is None or d > SLOWER or cell.get("beyond_noise") is False:
-            continue
-        sa, sb = (
-            (steps_a.get(x) or {}).get("server") or {},
-            (steps_b.get(x) or {}).get("server") or {},
+    a_levels, b_levels = by_level(base.levels), by_level(run.levels)
+    for c, d in slower:
+        ea, eb = (
+            getattr(a_levels.get(c.level), "server", None),
+            getattr(b_levels.get(c.level), "server", None),
         )
-        kv_a, kv_b = sa.get("kv_usage_mean"), sb.get("kv_usage_mean")
-        w_a, w_b = sa.get("waiting_mean"), sb.get("waiting_mean")
-        if None in (kv_a, kv_b, w_a, w_b):
+        if ea is None or eb is None:
             continue
-        if abs(kv_a - kv_b) < 0.05 and abs(w_a - w_b) < 1:
-            out.append(
-                f"{run.name}: throughput fell {-d:.0f}% at c={x} with no change in queue "
-                f"(waiting {w_b:.1f}) or KV ({100 * kv_b:.0f}%): GPU contention (another "
-                "workload on the device?)"
-            )
-            break
-    return out
+        figures = (ea.kv_usage_max, eb.kv_usage_max, ea.waiting_p50, eb.waiting_p50)
+        if not all(math.isfinite(x) for x in figures):
+            continue
+        if (
+            abs(ea.kv_usage_max - eb.kv_usage_max) < 0.05
+            and abs(ea.waiting_p50 - eb.waiting_p50) < 1
+        ):
+            return [
+                f"{run.name}: throughput fell {-100 * d.delta.rel:.0f}% at {c.label} with no "
+                f"change in queue (waiting {eb.waiting_p50:.1f}) or KV ({100 * eb.kv_usage_max:.0f}%): "
+                "GPU contention (another workload on the device?)"
+            ]
+    return []
 
 
 def _quality(base: Run, run: Run) -> str | None:
-    qa, qb = base.doc.get("quality"), run.doc.get("quality")
+    qa: dict[str, Any] | None = base.doc.get("quality")
+    qb: dict[str, Any] | None = run.doc.get("quality")
     if not qb or qb.get("accuracy") is None:
         return None
     text = f"quality: accuracy {qb['accuracy']:.1%}"
@@ -140,33 +157,35 @@ def _quality(base: Run, run: Run) -> str | None:
     return text
 
 
-def explain(runs: list[Run], doc: dict[str, Any]) -> list[str]:
-    """Plain-language lines, one or more per non-baseline run."""
-    lines: list[str] = []
-    base = runs[0]
-    for i, run in enumerate(runs[1:], 1):
-        single = _single(doc, i)
-        found = _spec(base, run, single) + _kv(base, run)
-        faster, slower = _throughput(doc, i)
-        changed = [
-            r["key"] + f" {r['values'][0]} → {r['values'][i]}"
-            for r in doc["config_diff"]
-            if r["differs"] and r["key"] in ("dtype", "scenario", "cache_dtype")
-        ]
-        quality = _quality(base, run)
-        if faster and not slower:
-            why = f" ({', '.join(changed)})" if changed else ""
-            line = f"{run.name}: faster than {base.name}{why}: output tokens/s " + ", ".join(faster)
-            found.append(line + (f"; {quality}" if quality else ""))
-        elif slower:
-            found += _contention(base, run, doc, i)
-            if not found:
-                found.append(
-                    f"{run.name}: slower than {base.name} ("
-                    + ", ".join(slower)
-                    + "); no server-side cause found in the recorded metrics"
-                )
-        if quality and not any(quality in f for f in found):
-            found.append(f"{run.name}: {quality}")
-        lines += found or [f"{run.name}: no difference beyond noise from {base.name}"]
-    return lines
+def explain(base: Run, run: Run, view: BaselineView) -> list[str]:
+    """Plain-language lines for one run against the baseline."""
+    tput = [(c, d) for c, d in _cells(view, "tok_s") if d.delta.beyond_noise]
+    faster = [(c, d) for c, d in tput if d.delta.rel > 0]
+    slower = [(c, d) for c, d in tput if d.delta.rel < 0]
+    found = _spec(base, run, view) + _kv(base, run)
+    quality = _quality(base, run)
+    keys = ("dtype", "speculative:", "model", "cache dtype")
+    changed = [x for x in view.changes if x.startswith(keys)]
+    why = f" ({', '.join(changed)})" if changed else ""
+    if faster and not slower:
+        line = f"{run.name}: faster than {base.name}{why}: output tokens/s {_at(faster)}"
+        found.append(line + (f"; {quality}" if quality else ""))
+    elif slower:
+        found += _contention(run, slower, base)
+        if faster:
+            found.append(f"{run.name}: faster at {_at(faster)}, slower at {_at(slower)}{why}")
+        elif not found:
+            found.append(
+                f"{run.name}: slower than {base.name}{why} ({_at(slower)}); no server-side cause "
+                "found in the recorded metrics"
+            )
+    parts = beyond_noise(view)
+    if parts:
+        found.append(f"{run.name}: beyond noise vs {base.name}: " + "; ".join(parts))
+    if quality and not any(quality in f for f in found):
+        found.append(f"{run.name}: {quality}")
+    if not parts:
+        untested = _untested(view)
+        note = f" ({untested} figures without a noise test: too few samples)" if untested else ""
+        found.append(f"{run.name}: no difference beyond noise from {base.name}{note}")
+    return found

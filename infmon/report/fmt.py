@@ -1,4 +1,6 @@
-"""Number formatting shared by the Markdown and HTML writers (missing values show as —)."""
+"""Number formatting shared by the reports and the CLI (missing values show as —): counts
+with thousands separators (``62,570``), fractions as percentages
+(``7.5%``), durations in the unit that reads (``64 ms``, ``1.17 s``)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,44 @@ def num(v: Any, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
-def pct(v: Any) -> str:
-    return DASH if not isinstance(v, (int, float)) else f"{100 * v:.0f}%"
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def pct(v: Any, digits: int | None = None) -> str:
+    """A fraction as a percentage: one decimal below 10 % (``7.5%``), none above (``64%``)."""
+    if not _finite(v):
+        return DASH
+    x = 100 * v
+    if digits is None:
+        digits = 1 if 0 < abs(x) < 9.95 else 0
+    return f"{x:.{digits}f}%"
+
+
+def count(v: Any) -> str:
+    """A count or token total with thousands separators: ``62,570``, ``3,493,012``."""
+    if not _finite(v):
+        return DASH
+    return f"{v:,.0f}" if v == int(v) or abs(v) >= 100 else f"{v:,.3g}"
+
+
+def rate(v: Any) -> str:
+    """A per-second rate: ``1,234``, ``58.7``, ``0.42``."""
+    if not _finite(v):
+        return DASH
+    if abs(v) >= 100:
+        return count(v)
+    return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2g}" if v else "0"
+
+
+def seconds(v: Any) -> str:
+    """A duration given in seconds: ``0.4 ms``, ``64 ms``, ``1.17 s``, ``2,345 s``."""
+    if not _finite(v):
+        return DASH
+    if abs(v) < 1.0:
+        ms = v * 1e3
+        return f"{ms:.2g} ms" if abs(ms) < 10 else f"{ms:.0f} ms"
+    return f"{v:.3g} s" if abs(v) < 100 else f"{v:,.0f} s"
 
 
 def lat(step: dict[str, Any], key: str, q: str) -> str:
@@ -77,7 +115,7 @@ def step_row(s: dict[str, Any]) -> list[str]:
         num(s.get("loop_lag_p99_ms")),
         pct(srv.get("kv_usage_max")),
         num(srv.get("waiting_max"), 0),
-        num(srv.get("acceptance_rate_mean"), 2),
+        pct(srv.get("acceptance_rate_mean")),
         _prompt_cell(s.get("prompt_lengths") or {}),
         pct(srv.get("prefix_hit_rate")),
     ]
@@ -91,6 +129,26 @@ def _prompt_cell(p: dict[str, Any]) -> str:
         f"{num(p.get('requested_mean'))} / {num(p.get('counted_mean'))} "
         f"(p50 {num(p.get('counted_p50'), 0)}, p99 {num(p.get('counted_p99'), 0)})"
     )
+
+
+def mark_text(e: dict[str, Any]) -> str:
+    """An event of the report's list as its line reads: ``mark: the note`` (the journal keeps
+    a mark's note under ``note``), ``baseline: step 3``, a step's level (``c=16``)."""
+    kind = str(e.get("kind") or "")
+    if kind == "mark":
+        note = e.get("note") or e.get("label")
+        return f"mark: {note}" if note else "mark"
+    if kind == "baseline":
+        return f"baseline: step {e['step']}" if e.get("step") is not None else "baseline"
+    if kind in ("step_begin", "step_start"):
+        mode, level = e.get("mode"), e.get("level", e.get("concurrency", e.get("rate")))
+        if not isinstance(level, (int, float)):
+            return "step"
+        if mode == "replay":
+            return "replay"
+        rate = mode == "rate" or (mode is None and e.get("rate") is not None)
+        return f"{level:g} req/s" if rate else f"c={level:g}"
+    return kind
 
 
 def server_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:

@@ -10,9 +10,9 @@ import base64
 from typing import Any
 
 from infmon.model.sanitize import html_text
-from infmon.report import svg
+from infmon.report import gpu, svg
 from infmon.report.faults import fault_lines
-from infmon.report.fmt import STEP_HEADER, num, pct, server_rows, step_row
+from infmon.report.fmt import STEP_HEADER, mark_text, num, pct, server_rows, step_row
 from infmon.report.markdown import _knee_text
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -20,7 +20,8 @@ CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1d232b}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d8dde3;padding:3px 7px;
-text-align:right;font-variant-numeric:tabular-nums}th{background:#f1f4f7}td:first-child{text-align:left}
+text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th{background:#f1f4f7}
+td:first-child{text-align:left}.wide{overflow-x:auto}tr.knee td{background:#fff3c4;font-weight:600}
 .chart{display:block;margin:10px 0}.plot{fill:#fbfcfd;stroke:#c9d0d8}.grid{stroke:#e6eaee}
 .tick{font-size:10px;fill:#5a6470}.axis{font-size:11px;fill:#333}.legend{font-size:11px}
 .mark{stroke:#888;stroke-dasharray:3 3}.marklabel{font-size:10px;fill:#555}
@@ -29,12 +30,28 @@ pre.out{white-space:pre-wrap;margin:0;font-size:12px;text-align:left;max-width:4
 """
 
 
-def _table(header: list[str] | tuple[str, ...], rows: list[list[str]]) -> str:
+def _table(
+    header: list[str] | tuple[str, ...], rows: list[list[str]], marked: int | None = None
+) -> str:
+    """A table (scrolled sideways when wider than the page: a cell never wraps mid-figure);
+    row ``marked`` (the knee's) highlighted."""
     head = "".join(f"<th>{html_text(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html_text(str(c))}</td>" for c in r) + "</tr>" for r in rows
+        ('<tr class="knee">' if i == marked else "<tr>")
+        + "".join(f"<td>{html_text(str(c))}</td>" for c in r)
+        + "</tr>"
+        for i, r in enumerate(rows)
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
+
+
+def _knee_row(doc: dict[str, Any]) -> int | None:
+    """The steps table's row of the knee (its concurrency's first step)."""
+    c = (doc.get("knee") or {}).get("concurrency")
+    steps = doc.get("steps") or []
+    return next(
+        (i for i, s in enumerate(steps) if c is not None and s.get("concurrency") == c), None
+    )
 
 
 def _col(points: list[dict[str, Any]], key: str, scale: float = 1.0) -> tuple:
@@ -45,12 +62,13 @@ def _marks(doc: dict[str, Any]) -> tuple[tuple[float, str], ...]:
     out = []
     for e in doc.get("events") or []:
         kind = e.get("kind")
-        if kind in ("mark", "baseline"):
-            out.append((e["t_s"], f"{kind} {e.get('label') or ''}".strip()))
-        elif kind == "step_start":
-            c = e.get("concurrency", e.get("rate"))
-            out.append((e["t_s"], f"c={c}" if c is not None else "step"))
+        if kind in ("mark", "baseline", "step_begin", "step_start"):
+            out.append((e["t_s"], mark_text(e)))
     return tuple(out[-40:])
+
+
+def _s(ms: Any) -> float | None:
+    return ms / 1e3 if isinstance(ms, (int, float)) else None
 
 
 def charts(doc: dict[str, Any]) -> list[str]:
@@ -108,16 +126,16 @@ def charts(doc: dict[str, Any]) -> list[str]:
                             points=True,
                         ),
                         svg.Series(
-                            "E2EL p50 ms",
+                            "E2EL p50 s",
                             xs,
-                            tuple((s.get("e2el_ms") or {}).get("p50") for s in steps),
+                            tuple(_s((s.get("e2el_ms") or {}).get("p50")) for s in steps),
                             points=True,
                             right_axis=True,
                         ),
                     ),
                     tuple(vmarks),
                     log2_x=True,
-                    y2_label="E2EL p50 (ms)",
+                    y2_label="E2EL p50 (s)",
                 )
             )
         )
@@ -210,11 +228,12 @@ def render_html(doc: dict[str, Any], screenshot_svg: str | None = None) -> str:
         "<h2>Server</h2>",
         _table(["", "value"], [list(r) for r in server_rows(doc)]),
         "<h2>Steps</h2>",
-        _table(STEP_HEADER, [step_row(x) for x in doc.get("steps") or []]),
+        _table(STEP_HEADER, [step_row(x) for x in doc.get("steps") or []], _knee_row(doc)),
         f"<p><b>Knee:</b> {html_text(_knee_text(doc.get('knee')))} · <b>SLO limit:</b> "
         f"{html_text(str(doc.get('slo_max_concurrency') or 'none'))}</p>",
         "<h2>Charts</h2>",
         *charts(doc),
+        *gpu.html_parts(doc, _table),
         "<h2>Diagnosis</h2><ul>",
         *(f"<li>{html_text(x)}</li>" for x in doc.get("diagnosis") or []),
         "</ul>",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from infmon.model.sanitize import clean
+from infmon.report import gpu
 from infmon.report.faults import fault_lines
-from infmon.report.fmt import DASH, STEP_HEADER, num, pct, server_rows, step_row
+from infmon.report.fmt import DASH, STEP_HEADER, mark_text, num, pct, server_rows, step_row
 
 
 def md_escape(text: Any) -> str:
@@ -67,6 +68,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"**SLO limit:** {'c=' + str(slo) if slo is not None else 'none met / no SLO'}",
         "",
     ]
+    out += gpu.markdown_lines(doc, _table)
     out += ["## Diagnosis", ""] + [
         f"- {md_escape(x)}" for x in doc.get("diagnosis") or ["Nothing notable."]
     ]
@@ -86,11 +88,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     marks = [e for e in doc.get("events") or [] if e.get("kind") in ("mark", "baseline")]
     if marks:
         out += ["", "## Marks", ""]
-        out += [
-            f"- {num(e.get('t_s'))} s · {md_escape(e.get('kind'))} "
-            f"{md_escape(e.get('label') or '')}".rstrip()
-            for e in marks
-        ]
+        out += [f"- {num(e.get('t_s'))} s · {md_escape(mark_text(e))}" for e in marks]
     faults = fault_lines(doc)
     if faults:
         out += ["", "## Faults", ""] + [f"- {md_escape(x)}" for x in faults]

@@ -1,8 +1,13 @@
 """Loading runs to compare: session directories, report.json files, vLLM bench results.
 
-A run is a report document plus, where the raw requests are at hand, per-step samples
-(``{concurrency: {"ttft_ms": [...], "tpot_ms": [...], "e2el_ms": [...], "tokens": [...]}}``)
-for the noise test.
+A run is its report document (knee, quality, configuration as recorded), its levels as the
+baseline comparison reads them (``infmon.model.levels.LevelSample``: per step the measured
+requests, tokens per second of measured time, the spec counters) and its server's facts
+(``infmon.model.baseline.RunFacts``). From a session directory the levels are exact: the
+journal's step events replayed into the one step model, the same selection as the report's
+step table, so a comparison's figures equal the report's. A ``report.json`` (with its
+``requests.csv`` beside it) or a ``vllm bench serve`` file gives what it holds: latencies per
+request, throughput as the one figure recorded (no noise test for it).
 """
 
 from __future__ import annotations
@@ -10,16 +15,22 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from infmon.journal.reader import is_session_dir
+from infmon.journal.reader import SessionReader, is_session_dir
+from infmon.model.baseline import Reference, RunFacts
 from infmon.model.columns import RecordColumns
-
-SAMPLE_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms", "tokens")
+from infmon.model.evidence import ServerEvidence
+from infmon.model.kv_fill import max_num_seqs_seen
+from infmon.model.levels import LevelBuilder, LevelSample, by_level
+from infmon.model.steps import CLOSED, RATE, Level, StepBook, StepEvent, StepSpan
+from infmon.report.steps import step_events
+from infmon.report.stepstats import parse_slo
 
 
 class RunLoadError(ValueError):
@@ -30,54 +41,179 @@ class RunLoadError(ValueError):
 class Run:
     name: str
     doc: dict[str, Any]
-    samples: dict[Any, dict[str, list[float]]] = field(default_factory=dict)
+    levels: tuple[LevelSample, ...] = ()
+    facts: RunFacts = field(default_factory=RunFacts)
     source: str = ""
 
+    def reference(self) -> Reference:
+        """This run as a baseline for others (the monitor's ``--baseline``, bench's)."""
+        return Reference(self.name, self.source, by_level(self.levels), self.facts)
 
-def _key(step: dict[str, Any]) -> Any:
-    return step.get("concurrency") if step.get("concurrency") is not None else step.get("rate")
+
+def _f(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
 
 
-def _add(
-    samples: dict, key: Any, ttft_ms: float, tpot_ms: float, e2el_ms: float, tokens: float
-) -> None:
-    s = samples.setdefault(key, {k: [] for k in SAMPLE_KEYS})
-    for k, v in zip(SAMPLE_KEYS, (ttft_ms, tpot_ms, e2el_ms, tokens), strict=True):
-        s[k].append(v)
+def facts_of(doc: Mapping[str, Any]) -> RunFacts:
+    """The server's facts as a report recorded them."""
+    server = doc.get("server") or {}
+    cache = server.get("cache_config") or {}
+    session = doc.get("session") or {}
+    models = server.get("models") or []
+    model = (models[0] if models else None) or (doc.get("target") or {}).get("model")
+    k = server.get("spec_decode_positions")
+    spec_k = int(k) if isinstance(k, int) else (0 if server.get("backend") else None)
+    evidence = [ServerEvidence.from_dict(s.get("server_evidence")) for s in doc.get("steps") or []]
+    return RunFacts(
+        model=str(model) if model else None,
+        spec_k=spec_k,
+        cache_dtype=server.get("cache_dtype") or cache.get("cache_dtype"),
+        kv_capacity_tokens=_f(server.get("kv_capacity_tokens")),
+        kv_block_size=_f(server.get("kv_block_size_tokens")),
+        kv_blocks=_f(server.get("kv_num_gpu_blocks")),
+        gpu_memory_utilization=cache.get("gpu_memory_utilization"),
+        max_model_len=_f(server.get("max_model_len")),
+        max_num_seqs=max_num_seqs_seen([e for e in evidence if e is not None]),
+        tokens_per_seq=_f(session.get("mean_prompt_tokens"))
+        + _f(session.get("mean_output_tokens")),
+    )
+
+
+class _SessionLevels:
+    """A session's levels, gathered while the report is built (``build_summary``'s columns)."""
+
+    def __init__(self, reader: SessionReader) -> None:
+        self.slo = parse_slo(reader.config.get("slo"))
+        self.book = StepBook()
+        for ev, _ in step_events(reader.iter_events()):
+            self.book.apply(ev)
+        self.builders = {s.index: LevelBuilder(s, self.slo) for s in self.book.steps}
+        self.last_s = -math.inf
+
+    def add(self, cols: RecordColumns) -> None:
+        if not len(cols):
+            return
+        ends = np.where(np.isnan(cols.end_s), cols.sent_s, cols.end_s)
+        self.last_s = max(self.last_s, float(ends.max()))
+        if cols.chunk_us is not None and int(cols.chunks.sum()):
+            times = cols.chunk_times_s()
+            per = np.where(cols.ok, cols.output_token_count / np.maximum(cols.chunks, 1), 1.0)
+            weights = np.repeat(per, cols.chunks)
+            first, last = float(times.min()), float(times.max())
+            for s in self.book.steps:
+                if any(lo <= last and hi > first for lo, hi in s.windows()):
+                    self.builders[s.index].add_chunk_tokens(times, weights)
+        span = self.book.get(int(cols.step[0]))
+        if span is None:
+            return
+        sel = span.measures_many(cols.sent_s) & ~cols.warmup & cols.ok
+        kept = cols.take(sel)
+        self.builders[span.index].add_columns(
+            kept.sent_s,
+            kept.ttft_s,
+            kept.tpot_s,
+            kept.e2el_s,
+            kept.output_token_count,
+            cols.pooled_itl_s(sel) if cols.chunk_us is not None else np.empty(0),
+            kept.chunks,
+        )
+
+    def add_scrapes(self, reader: SessionReader) -> None:
+        for s in reader.iter_scrapes():
+            t, snap = s.get("t"), s.get("snap")
+            if not isinstance(t, (int, float)) or not isinstance(snap, dict):
+                continue
+            for span in self.book.latest_started_by(float(t)):
+                if span.measures(float(t)):
+                    self.builders[span.index].spec.observe(snap.get("spec_decode"))
+                    break
+
+    def samples(self, doc: Mapping[str, Any]) -> tuple[LevelSample, ...]:
+        cur = self.book.current
+        if cur is not None:  # a killed run: its last step ends at its last record (the report's)
+            self.book.apply(StepEvent("end", cur.index, max(self.last_s, cur.start_s)))
+        evidence = {
+            s.get("step"): ServerEvidence.from_dict(s.get("server_evidence"))
+            for s in doc.get("steps") or []
+        }
+        out = []
+        for span in self.book.steps:
+            b = self.builders[span.index]
+            if b.e2el and span.level.mode in (CLOSED, RATE):
+                end = span.end_s if span.end_s is not None else self.last_s
+                out.append(b.sample(span, end, evidence.get(span.index)))
+        return tuple(out)
 
 
 def _from_session(path: Path) -> Run:
     from infmon.journal.writer import _clean
     from infmon.report import build_summary
 
-    by_step: dict[int, dict[str, list[float]]] = {}
-
-    def collect(c: RecordColumns) -> None:
-        keep = c.take(c.ok & ~c.warmup)
-        if not len(keep):
-            return
-        values = (1e3 * keep.ttft_s, 1e3 * keep.tpot_s, 1e3 * keep.e2el_s, keep.output_token_count)
-        s = by_step.setdefault(int(keep.step[0]), {k: [] for k in SAMPLE_KEYS})
-        for key, v in zip(SAMPLE_KEYS, values, strict=True):
-            s[key].extend(np.asarray(v, dtype=float).tolist())
-
-    doc = _clean(build_summary(path, collect))
-    samples = {_key(s): by_step[s["step"]] for s in doc["steps"] if s.get("step") in by_step}
-    return Run(_name(doc, path), doc, samples, str(path))
+    reader = SessionReader(path)
+    levels = _SessionLevels(reader)
+    doc = _clean(build_summary(path, levels.add))
+    levels.add_scrapes(reader)
+    return Run(_name(doc, path), doc, levels.samples(doc), facts_of(doc), str(path))
 
 
-def _csv_samples(path: Path, doc: dict[str, Any]) -> dict[Any, dict[str, list[float]]]:
-    by_step: dict[int, dict[str, list[float]]] = {}
+def _level(step: Mapping[str, Any]) -> Level | None:
+    if isinstance(step.get("concurrency"), (int, float)):
+        return Level(CLOSED, float(step["concurrency"]))
+    if isinstance(step.get("rate"), (int, float)):
+        return Level(RATE, float(step["rate"]))
+    return None
+
+
+def sample_of_requests(
+    step: Mapping[str, Any],
+    ttft_s: list[float],
+    e2el_s: list[float],
+    tokens: list[float],
+    itls_s: list[list[float]] | None = None,
+    slo: Any = None,
+) -> LevelSample | None:
+    """A level from per-request figures (a report's CSV, a vLLM bench file): the throughput
+    is the one recorded (one bin: no noise test), ITL from per-request gaps when given."""
+    level, dur = _level(step), _f(step.get("duration_s"))
+    if level is None or not e2el_s:
+        return None
+    t, e, n = (np.asarray(x, dtype=float) for x in (ttft_s, e2el_s, tokens))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(n > 1, (e - t) / (n - 1), np.nan)
+    gaps = [np.asarray(g, dtype=float) for g in itls_s or []]
+    tput = _f(step.get("output_throughput_tok_s"))
+    span = StepSpan(int(step.get("step") or 0), level, "bench", ())
+    b = LevelBuilder(span, parse_slo(slo))
+    counts = np.asarray([g.size + 1 for g in gaps] if gaps else [0] * e.size)
+    flat = np.concatenate(gaps) if gaps else np.empty(0)
+    b.add_columns(np.zeros(e.size), t, tpot, e, np.nan_to_num(n).astype(np.int64), flat, counts)
+    s = b.sample(span, 0.0, ServerEvidence.from_dict(step.get("server_evidence")), metered=True)
+    if not (math.isfinite(tput) and math.isfinite(dur) and dur > 0):
+        return replace(s, token_bins=np.empty(0), bin_s=np.empty(0), good_bins=None)
+    good = None if s.good_bins is None else np.array([sum(b.good.values())])
+    return replace(
+        s, duration_s=dur, token_bins=np.array([tput * dur]), bin_s=np.array([dur]), good_bins=good
+    )
+
+
+def _csv_levels(path: Path, doc: dict[str, Any]) -> tuple[LevelSample, ...]:
+    rows: dict[int, tuple[list[float], list[float], list[float]]] = {}
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
-            if row.get("ok") != "1" or row.get("warmup") == "1":
+            if row.get("ok") != "1" or row.get("warmup") == "1" or not row.get("e2el_ms"):
                 continue
-            vals = [
-                float(row[k]) if row.get(k) else math.nan
-                for k in ("ttft_ms", "tpot_ms", "e2el_ms", "output_tokens")
-            ]
-            _add(by_step, int(row["step"]), *vals)
-    return {_key(s): by_step[s["step"]] for s in doc.get("steps", []) if s.get("step") in by_step}
+            r = rows.setdefault(int(row["step"]), ([], [], []))
+            r[0].append(float(row["ttft_ms"]) / 1e3 if row.get("ttft_ms") else math.nan)
+            r[1].append(float(row["e2el_ms"]) / 1e3)
+            r[2].append(float(row.get("output_tokens") or "nan"))
+    out = []
+    for step in doc.get("steps") or []:
+        if step.get("step") in rows:
+            slo = doc.get("slo") or (doc.get("config") or {}).get("slo")
+            s = sample_of_requests(step, *rows[step["step"]], slo=slo)
+            if s is not None:
+                out.append(s)
+    return tuple(out)
 
 
 def _name(doc: dict[str, Any], path: Path) -> str:
@@ -109,27 +245,30 @@ def from_vllm_bench(d: dict[str, Any], path: Path) -> Run:
             }
         )
         step[f"{metric}_ms"] = stats
-    lat = [1e3 * x for x in d.get("latencies") or []]
+    lat = [float(x) for x in d.get("latencies") or []]
     if lat and step["e2el_ms"].get("p50") is None:
-        arr = np.asarray(lat)
+        arr = 1e3 * np.asarray(lat)
         step["e2el_ms"] = {
             "mean": float(arr.mean()),
             **{f"p{q}": float(np.percentile(arr, q)) for q in (50, 90, 95, 99)},
         }
-    samples = {}
+    ttfts = [float(x) for x in d.get("ttfts") or []]
+    outs = [float(x) for x in d.get("output_lens") or []]
+    itls = d.get("itls") if isinstance(d.get("itls"), list) else None
+    sample = None
     if lat:
-        ttfts = [1e3 * x for x in d.get("ttfts") or []]
-        outs = d.get("output_lens") or []
-        samples[_key(step)] = {
-            "ttft_ms": ttfts,
-            "tpot_ms": [],
-            "e2el_ms": lat,
-            "tokens": [float(x) for x in outs],
-        }
-    doc = {
+        sample = sample_of_requests(
+            step,
+            ttfts if len(ttfts) == len(lat) else [math.nan] * len(lat),
+            lat,
+            outs if len(outs) == len(lat) else [math.nan] * len(lat),
+            itls if itls is not None and len(itls) == len(lat) else None,
+        )
+    label = str(d.get("label") or f"vllm-bench {d.get('date', '')}".strip())
+    doc: dict[str, Any] = {
         "schema": "infmon.report/1",
         "imported_from": "vllm bench serve",
-        "session": {"label": d.get("label") or f"vllm-bench {d.get('date', '')}".strip()},
+        "session": {"label": label},
         "target": {"model": d.get("model_id"), "url": None, "endpoint": d.get("endpoint_type")},
         "config": {"model": d.get("model_id"), "backend": d.get("backend")},
         "server": {},
@@ -137,7 +276,8 @@ def from_vllm_bench(d: dict[str, Any], path: Path) -> Run:
         "knee": None,
         "slo_max_concurrency": None,
     }
-    return Run(doc["session"]["label"], doc, samples, str(path))
+    levels = (sample,) if sample is not None else ()
+    return Run(label, doc, levels, facts_of(doc), str(path))
 
 
 def load_run(path: Path) -> Run:
@@ -152,10 +292,9 @@ def load_run(path: Path) -> Run:
         raise RunLoadError(f"{path}: not a session directory or JSON file ({exc})") from None
     if isinstance(d, dict) and "steps" in d and isinstance(d["steps"], list):
         csv_path = path.with_name("requests.csv")
-        samples = _csv_samples(csv_path, d) if csv_path.exists() else {}
-        return Run(
-            _name(d, path.parent if path.name == "report.json" else path), d, samples, str(path)
-        )
+        levels = _csv_levels(csv_path, d) if csv_path.exists() else ()
+        name = _name(d, path.parent if path.name == "report.json" else path)
+        return Run(name, d, levels, facts_of(d), str(path))
     if isinstance(d, dict) and "output_throughput" in d and "completed" in d:
         return from_vllm_bench(d, path)
     raise RunLoadError(f"{path}: not an infmon report, bench JSON or vllm bench serve result")

@@ -19,7 +19,8 @@ import numpy as np
 
 from infmon.journal.reader import SessionReader
 from infmon.model.columns import MISSING, RecordColumns
-from infmon.report import diagnosis, stepstats
+from infmon.model.gpu_steps import GpuTimeline
+from infmon.report import diagnosis, gpu, stepstats
 from infmon.report.legacy_steps import LegacySteps, step_events
 from infmon.report.server import ServerSeries, memory_budget, server_config
 from infmon.report.steps import ReportSteps
@@ -133,12 +134,14 @@ def build_summary(
         if on_columns is not None:
             on_columns(records)
     points: list[dict[str, Any]] = []
+    gpus = GpuTimeline(origin_s)
 
     def scrapes() -> Iterator[dict[str, Any]]:  # one pass over the scrapes for all uses
         for s in reader.iter_scrapes():
             if p := server_point(s, origin_s):
                 points.append(p)
             steps.add_scrapes((s,))
+            gpus.add_scrape(s)
             yield s
 
     server_cfg = server_config(scrapes())
@@ -183,5 +186,6 @@ def build_summary(
         "quality": reader.quality,
     }
     doc["diagnosis"] = diagnosis.lines(doc)
+    gpu.attach(doc, gpus)
     doc["caveats"] = diagnosis.caveats(doc)
     return doc

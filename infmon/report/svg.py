@@ -113,11 +113,11 @@ def _axes(f: _Frame) -> list[str]:
         f'<text x="12" y="{f.T + f.ph / 2}" class="axis" text-anchor="middle" '
         f'transform="rotate(-90 12 {f.T + f.ph / 2})">{html_text(c.y_label)}</text>'
     )
-    if c.y2_label:
-        xr = c.width - 8
+    if c.y2_label:  # read bottom to top like the left title: the glyphs face inwards
+        xr = c.width - 10
         out.append(
             f'<text x="{xr}" y="{f.T + f.ph / 2}" class="axis" text-anchor="middle" '
-            f'transform="rotate(90 {xr} {f.T + f.ph / 2})">{html_text(c.y2_label)}</text>'
+            f'transform="rotate(-90 {xr} {f.T + f.ph / 2})">{html_text(c.y2_label)}</text>'
         )
     return out
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from infmon.sim.kvcache import BlockPool, block_hashes
 from infmon.sim.memory import memory_budget
-from infmon.sim.roofline import EngineConfig, PassLoad, StepLoad, step_cost
+from infmon.sim.roofline import EngineConfig, PassLoad, StepLoad, kernel_time_s, step_cost
 from infmon.sim.spec import NgramIndex, accept_drawn, draw_scale, expand_acceptance
 
 
@@ -80,6 +80,7 @@ class StepOutput:
     flops: float = 0.0  # target and drafter, for vLLM's MFU counters
     read_bytes: float = 0.0
     write_bytes: float = 0.0
+    kernel_s: float = 0.0  # the step's GPU work (no host time, no neighbour): DCGM activity
 
     @property
     def duration_s(self) -> float:
@@ -217,8 +218,10 @@ class Engine:
         self.pool.now_s = now_s
         plan = self._schedule(out, now_s)
         if plan:
-            cost = step_cost(self.cfg, self._load(plan))
+            load = self._load(plan)
+            cost = step_cost(self.cfg, load)
             out.end_s = now_s + cost.time_s
+            out.kernel_s = kernel_time_s(self.cfg, load, cost)
             out.flops, out.read_bytes, out.write_bytes = (
                 cost.flops,
                 cost.read_bytes,

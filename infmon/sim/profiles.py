@@ -44,6 +44,10 @@ class GpuProfile:
     attention_flops_fraction: float = 0.4
     layer_latency_s: float = 0.0  # fixed kernel time per decoder layer and pass
     source: str = ""
+    power_limit_w: float | None = None  # board power limit (the simulated DCGM series)
+    idle_power_w: float | None = None
+    max_sm_clock_mhz: float | None = None
+    board_source: str = ""
 
     @property
     def memory_bytes(self) -> float:
@@ -186,7 +190,7 @@ class EngineProfile:
 
 def _flatten(doc: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in doc.items() if not isinstance(v, dict)}
-    for section in ("achieved", "host", "memory", "infmon"):
+    for section in ("achieved", "host", "memory", "infmon", "board"):
         out.update(doc.get(section, {}))
     quant = doc.get("quantization_config")
     if quant:

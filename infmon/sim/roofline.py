@@ -149,6 +149,12 @@ def step_cost(cfg: EngineConfig, step: StepLoad) -> PassCost:
     return PassCost(t, gpu.flops, gpu.read_bytes, gpu.write_bytes)
 
 
+def kernel_time_s(cfg: EngineConfig, step: StepLoad, cost: PassCost) -> float:
+    """The GPU's share of a step ``step_cost`` priced: without the host work and without the
+    neighbour's slowdown (the neighbour's kernels fill the rest of the step)."""
+    return max(0.0, cost.time_s / (1.0 + cfg.contention) - host_s(cfg, step))
+
+
 def decode_step(cfg: EngineConfig, batch: int, context_tokens: int) -> StepLoad:
     """The step of ``batch`` sequences decoding at ``context_tokens`` each."""
     k = cfg.speculative_k if cfg.spec_enabled else 0

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from infmon import __version__
 from infmon.sim import tokenizer
+from infmon.sim.dcgm import CONTENT_TYPE as DCGM_CONTENT_TYPE
+from infmon.sim.dcgm import DcgmSeries, Holder, Neighbour
 from infmon.sim.engine import Engine, Sequence, StepOutput
 from infmon.sim.faults import FaultPlan
 from infmon.sim.http import Connection, Request
@@ -37,6 +39,12 @@ class ServerOptions:
     faults: tuple = ()
     trace_path: str | None = None
     probes: dict = field(default_factory=load_probes)
+    pod: str = "infmon-sim-0"
+    """The pod the simulated DCGM exporter says holds the GPU (``--pod``)."""
+    namespace: str = "default"
+    hostname: str = "infmon-sim"
+    dcgm_port: int | None = None
+    """Also serve the DCGM page as ``/metrics`` on this port (an exporter of its own)."""
 
 
 class SimServer:
@@ -48,6 +56,15 @@ class SimServer:
         self.text = TextModel(self.opts.probes, self.opts.quality_error_rate, self.opts.seed)
         self.faults = FaultPlan(self.opts.faults, self.opts.seed)
         self.trace = TimingTrace(self.opts.trace_path) if self.opts.trace_path else None
+        self.dcgm = DcgmSeries(
+            cfg,
+            self.engine.budget,
+            server=Holder(self.opts.pod, self.opts.namespace, "vllm"),
+            hostname=self.opts.hostname,
+            neighbour=Neighbour.for_contention(cfg.contention),
+        )
+        self.dcgm_port: int | None = None
+        self._dcgm_server: asyncio.base_events.Server | None = None
         self.created = int(time.time())
         self._counter = itertools.count()
         self._conns: set[Connection] = set()
@@ -68,6 +85,7 @@ class SimServer:
             ("POST", "/v1/completions"): self._generate,
             ("POST", "/v1/chat/completions"): self._generate,
             ("GET", "/sim/stats"): self._stats,
+            ("GET", "/gpu-metrics"): self._gpu_metrics,
         }
         self._lags_s: deque[float] = deque(maxlen=100_000)
         self._deliver_s: deque[float] = deque(maxlen=100_000)
@@ -81,7 +99,19 @@ class SimServer:
         self._task = asyncio.create_task(self._engine_loop())
         self._fault_task = asyncio.create_task(self.faults.run_timed(self))
         self._lag_task = asyncio.create_task(self._watch_lag())
+        if self.opts.dcgm_port is not None:
+            self._dcgm_server = await loop.create_server(
+                lambda: Connection(self._dcgm_only, lambda c: None), host, self.opts.dcgm_port
+            )
+            self.dcgm_port = self._dcgm_server.sockets[0].getsockname()[1]
         return self._server.sockets[0].getsockname()[1]
+
+    def _dcgm_only(self, req: Request, conn: Connection) -> None:
+        """The ``--dcgm-port`` listener: a DCGM exporter has ``/metrics`` and nothing else."""
+        if req.method == "GET" and req.path in ("/metrics", "/metrics/"):
+            self._gpu_metrics(req, conn)
+        else:
+            conn.send_json(404, {"detail": "Not Found"})
 
     def _connection(self) -> Connection:
         conn = Connection(self.handle, self._lost)
@@ -99,8 +129,9 @@ class SimServer:
         for task in (self._task, self._fault_task, self._lag_task):
             if task is not None:
                 task.cancel()
-        if self._server is not None:
-            self._server.close()
+        for srv in (self._server, self._dcgm_server):
+            if srv is not None:
+                srv.close()
         if self.trace is not None:
             self.trace.close()
 
@@ -170,6 +201,10 @@ class SimServer:
 
     def _metrics(self, req: Request, conn: Connection) -> None:
         self.faults.serve_metrics(conn, self.metrics.render(), CONTENT_TYPE)
+
+    def _gpu_metrics(self, req: Request, conn: Connection) -> None:
+        """The virtual GPU as a DCGM exporter shows it (``infmon.sim.dcgm``)."""
+        conn.send(200, self.dcgm.render(asyncio.get_running_loop().time()), DCGM_CONTENT_TYPE)
 
     def _metrics_head(self, req: Request, conn: Connection) -> None:
         """200 and no body, as vLLM answers (a 405 breaks aiohttp's probes)."""
@@ -308,6 +343,7 @@ class SimServer:
             self._deliver_s.append(time.perf_counter() - w0)
             self._deliver_cpu_s.append(time.thread_time() - c0)
         self.metrics.on_step(out, self.engine.pool.drain_events())
+        self.dcgm.on_step(out)
         for seq in out.finished:
             self.metrics.on_finished(seq)
             if isinstance(seq.handle, Stream):

@@ -47,6 +47,8 @@ class Readings:
     )
     """Per cache_config series: (block size, GPU blocks, capacity tokens)."""
     gpus: tuple[GpuSnapshot, ...] = ()
+    detected: str | None = None
+    """The backend the page's own names point to (``--backend`` may have forced another)."""
 
 
 def _first(page: Page, names: Sequence[str]) -> tuple[Sample, ...]:
@@ -145,7 +147,8 @@ def read_page(
     page: Page, table: BackendTable | None = None, group_by: Sequence[str] | None = None
 ) -> Readings:
     """Extract every concept of ``table`` (autodetected when None) from ``page``."""
-    table = table or detect(page)
+    found = detect(page)
+    table = table or found
     gpus = dcgm_gpus(page)
     if table is None:
         return Readings(gpus=gpus)
@@ -195,12 +198,17 @@ def read_page(
         cache_config=config,
         kv_by_group=kv,
         gpus=gpus,
+        detected=found.name if found else None,
     )
 
 
 def _total(groups: Mapping[GroupKey, float] | None) -> float | None:
     total = sum(groups.values()) if groups else None
     return total if total is None or total < math.inf else None
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def _mean(groups: Mapping[GroupKey, float] | None) -> float | None:
@@ -229,7 +237,6 @@ class _Window:
     cur: Readings
     prev: Readings | None
     window_s: float | None
-    reset: bool = False
 
     def total(self, concept: str) -> float | None:
         return _total(self.cur.counters.get(concept))
@@ -239,9 +246,7 @@ class _Window:
         cur = self.cur.counters.get(concept)
         if self.prev is None:
             return _total(cur)
-        inc, reset = _increase(cur, self.prev.counters.get(concept))
-        self.reset = self.reset or reset
-        return inc
+        return _increase(cur, self.prev.counters.get(concept))[0]
 
     def rate(self, concept: str) -> float | None:
         if self.prev is None or not self.window_s:
@@ -253,9 +258,7 @@ class _Window:
         h = self.cur.hists.get(concept)
         if h is None or self.prev is None:
             return h
-        d, reset = delta(self.prev.hists.get(concept), h)
-        self.reset = self.reset or reset
-        return d
+        return delta(self.prev.hists.get(concept), h)[0]
 
 
 def _kv_usage(r: Readings) -> float | None:
@@ -298,7 +301,9 @@ def _engines(w: _Window) -> tuple[EngineSnapshot, ...]:
     out = []
     for k in keys:
 
-        def g(concept: str, src: Mapping[str, Mapping[GroupKey, float]], key: GroupKey = k):
+        def g(
+            concept: str, src: Mapping[str, Mapping[GroupKey, float]], key: GroupKey = k
+        ) -> float | None:
             return src.get(concept, {}).get(key)
 
         def per_s(concept: str, key: GroupKey = k) -> float | None:
@@ -330,12 +335,26 @@ def _engines(w: _Window) -> tuple[EngineSnapshot, ...]:
 def _finished_per_s(w: _Window) -> float | None:
     if w.prev is None or not w.window_s or not w.cur.finished:
         return None
-    inc, reset = _increase(
-        {(("r", k),): v for k, v in w.cur.finished.items()},
-        {(("r", k),): v for k, v in w.prev.finished.items()},
-    )
-    w.reset = w.reset or reset
+    inc, _ = _increase(_finished_groups(w.cur), _finished_groups(w.prev))
     return None if inc is None else inc / w.window_s
+
+
+def _finished_groups(r: Readings) -> dict[GroupKey, float]:
+    return {(("r", k),): v for k, v in r.finished.items()}
+
+
+def restarted(cur: Readings, prev: Readings | None) -> bool:
+    """The server restarted between the two pages: any counter, histogram or finished-request
+    count of ``prev`` went down in ``cur`` (whether or not a snapshot field reads it)."""
+    if prev is None:
+        return False
+    counters = (
+        *((g, prev.counters.get(c)) for c, g in cur.counters.items()),
+        (_finished_groups(cur), _finished_groups(prev)),
+    )
+    if any(_increase(now, before)[1] for now, before in counters):
+        return True
+    return any(delta(prev.hists.get(c), h)[1] for c, h in cur.hists.items())
 
 
 def _kv_totals(r: Readings) -> tuple[int | None, int | None, int | None]:
@@ -349,6 +368,22 @@ def _kv_totals(r: Readings) -> tuple[int | None, int | None, int | None]:
     return bs, blocks, tokens
 
 
+def _prefix(w: _Window) -> tuple[float | None, float | None]:
+    """The prefix-cache hit rate over the window, and the queries counted since start: from
+    hits and queries (vLLM), hits and misses (llama.cpp: cached and evaluated prompt
+    tokens), else the server's own ratio gauge (SGLang)."""
+    hits, queries = w.increase("prefix_cache_hits"), w.increase("prefix_cache_queries")
+    queries_total = w.total("prefix_cache_queries")
+    if queries is None and hits is not None and "prefix_cache_misses" in w.cur.counters:
+        misses = w.increase("prefix_cache_misses")
+        queries = None if misses is None else hits + misses
+        queries_total = _sum(w.total("prefix_cache_hits"), w.total("prefix_cache_misses"))
+    hit_rate = ratio(hits, queries)
+    if hit_rate is None and "prefix_cache_hit_rate" in w.cur.gauges:
+        hit_rate = _mean(w.cur.gauges["prefix_cache_hit_rate"])
+    return hit_rate, queries_total
+
+
 def snapshot_from(
     cur: Readings,
     prev: Readings | None = None,
@@ -360,10 +395,7 @@ def snapshot_from(
 ) -> ServerSnapshot:
     """The canonical snapshot of ``cur``; with ``prev`` (``window_s`` earlier) rates and windows."""
     w = _Window(cur, prev, window_s if prev is not None else None)
-    hits, queries = w.increase("prefix_cache_hits"), w.increase("prefix_cache_queries")
-    hit_rate = ratio(hits, queries)
-    if hit_rate is None and "prefix_cache_hit_rate" in cur.gauges:
-        hit_rate = _mean(cur.gauges["prefix_cache_hit_rate"])
+    hit_rate, queries_total = _prefix(w)
     latency = {c: s for c in LATENCY_NAMES if (s := window_stat(w.hist(c))) is not None}
     bs, blocks, tokens = _kv_totals(cur)
     models = tuple(dict.fromkeys((*served_models, *cur.models)))
@@ -377,7 +409,7 @@ def snapshot_from(
         kv_cache_usage=_kv_usage(cur),
         prefix_cache_hit_rate=hit_rate,
         prefix_cache_hits_total=w.total("prefix_cache_hits"),
-        prefix_cache_queries_total=w.total("prefix_cache_queries"),
+        prefix_cache_queries_total=queries_total,
         preemptions_total=w.total("preemptions"),
         preemptions_per_s=w.rate("preemptions"),
         prompt_tokens_total=w.total("prompt_tokens"),
@@ -397,7 +429,7 @@ def snapshot_from(
         engines=_engines(w),
         gpus=cur.gpus,
         window_s=w.window_s,
-        server_restarted=w.reset,
+        server_restarted=restarted(cur, prev),
     )
 
 

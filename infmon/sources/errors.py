@@ -14,7 +14,8 @@ class SourceError(Exception):
     HTTP = "http"
     PARSE = "parse"
     NO_METRICS = "no_metrics"
-    """The server has no metrics endpoint (HTTP 404): shown as "no server metrics"."""
+    """The server has no metrics endpoint (HTTP 404, or 501 from llama.cpp without
+    ``--metrics``): shown as "no server metrics"."""
     PROMETHEUS = "prometheus"
     TOO_LARGE = "too_large"
     """The page (or Prometheus answer) is over the size cap (``--metrics-max-bytes``)."""

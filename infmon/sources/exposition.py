@@ -54,12 +54,22 @@ class Page:
     """One scraped page: samples indexed by exposed name (``_created`` series left out)."""
 
     by_name: Mapping[str, tuple[Sample, ...]] = field(default_factory=dict)
+    declared: frozenset[str] = frozenset()
+    """Family names from ``# HELP`` / ``# TYPE`` lines, with or without samples (a vLLM page
+    before its first request declares families it has no values for yet)."""
 
     def get(self, name: str) -> tuple[Sample, ...]:
         return self.by_name.get(name, ())
 
     def has(self, name: str) -> bool:
         return name in self.by_name
+
+    def declares(self, name: str) -> bool:
+        """A sample ``name`` has values, or its family is declared (``x_total`` → ``x``)."""
+        if name in self.by_name or name in self.declared:
+            return True
+        base = name.rsplit("_", 1)[0] if name.endswith(_SUFFIXES) else name
+        return base in self.declared
 
     @property
     def names(self) -> Iterable[str]:
@@ -69,14 +79,17 @@ class Page:
         return sum(len(v) for v in self.by_name.values())
 
 
-def page_from_samples(samples: Iterable[Sample]) -> Page:
+_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
+
+
+def page_from_samples(samples: Iterable[Sample], declared: Iterable[str] = ()) -> Page:
     """Index samples by name, dropping ``_created`` series (a start timestamp, not a value)."""
     index: dict[str, list[Sample]] = {}
     for s in samples:
         if s.name.endswith("_created"):
             continue
         index.setdefault(s.name, []).append(s)
-    return Page({k: tuple(v) for k, v in index.items()})
+    return Page({k: tuple(v) for k, v in index.items()}, frozenset(declared))
 
 
 def count_series(text: str) -> int:
@@ -106,13 +119,15 @@ def parse_exposition(text: str | bytes, max_series: int | None = MAX_SERIES) -> 
     # long values. Otherwise a clean page has clean names and values: no per-label pass.
     plain = is_clean(text, multiline=True) and "\\n" not in text and not _has_long_line(text)
     try:
+        families = list(parser(text))
         samples = [
-            Sample(s.name, s.labels, float(s.value)) for fam in parser(text) for s in fam.samples
+            Sample(s.name, s.labels, float(s.value)) for fam in families for s in fam.samples
         ]
     except Exception as exc:  # the parsers raise ValueError, KeyError, IndexError…
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise ExpositionError(f"not Prometheus exposition text: {clean(first, 200)}") from None
-    return page_from_samples(samples if plain else [_clean_sample(s) for s in samples])
+    names = [f.name if plain else clean(f.name, MAX_LABEL_CHARS) for f in families]
+    return page_from_samples(samples if plain else [_clean_sample(s) for s in samples], names)
 
 
 def _has_long_line(text: str) -> bool:

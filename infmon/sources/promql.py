@@ -24,15 +24,23 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from requests.adapters import HTTPAdapter
 
-from infmon.model.server import LATENCY_NAMES, EngineSnapshot, ServerSnapshot, WindowStat
+from infmon.model.server import (
+    LATENCY_NAMES,
+    EngineSnapshot,
+    GpuSnapshot,
+    ServerSnapshot,
+    WindowStat,
+)
 from infmon.net import TLSConfigError, requests_verify
 from infmon.sources.backends import detect, table_named
 from infmon.sources.backends.table import BackendTable
 from infmon.sources.canonical import read_page, snapshot_from
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import MAX_SERIES, Sample, clean_labels, page_from_samples
+from infmon.sources.gpu import dcgm_gpus, gpus_of_pods, promql_regex
 
-_PREFIXES = ("vllm:", "sglang:", "tgi_", "llamacpp:", "DCGM_FI_")
+_PREFIXES = ("vllm:", "sglang:", "tgi_", "llamacpp:")
+_DCGM = "DCGM_FI_.+"
 
 
 def selector_matchers(selector: str) -> str:
@@ -180,10 +188,8 @@ class PrometheusSource:
                 out.append(clean_labels({"instance": metric["instance"]})["instance"])
         return sorted(set(out))
 
-    def _raw_page(self) -> tuple[list[Sample], str]:
-        names = "|".join(p + ".+" for p in _PREFIXES)
-        extra = f", {self.matchers}" if self.matchers else ""
-        series = self.query(f'{{__name__=~"{names}"{extra}}}')
+    def _series(self, promql: str) -> list[Sample]:
+        series = self.query(promql)
         if len(series) > self.max_series:
             raise SourceError(
                 SourceError.TOO_MANY_SERIES,
@@ -199,8 +205,39 @@ class PrometheusSource:
             name = labels.pop("__name__", None)
             if name is not None:
                 samples.append(Sample(name, labels, value))
+        return samples
+
+    def _raw_page(self) -> tuple[list[Sample], str]:
+        names = "|".join(p + ".+" for p in _PREFIXES)
+        extra = f", {self.matchers}" if self.matchers else ""
+        samples = self._series(f'{{__name__=~"{names}"{extra}}}')
         pod_label = "pod" if any("pod" in s.labels for s in samples) else "instance"
         return samples, pod_label
+
+    def _gpus(
+        self, samples: list[Sample]
+    ) -> tuple[tuple[GpuSnapshot, ...], dict[str, tuple[str, ...]]]:
+        """The DCGM series of the fleet's GPUs (those its pods hold, else those of its hosts),
+        with every other pod on them; and each pod's GPUs. Not filtered by the selector: a
+        neighbour on the same GPU is in another namespace."""
+        pods: dict[str, str] = {}
+        for s in samples:
+            if s.labels.get("pod"):
+                host = s.labels.get("instance", "").rsplit(":", 1)[0]
+                pods.setdefault(s.labels["pod"], host)
+        hosts = {s.labels.get("instance", "").rsplit(":", 1)[0] for s in samples} - {""}
+        found = (
+            self._series(f'{{__name__=~"{_DCGM}", pod=~"{promql_regex(pods)}"}}') if pods else []
+        )
+        uuids = {s.labels["UUID"] for s in found if s.labels.get("UUID")}
+        if uuids:
+            found = self._series(f'{{__name__=~"{_DCGM}", UUID=~"{promql_regex(uuids)}"}}')
+        elif hosts:
+            rx = promql_regex(hosts)
+            found = self._series(f'{{__name__=~"{_DCGM}", Hostname=~"{rx}"}}')
+            found += self._series(f'{{__name__=~"{_DCGM}", hostname=~"{rx}"}}')
+        gpus = dcgm_gpus(page_from_samples(found))
+        return gpus, gpus_of_pods(gpus, pods)
 
     def _latency(self, base: str) -> WindowStat:
         w = self.window_s
@@ -281,6 +318,11 @@ class PrometheusSource:
         table = self.table or detect(page)
         readings = read_page(page, table, group_by=(pod_label,))
         snap = snapshot_from(readings, timestamp_s=now_s)
+        gpus, by_pod = self._gpus(samples)
+        engines = tuple(
+            replace(e, gpus=by_pod.get(dict(e.labels).get("pod", ""), ())) for e in snap.engines
+        )
+        snap = replace(snap, gpus=gpus, engines=engines)
         if table is None:
             return snap
         latency = {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -28,6 +28,8 @@ from infmon.sources.backends.table import BackendTable
 from infmon.sources.canonical import Readings, read_page, snapshot_from
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import MAX_SERIES, ExpositionError, TooManySeries, parse_exposition
+from infmon.sources.gpu import GpuReading, dcgm_gpus
+from infmon.sources.poller import SnapshotSource
 
 INFO_MAX_BYTES = 1024 * 1024
 """``/v1/models`` and ``/version`` are read up to this."""
@@ -85,8 +87,8 @@ async def fetch_body(client: httpx.AsyncClient, metrics_url: str, limits: Scrape
         raise SourceError(
             SourceError.CONNECT, f"{metrics_url}: {exc or type(exc).__name__}"
         ) from None
-    if got.status == 404:
-        raise SourceError(SourceError.NO_METRICS, f"{metrics_url}: 404, no server metrics")
+    if got.status in (404, 501):  # 501: llama.cpp's server started without --metrics
+        raise SourceError(SourceError.NO_METRICS, f"{metrics_url}: {got.status}, no server metrics")
     if got.status != 200:
         raise SourceError(SourceError.HTTP, f"{metrics_url}: HTTP {got.status}")
     return got.body
@@ -125,6 +127,8 @@ class DirectSource:
         self.client = client or make_http_client(self.limits.timeout_s, ca_bundle, insecure)
         self.table: BackendTable | None = table_named(backend) if backend else None
         self._prev: tuple[float, Readings] | None = None
+        self.detected: str | None = None
+        """The backend the last page's names point to (whatever ``backend`` forced)."""
         self._info: tuple[int | None, tuple[str, ...], str | None] | None = None
 
     @classmethod
@@ -170,6 +174,7 @@ class DirectSource:
     async def snapshot(self, now_s: float) -> ServerSnapshot:
         body = await fetch_body(self.client, self.metrics_url, self.limits)
         cur = await asyncio.to_thread(parse_body, body, self.limits, self.table)
+        self.detected = cur.detected
         max_len, ids, version = await self._server_info()
         prev = self._prev
         self._prev = (now_s, cur)
@@ -188,3 +193,94 @@ class DirectSource:
     async def aclose(self) -> None:
         if self._own_client:
             await self.client.aclose()
+
+
+class DcgmReader:
+    """A DCGM exporter's own ``/metrics`` (``--gpu-metrics URL``), read with the scrape's bounds."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        limits: ScrapeLimits | None = None,
+        client: httpx.AsyncClient | None = None,
+        ca_bundle: str | None = None,
+        insecure: bool = False,
+    ) -> None:
+        self.url = url if url.rstrip("/").endswith("metrics") else url.rstrip("/") + "/metrics"
+        self.description = self.url
+        self.limits = limits or ScrapeLimits()
+        self._own_client = client is None
+        self.client = client or make_http_client(self.limits.timeout_s, ca_bundle, insecure)
+
+    async def read(self) -> GpuReading:
+        """The page's GPUs; a failed read is a quiet note (the server's scrape goes on)."""
+        try:
+            body = await fetch_body(self.client, self.url, self.limits)
+            page = await asyncio.to_thread(parse_exposition, body, self.limits.max_series)
+        except SourceError as exc:
+            return GpuReading(note=f"GPU metrics: {exc.message}")
+        except ExpositionError as exc:
+            return GpuReading(note=f"GPU metrics: {self.url}: {exc}")
+        gpus = dcgm_gpus(page)
+        return GpuReading(gpus, None if gpus else f"no GPU data: no DCGM series at {self.url}")
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self.client.aclose()
+
+
+class GpuReader(Protocol):
+    description: str
+
+    async def read(self) -> GpuReading: ...
+    async def aclose(self) -> None: ...
+
+
+def gpu_reader(spec: str | None, config: Config) -> GpuReader | None:
+    """``--gpu-metrics``: ``nvml`` (this host's GPUs), a DCGM exporter URL, or None (off)."""
+    if not spec:
+        return None
+    if spec.strip().lower() == "nvml":
+        from infmon.sources.nvml import NvmlReader
+
+        return NvmlReader()
+    return DcgmReader(
+        spec,
+        limits=ScrapeLimits.from_config(config),
+        ca_bundle=config.ca_bundle,
+        insecure=config.insecure,
+    )
+
+
+class WithGpus:
+    """A server source whose snapshots also carry a GPU source's reading (``gpus``), so the
+    session, the journal's scrapes and the reports see both as one scrape."""
+
+    def __init__(self, source: SnapshotSource, gpus: GpuReader) -> None:
+        self.source = source
+        self.gpus = gpus
+        self.description = f"{source.description} + GPUs {gpus.description}"
+
+    async def snapshot(self, now_s: float) -> ServerSnapshot:
+        snap = await self.source.snapshot(now_s)
+        got = await self.gpus.read()
+        return replace(
+            snap,
+            gpus=got.gpus or snap.gpus,
+            gpu_source=self.gpus.description,
+            gpu_note=None if got.gpus or snap.gpus else got.note,
+        )
+
+    async def aclose(self) -> None:
+        try:
+            await self.gpus.aclose()
+        finally:
+            await self.source.aclose()
+
+
+def direct_source(config: Config, url: str, gpu_metrics: str | None = None) -> Any:
+    """The run's server source, with ``--gpu-metrics`` (nvml or a DCGM URL) joined in."""
+    source = DirectSource.from_config(config, url)
+    reader = gpu_reader(gpu_metrics, config)
+    return source if reader is None else WithGpus(source, reader)

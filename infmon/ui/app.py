@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,11 +22,15 @@ from textual.worker import Worker, WorkerState
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.model.dashboard import DashboardSnapshot
+from infmon.model.sanitize import clean
 from infmon.model.session import Session
-from infmon.ui.commands import FOOTER_KEYS, KEYS, system_commands
+from infmon.model.views import closing_text
+from infmon.ui.commands import FOOTER, bindings, footer_keys, help_rows, system_commands
 from infmon.ui.panes import (
     EventsPane,
+    GpuPane,
     HeaderBar,
+    HintBar,
     KneePane,
     KvPane,
     LatencyPane,
@@ -38,6 +43,7 @@ from infmon.ui.panes.spec import SpecInput
 from infmon.ui.screens import HelpScreen, MarkScreen
 from infmon.ui.themes import DEFAULT_THEME, USER_THEME_DIR, load_themes, resolve_theme_name
 
+QUITTING = "quitting: stopping the load, then writing the report…"
 COMPACT_WIDTH = 120
 COMPACT_HEIGHT = 36
 """Below either, the screen folds: numbers first, sparklines instead of charts."""
@@ -65,10 +71,7 @@ class InfmonApp(App[None]):
     TITLE = "infmon"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = [
-        *(
-            Binding(key, action, label, key_display=shown, show=shown in FOOTER_KEYS, tooltip=desc)
-            for key, shown, action, label, desc in KEYS
-        ),
+        *bindings(),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
@@ -107,6 +110,9 @@ class InfmonApp(App[None]):
         self.exit_reason: str | None = None
         self.last_snapshot: DashboardSnapshot | None = None
         self.reports_written: list[str] = []
+        self.closing_summary: str | None = None
+        """Set once the load has stopped on the way out (printed after the app exits)."""
+        self._footer_state: tuple[dict[str, str], set[str]] = ({}, set())
         themes, self.theme_problems = load_themes(user_theme_dir)
         for theme in themes:
             self.register_theme(theme)
@@ -116,6 +122,7 @@ class InfmonApp(App[None]):
     # ---- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
+        yield HintBar(id="hint")
         with Horizontal(id="row-top"):
             yield ThroughputPane(id="throughput")
             yield LatencyPane(id="latency")
@@ -123,16 +130,47 @@ class InfmonApp(App[None]):
             yield ServerPane(id="server")
             yield KvPane(id="kv")
             yield SpecPane(id="spec")
+            yield GpuPane(id="gpu")
+        with Horizontal(id="row-bottom"):
             yield KneePane(id="knee")
-        yield EventsPane(id="events")
+            yield EventsPane(id="events")
         yield Footer(show_command_palette=False)
 
     def get_system_commands(self, screen: Screen) -> Any:
+        """infmon's commands only: Textual's own (a second Quit, Screenshot, its theme
+        picker of non-infmon palettes) would duplicate or bypass ours."""
         yield from system_commands(self)
-        yield from super().get_system_commands(screen)
+
+    # ---- the footer ---------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A footer entry (``action('variant')``) shows while its variant is the current one
+        and the width has room for it; the hidden twin binding (no parameter) always runs."""
+        if not parameters:
+            return True
+        variants, shown = self._footer_state
+        variant = str(parameters[0])
+        if action not in shown:
+            return False
+        return variant == variants.get(action, FOOTER)
+
+    def _update_footer(self, width: int | None = None) -> None:
+        h = self.last_snapshot.header if self.last_snapshot is not None else None
+        paused = h is None or h.state == "paused"
+        started = h is not None and h.started
+        variants = {
+            "toggle_pause": "pause" if not paused else ("resume" if started else "start"),
+            "toggle_sweep": "stop" if h is not None and h.sweep else "start",
+        }
+        state = (variants, footer_keys(width or self.size.width, variants))
+        if state != self._footer_state:
+            self._footer_state = state
+            self.refresh_bindings()
 
     def on_mount(self) -> None:
         self._fold(self.size.width, self.size.height)
+        # the footer may have composed before the first ``_update_footer``: word it again
+        # once the screen is up (else it can stay empty until the state next changes)
+        self.call_after_refresh(self.refresh_bindings)
         now = self.clock.now()
         for problem in self.theme_problems:
             self.session.add_event(now, "error", f"theme skipped: {problem}")
@@ -146,6 +184,7 @@ class InfmonApp(App[None]):
 
     def on_resize(self, event: Any) -> None:
         self._fold(event.size.width, event.size.height)
+        self._update_footer(event.size.width)
 
     def _fold(self, width: int, height: int) -> None:
         compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
@@ -164,6 +203,7 @@ class InfmonApp(App[None]):
         self.last_snapshot = snap
         with self.batch_update():
             self.query_one(HeaderBar).snapshot = snap.header
+            self.query_one(HintBar).snapshot = snap.header.hint
             self.query_one(ThroughputPane).snapshot = snap.throughput
             self.query_one(LatencyPane).snapshot = snap.latency
             self.query_one(ServerPane).snapshot = snap.server
@@ -171,8 +211,10 @@ class InfmonApp(App[None]):
             self.query_one(SpecPane).snapshot = SpecInput(
                 snap.server.spec, snap.latency.itl.p50_s, snap.latency.tpot.p50_s
             )
+            self.query_one(GpuPane).snapshot = snap.gpu
             self.query_one(KneePane).snapshot = snap.knee
             self.query_one(EventsPane).snapshot = EventsInput(snap.events, snap.diagnosis)
+        self._update_footer()
 
     # ---- workers and signals ------------------------------------------------------------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -220,28 +262,28 @@ class InfmonApp(App[None]):
             self.controller.press(action)
         self.render_tick()
 
-    def action_load_up(self) -> None:
+    def action_load_up(self, _variant: str = "") -> None:
         self._press("up")
 
-    def action_load_down(self) -> None:
+    def action_load_down(self, _variant: str = "") -> None:
         self._press("down")
 
-    def action_load_double(self) -> None:
+    def action_load_double(self, _variant: str = "") -> None:
         self._press("double")
 
-    def action_load_halve(self) -> None:
+    def action_load_halve(self, _variant: str = "") -> None:
         self._press("halve")
 
-    def action_toggle_mode(self) -> None:
+    def action_toggle_mode(self, _variant: str = "") -> None:
         self._press("mode")
 
-    def action_toggle_pause(self) -> None:
+    def action_toggle_pause(self, _variant: str = "") -> None:
         self._press("pause")
 
-    def action_toggle_sweep(self) -> None:
+    def action_toggle_sweep(self, _variant: str = "") -> None:
         self._press("sweep")
 
-    def action_mark(self) -> None:
+    def action_mark(self, _variant: str = "") -> None:
         def done(note: str | None) -> None:
             if note is not None and self.controller is not None:
                 self.controller.mark(note)
@@ -249,12 +291,12 @@ class InfmonApp(App[None]):
 
         self.push_screen(MarkScreen(), done)
 
-    def action_baseline(self) -> None:
+    def action_baseline(self, _variant: str = "") -> None:
         if self.controller is not None:
             self.controller.baseline()
         self.render_tick()
 
-    def action_snapshot_report(self) -> None:
+    def action_snapshot_report(self, _variant: str = "") -> None:
         svg = self.export_screenshot()
         if self.recorder is None:
             self.session.add_event(
@@ -270,16 +312,26 @@ class InfmonApp(App[None]):
             exit_on_error=False,
         )
 
-    def action_next_theme(self) -> None:
+    def action_next_theme(self, _variant: str = "") -> None:
         names = self.theme_names or [self.theme]
         i = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(i + 1) % len(names)]
         self.notify(f"theme: {self.theme}", timeout=2)
 
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen((shown, desc) for _k, shown, _a, _l, desc in KEYS))
+    def action_help(self, _variant: str = "") -> None:
+        self.push_screen(HelpScreen(help_rows()))
 
-    async def action_quit(self) -> None:
+    def run(self, *args: Any, **kwargs: Any) -> None:
+        """Run until quit; then, on the restored terminal, the session in one paragraph
+        (stdout) and a word that the report is being written (stderr), before the caller
+        writes it."""
+        result = super().run(*args, **kwargs)
+        if self.closing_summary:
+            print(clean(self.closing_summary, 2000), flush=True)
+            print("infmon: writing the report…", file=sys.stderr, flush=True)
+        return result
+
+    async def action_quit(self, _variant: str = "") -> None:
         self.exit_reason = self.exit_reason or "quit"
         self._quit()
 
@@ -293,6 +345,9 @@ class InfmonApp(App[None]):
             self.final_screenshot_svg = self.export_screenshot()
         except Exception as exc:  # the screen may already be gone (lost terminal)
             self.session.add_event(self.clock.now(), "error", f"screenshot failed: {exc}")
+        self.session.set_hint(QUITTING)
+        with contextlib.suppress(Exception):  # said at once, before the load is stopped
+            self.render_tick()
         self.run_worker(self._shutdown_and_exit(), group="shutdown", exit_on_error=False)
 
     async def _shutdown_and_exit(self) -> None:
@@ -302,6 +357,7 @@ class InfmonApp(App[None]):
         except (asyncio.TimeoutError, Exception) as exc:
             self.session.add_event(self.clock.now(), "error", f"shutdown: {type(exc).__name__}")
         finally:
+            self.closing_summary = closing_text(self.session.closing(self.clock.now()))
             if self.exit_reason == "SIGHUP" and self.force_exit is not None:
                 self.force_exit()  # no terminal left to restore: finish the session and go
             self.exit()

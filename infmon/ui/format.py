@@ -19,26 +19,62 @@ def num(x: float | None, digits: int = 0) -> str:
     return f"{x:,.{digits}f}"
 
 
+def sig3(x: float) -> str:
+    """Three significant digits, no exponent, thousands separated: 0.423, 18.5, 40, 1,204."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) < 0.001:
+        return "<0.001"
+    return f"{x:.3g}"
+
+
 def ms(x_s: float | None) -> str:
-    """Seconds shown as ms below 10 s... compactly: 142 ms, 2.4 s."""
+    """A latency with its unit: 0.42 ms, 18.5 ms, 142 ms below a second, 2.4 s above."""
     if missing(x_s):
         return MISSING
     assert x_s is not None
     if x_s < 1.0:
-        return f"{x_s * 1000:.0f} ms"
-    return f"{x_s:.1f} s"
+        return f"{sig3(x_s * 1000)} ms"
+    return f"{x_s:,.1f} s"
 
 
-def ms_tight(x_s: float | None) -> str:
-    """142ms, 2.4s: for rows that must fit 40 columns."""
-    return ms(x_s).replace(" ", "")
+def latency_unit(values_s: tuple[float, ...]) -> tuple[str, float]:
+    """One unit for a row of latencies: ``s`` when the largest is a second or more, else ``ms``
+    (so ``75 / 104 / 179 ms`` and ``2.4 / 2.7 / 12.0 s``, never a mix)."""
+    known = [v for v in values_s if not missing(v)]
+    return ("s", 1.0) if known and max(known) >= 1.0 else ("ms", 1000.0)
 
 
-def ms_bare(x_s: float | None) -> str:
+def in_unit(x_s: float | None, scale: float) -> str:
+    """A latency in the row's unit, without the unit: 0.42, 18.5, 142, 2.4."""
     if missing(x_s):
         return MISSING
     assert x_s is not None
-    return f"{x_s * 1000:.0f}" if x_s < 1 else f"{x_s:.1f}s"
+    return f"{x_s:,.1f}" if scale == 1.0 else sig3(x_s * scale)
+
+
+def short(x_s: float | None, scale: float) -> str:
+    """A latency in a row's unit in at most four characters or so: 0.041, 1.7, 17, 1,204."""
+    if missing(x_s):
+        return MISSING
+    assert x_s is not None
+    v = x_s * scale
+    if v == 0:
+        return "0"
+    if abs(v) >= 10:
+        return f"{v:,.0f}"
+    return "<0.001" if abs(v) < 0.001 else f"{v:.2g}"
+
+
+def signed_pct(x: float | None) -> str:
+    """+12%, −3%, +0.4%."""
+    if missing(x):
+        return MISSING
+    assert x is not None
+    text = f"{x:+.1%}" if abs(x) < 0.1 else f"{x:+.0%}"
+    return text.replace("-", "−")
 
 
 def pct(x: float | None) -> str:
@@ -46,7 +82,7 @@ def pct(x: float | None) -> str:
     if missing(x):
         return MISSING
     assert x is not None
-    return f"{x:.1%}" if 0 < abs(x) < 0.1 else f"{x:.0%}"
+    return f"{x:.1%}" if 0 < abs(x) < 0.1 else f"{x:,.0%}"
 
 
 def si(x: float | None) -> str:

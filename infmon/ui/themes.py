@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from textual.theme import Theme
 
@@ -48,12 +48,6 @@ class ThemeError(ValueError):
     """A theme file that cannot be used (the message names the file)."""
 
 
-@dataclass(frozen=True)
-class LoadedTheme:
-    theme: Theme
-    path: Path
-
-
 def builtin_theme_dir() -> Path:
     """``infmon.themes`` when installed; the checkout's top-level ``themes/`` otherwise."""
     try:
@@ -72,7 +66,7 @@ def theme_from_toml(path: Path) -> Theme:
     if "name" not in data or "primary" not in data:
         raise ThemeError(f"{path}: a theme needs at least `name` and `primary`")
     variables = {**APP_VARIABLES, **{str(k): str(v) for k, v in data.get("variables", {}).items()}}
-    colors = {k: str(data[k]) for k in COLOR_KEYS if k in data}
+    colors: dict[str, Any] = {k: str(data[k]) for k in COLOR_KEYS if k in data}  # str fields
     return Theme(
         name=str(data["name"]), dark=bool(data.get("dark", True)), variables=variables, **colors
     )

@@ -119,9 +119,24 @@ def test_stream_closed_mid_way_is_counted_and_the_run_goes_on(tmp_path: Path) ->
 
 
 def test_unreachable_url(tmp_path: Path) -> None:
+    """One line, and no session directory (nothing was recorded)."""
     assert_clean_error(
         bench("http://127.0.0.1:9", tmp_path, "--concurrency", "1"), "cannot connect"
     )
+    assert not (tmp_path / "session").exists()
+
+
+@pytest.mark.parametrize("option", ["--dataset", "--trace"])
+def test_a_missing_file_is_one_line(tmp_path: Path, option: str) -> None:
+    r = bench("http://127.0.0.1:9", tmp_path, option, str(tmp_path / "nope.jsonl"))
+    assert_clean_error(r, "No such file or directory")
+    assert "FileNotFoundError" not in r.stderr and not (tmp_path / "session").exists()
+
+
+def test_a_typo_prints_benchs_usage(tmp_path: Path) -> None:
+    r = bench("http://127.0.0.1:9", tmp_path, "--concurrncy", "4")
+    assert r.returncode == 2 and r.stderr.startswith("usage: infmon bench ")
+    assert "unrecognized arguments: --concurrncy 4" in r.stderr
 
 
 def test_wrong_model(tmp_path: Path) -> None:

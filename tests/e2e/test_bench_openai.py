@@ -1,10 +1,28 @@
-"""The official openai client and infmon measure the same median TTFT and output tok/s (±5 %)."""
+"""The official openai client and infmon, on the same scripted server: infmon's TTFT and
+output tok/s sit between the server's scripted truth and the reference client's figures.
+
+The server (``tests.loadkit.server``) sleeps ``TTFT_S`` before the first chunk and ``ITL_S``
+between chunks, so every request's true TTFT is at least ``TTFT_S`` and no client can exceed
+``IDEAL_TOK_S`` (each worker's requests run back to back). The openai client stamps its TTFT
+around its own request building and chunk parsing (httpx, pydantic), infmon at the socket
+write and read, so infmon's TTFT is the lower of the two and its tok/s the higher: the bounds
+below are one-sided where the reference's own cost makes them so, and two-sided only against
+the scripted truth. Measured on this 2-core VM, 20 runs of this test with a busy loop on each
+core (two ``python3 -c 'while True: pass'``, other sessions running, load average 2-6.5):
+20 of 20 passed; per round infmon's TTFT p50 151.0-159.6 ms (bound: at least 150), tok/s
+272-401 (bound: at most the 419.7 ceiling + 1%); per run the median ratio infmon/openai of
+TTFT 0.92-0.97 (bound: at most 1.02) and of tok/s 1.02-1.07 (bound: at least 0.95).
+The old test compared the two at ±5% and failed under load because the reference's own
+overhead (5–20 ms per request here) is larger than that.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import openai
 import pytest
@@ -17,6 +35,11 @@ from tests.loadkit.server import serve_subprocess
 
 pytestmark = pytest.mark.e2e
 CONCURRENCY, PER_WORKER, OUT_TOKENS = 4, 6, 32
+TTFT_S, ITL_S = 0.15, 0.005
+IDEAL_TOK_S = CONCURRENCY * OUT_TOKENS / (TTFT_S + (OUT_TOKENS - 1) * ITL_S)
+"""The scripted server's ceiling: every request lasts at least TTFT + 31 gaps."""
+ROUNDS = 4
+"""Rounds of the two clients run side by side; the median of the per-round ratios counts."""
 
 
 async def infmon_run(url: str) -> tuple[float, float]:
@@ -38,6 +61,8 @@ async def infmon_run(url: str) -> tuple[float, float]:
     await client.aclose()
     s = summarize(recs, duration)
     assert s.completed == CONCURRENCY * PER_WORKER
+    assert s.output_tokens == CONCURRENCY * PER_WORKER * OUT_TOKENS  # counted from usage
+    assert min(r.ttft_s for r in recs) >= TTFT_S  # never before the server's first chunk
     return s.ttft.p50, s.output_throughput_tok_s
 
 
@@ -77,18 +102,40 @@ async def openai_run(url: str) -> tuple[float, float]:
     return statistics.median(ttfts), tokens / duration
 
 
+def _at(run, url: str, go_s: float) -> tuple[float, float]:
+    """In a process of its own: wait for the shared start time, then run one client."""
+    time.sleep(max(0.0, go_s - time.perf_counter()))  # CLOCK_MONOTONIC: one clock per boot
+    return asyncio.run(run(url))
+
+
+def measure(url: str) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """``ROUNDS`` rounds of (infmon's, openai's) (median TTFT, tok/s), the two clients run at
+    the same time in two processes: both see the same server and the same CPU contention."""
+    rounds = []
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool.submit(time.sleep, 0).result()  # both workers up before the first round
+        pool.submit(time.sleep, 0).result()
+        for _ in range(ROUNDS):
+            go = time.perf_counter() + 0.5
+            ours = pool.submit(_at, infmon_run, url, go)
+            ref = pool.submit(_at, openai_run, url, go)
+            rounds.append((ours.result(timeout=120), ref.result(timeout=120)))
+    return rounds
+
+
 def test_openai_client_and_infmon_agree() -> None:
-    with serve_subprocess("--ttft", "0.15", "--itl", "0.005") as url:
-        # Alternate the two clients and keep each one's median of runs, against machine noise.
-        runs = {"infmon": [], "openai": []}
-        for _ in range(3):
-            runs["infmon"].append(asyncio.run(infmon_run(url)))
-            runs["openai"].append(asyncio.run(openai_run(url)))
-    ours = [statistics.median(x) for x in zip(*runs["infmon"], strict=True)]
-    ref = [statistics.median(x) for x in zip(*runs["openai"], strict=True)]
-    print(
-        f"\nmedian TTFT ms: infmon {ours[0] * 1e3:.2f} openai {ref[0] * 1e3:.2f}; "
-        f"output tok/s: infmon {ours[1]:.1f} openai {ref[1]:.1f}"
-    )
-    assert ours[0] == pytest.approx(ref[0], rel=0.05)
-    assert ours[1] == pytest.approx(ref[1], rel=0.05)
+    with serve_subprocess("--ttft", str(TTFT_S), "--itl", str(ITL_S)) as url:
+        rounds = measure(url)
+    for (ttft, tok_s), (ref_ttft, ref_tok_s) in rounds:
+        print(
+            f"\nmedian TTFT ms: infmon {ttft * 1e3:.2f} openai {ref_ttft * 1e3:.2f} "
+            f"(scripted {TTFT_S * 1e3:.0f}); output tok/s: infmon {tok_s:.1f} "
+            f"openai {ref_tok_s:.1f} (ceiling {IDEAL_TOK_S:.1f})",
+            end="",
+        )
+    ttft_ratio = statistics.median(o[0] / r[0] for o, r in rounds)
+    tok_ratio = statistics.median(o[1] / r[1] for o, r in rounds)
+    assert all(o[0] >= TTFT_S for o, _ in rounds)  # never before the server's first chunk
+    assert ttft_ratio <= 1.02  # and never later than the reference client stamps it
+    assert all(o[1] <= IDEAL_TOK_S * 1.01 for o, _ in rounds)  # no more than the server sent
+    assert tok_ratio >= 0.95  # and at least the reference's rate, in the same rounds

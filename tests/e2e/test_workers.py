@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from infmon.engine.runner import StepSpec
-from infmon.load.workload.lengths import parse_lengths
+from infmon.model.lengths import parse_lengths
 from infmon.report import build_summary
 from tests.conftest import REPO, infmon_cmd, running_sim
 from tests.enginekit.scale import journal_counts, merge_into_one_file, run_plan

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from infmon.engine.runner import StepSpec
-from infmon.load.workload.lengths import parse_lengths
+from infmon.model.lengths import parse_lengths
 from infmon.report import build_summary
 from tests.conftest import running_sim
 from tests.e2e.test_workers import PLAN, same

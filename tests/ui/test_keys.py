@@ -167,25 +167,59 @@ async def test_question_mark_lists_every_key(clock):
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         shown = str(app.screen.query_one("#help-keys").render())
-        for _b, key, _a, _l, desc in KEYS:
-            assert key in shown and desc in shown
+        for k in KEYS:
+            assert k.shown in shown and k.description in shown
+        for key in "rmbt":  # the keys a newcomer could not find
+            assert f"{key}  " in shown
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
 
 
-async def test_every_key_is_in_the_command_palette(clock):
+async def test_the_palette_has_infmon_commands_only(clock):
     app = make_app(clock=clock)
     async with app.run_test():
         commands = list(system_commands(app))
         assert len(commands) == len(KEYS)
-        assert {c.help for c in commands} == {f"key: {k[1]}" for k in KEYS}
+        assert {c.help for c in commands} == {f"key: {k.shown}" for k in KEYS}
         palette = [c.title for c in app.get_system_commands(app.screen)]
         assert "Double the load" in palette and "Write the final report and quit" in palette
-        # running a palette command really acts
+        assert palette == [c.title for c in commands]  # no Textual Quit, Screenshot, Theme…
+        assert not any(t in palette for t in ("Quit", "Screenshot", "Theme", "Keys"))
         result = next(c for c in commands if c.help == "key: ]").callback()
         if inspect.isawaitable(result):
             await result
         assert levels(app)[-1] == ("closed", 2)
+
+
+def footer_text(app) -> str:
+    return " ".join(f"{k.key_display} {k.description}".strip() for k in app.query("FooterKey"))
+
+
+async def test_the_footer_is_worded_for_the_state_and_shows_every_key_with_room(clock):
+    app = make_app(clock=clock, controller_kw={"step_s": 10.0})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        footer = footer_text(app)
+        assert "space start" in footer and "w sweep" in footer
+        for k in KEYS:  # 120 columns: every key
+            assert f"{k.shown} " in footer, k.shown
+        await pilot.press("space")
+        await pilot.pause()
+        assert "space pause" in footer_text(app)
+        await pilot.press("space")
+        await pilot.pause()
+        assert "space resume" in footer_text(app)
+        await pilot.press("w")
+        await pilot.pause()
+        assert "w stop sweep" in footer_text(app) and "space pause" in footer_text(app)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        narrow = footer_text(app)
+        assert "? help" in narrow and "q quit" in narrow and "space pause" in narrow
+        assert "t theme" not in narrow
+        theme = app.theme
+        await pilot.press("t")  # not in the footer at 80 columns, and still works
+        assert app.theme != theme
 
 
 async def test_quit_stops_the_load_inside_the_loop_first(clock):

@@ -30,9 +30,8 @@ async def test_no_data_yet_shows_dashes_not_zeros(clock):
         app.render_tick()
         assert "waiting for the first scrape" in text_of(app, ServerPane)
         assert "no KV data yet" in text_of(app, KvPane)
-        lat = text_of(app, LatencyPane)
-        assert "TTFT" in lat and "—" in lat and " 0/" not in lat
-        assert "—" in text_of(app, ThroughputPane)
+        assert text_of(app, LatencyPane) == "no request has finished yet"
+        assert text_of(app, ThroughputPane) == "no tokens received yet"
         assert "not yet" in text_of(app, KneePane)
         assert not app.query_one(SpecPane).display
         assert "c=1" in text_of(app, EventsPane)
@@ -49,10 +48,10 @@ async def test_normal_with_data(clock):
         assert "prefix hits 0%" in server
         kv = text_of(app, KvPane)
         # the capture's cache_config_info: 8,192 blocks × 128 tokens
-        assert "96%" in kv and "1.05M tokens ≈ 4,096 seqs" in kv and "at 192 tokens each" in kv
+        assert "96%" in kv and "1,048,576 tokens ≈ 4,096 seqs" in kv and "at 192 tokens each" in kv
         tp = text_of(app, ThroughputPane)
         assert "out 475 tok/s" in tp and "server 480 tok/s" in tp
-        assert "SLO 500 ms" in text_of(app, LatencyPane)
+        assert "✓ p90≤500ms" in text_of(app, LatencyPane)
         knee = text_of(app, KneePane)
         assert "knee c=8" in knee and "SLO limit c=16" in knee
         assert "queueing: 8 waiting" in text_of(app, EventsPane)
@@ -114,7 +113,7 @@ async def test_spec_decoding_pane_only_when_the_server_does_it(clock):
         app.render_tick()
         assert app.query_one(SpecPane).display
         spec = text_of(app, SpecPane)
-        assert "acceptance 0.12" in spec and "mean length 1.5" in spec
+        assert "acceptance 12%" in spec and "mean length 1.5" in spec
         assert "low draft acceptance" in text_of(app, EventsPane)
 
 

@@ -1,4 +1,4 @@
-"""Screen snapshots (pytest-textual-snapshot) at 80×24 and 160×48, dark and light, fixed data.
+"""Screen snapshots (pytest-textual-snapshot) at 80×24, 120×40 and 200×60, dark and light, fixed data.
 
 Update deliberately with ``pytest tests/ui/test_snapshots.py --snapshot-update`` after reading the
 report; the fake clock and fixed records make every run draw the same screen.
@@ -13,7 +13,7 @@ from infmon.model.server import SourceState, unavailable
 from tests.ui.conftest import make_app
 from tests.ui.fakes import ServerFeed, deliver, new_session, populated_session
 
-SIZES = [(80, 24), (160, 48)]
+SIZES = [(80, 24), (120, 40), (200, 60)]
 THEMES = ["infmon-dark", "infmon-light"]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infmon.cli import CliError
 from infmon.clock import MonotonicClock
+from infmon.commands import CliError
 from infmon.commands.bench import _verdict
 from infmon.commands.bench_table import header, row
 from infmon.config import Config
@@ -115,5 +115,35 @@ def test_verdict_exit_codes(capsys) -> None:
     assert _verdict(some) == 1 and "1 of 4 requests failed" in capsys.readouterr().err
     with pytest.raises(CliError, match="no request succeeded"):
         _verdict({**some, "steps": [stats(1, 0, failed=2).to_dict()]})
-    with pytest.raises(CliError, match="lengthen --step-duration"):
+    with pytest.raises(CliError, match="lengthen --step-duration") as exc:
         _verdict({**ok, "steps": [stats(1, 0).to_dict()]})
+    assert str(exc.value).startswith("no measured request: none was sent in the 1.0 s measured")
+    assert "unknown error" not in str(exc.value) and "0 failed" not in str(exc.value)
+
+
+async def test_a_request_limited_rate_step_is_judged_over_its_sending_time() -> None:
+    """Issue 17, finding 14: 20 requests at 20 req/s take ~1 s to send and each lasts ~1 s;
+    the step is measured to its last request's end (~2 s), but its rate is the 20 over the
+    ~1 s it sent for, not 10 req/s "of target 20"."""
+    plan = [StepSpec(rate=20.0, duration_s=0.05, warmup_s=0.0, max_requests=20)]
+    results, _, _, _ = await run_plan(plan, ttft_s=0.5, itl_s=0.025)
+    s = results[0][0].stats
+    assert s.completed == 20 and s.duration_s > 1.3  # measured through the drain
+    assert not s.client_limited, s.client_notes
+
+
+def test_a_rate_step_short_only_by_poisson_noise_is_not_client_limited() -> None:
+    """2 req/s for 20 s expects 40 arrivals, with a standard deviation of 6.3: 30 is noise,
+    15 is a client that could not keep up."""
+
+    def step(n: int):
+        recs = [
+            RequestRecord(
+                request_id=i, sent_s=i * 0.5, chunk_times_s=(i * 0.5 + 0.1,), end_s=i * 0.5 + 0.1
+            )
+            for i in range(n)
+        ]
+        return summarize(recs, 20.0, rate=2.0, loop_lag_p99_s=0.005)
+
+    assert not step(30).client_limited
+    assert step(15).client_notes == ("achieved rate 0.75 of target 2 req/s",)

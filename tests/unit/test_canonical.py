@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infmon.sources.backends import table_named
-from infmon.sources.canonical import read_page, snapshot_from, snapshot_of_page
+from infmon.sources.canonical import read_page, restarted, snapshot_from, snapshot_of_page
 from infmon.sources.exposition import ExpositionError, parse_exposition
 
 
@@ -63,6 +63,22 @@ def test_counter_reset_is_surfaced_never_negative() -> None:
     assert snap.server_restarted
     assert snap.generation_tokens_per_s == 10.0
     assert snap.latency_s["ttft"].count == 1.0
+
+
+def test_a_restart_seen_only_in_a_histogram_or_one_engine_is_surfaced() -> None:
+    """Restart detection reads every series of both pages, not the side effects of the
+    snapshot's own reads: a reset seen only in the TTFT histogram (its counters grew) or in
+    one engine's counter (the sum grew) still marks the snapshot, whatever order the
+    snapshot's fields are computed in."""
+    before = read_page(parse_exposition(page(10, 30, ttft_le1=50)))
+    hist_only = read_page(parse_exposition(page(20, 60, ttft_le1=3)))
+    one_engine = read_page(parse_exposition(page(900, 5, ttft_le1=60)))
+    grown = read_page(parse_exposition(page(20, 60, ttft_le1=60)))
+    for cur in (hist_only, one_engine):
+        assert restarted(cur, before)
+        assert snapshot_from(cur, before, timestamp_s=1.0, window_s=1.0).server_restarted
+    assert not restarted(grown, before) and not restarted(grown, None)
+    assert not snapshot_from(grown, before, timestamp_s=1.0, window_s=1.0).server_restarted
 
 
 def test_missing_metrics_are_unknown_not_zero() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.commands.common import add_load_arguments, config_from_args
 from infmon.config import (
     SLO,
@@ -21,7 +21,7 @@ from infmon.config import (
     parse_duration_s,
     parse_slo,
 )
-from infmon.load.workload.lengths import Lengths, fixed
+from infmon.model.lengths import Lengths, fixed
 
 
 def write(tmp_path: Path, text: str) -> Path:

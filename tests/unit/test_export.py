@@ -117,7 +117,7 @@ def test_cells_that_a_spreadsheet_would_run_are_defused(text, cell):
 def test_since_and_until_take_seconds_or_a_wall_clock_time():
     import time
 
-    from infmon.cli import CliError
+    from infmon.commands import CliError
     from infmon.commands.export import parse_time
 
     wall = time.mktime((2026, 12, 1, 12, 0, 30, 0, 0, -1))  # the session started 12:00:30

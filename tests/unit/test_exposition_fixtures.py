@@ -18,7 +18,11 @@ METRICS = FIXTURES / "metrics"
 PAGES = sorted(METRICS.glob("*.prom"))
 
 EXPECTED_BACKEND = {
+    "dcgm-exporter-issue250-v100-hostname.prom": ("dcgm", "dcgm-exporter"),
+    "dcgm-exporter-issue317-a30-mig.prom": ("dcgm", "dcgm-exporter"),
     "dcgm-exporter-issue512-h100-mig-k8s.prom": ("dcgm", "dcgm-exporter"),
+    "dcgm-exporter-issue512-h100-redacted-uuid.prom": ("dcgm", "dcgm-exporter"),
+    "dcgm-exporter-pr736-mixed-models.prom": ("dcgm", "dcgm-exporter"),
     "llamacpp-pr13196-sample.prom": ("llamacpp", "mid-2025 or newer"),
     "sglang-docs-llama31-8b.prom": ("sglang", "≤0.4.4 (early 2025 names)"),
     "tgi-compat-ibm-vllm-tgis-pr18.prom": ("tgi", "tgi_-compatible exporter"),
@@ -133,7 +137,7 @@ def test_dcgm_page_gives_gpus_not_server_values() -> None:
     )
     assert len(snap.gpus) == 3 and snap.running is None
     assert {g.name for g in snap.gpus} == {"NVIDIA H100 80GB HBM3"}
-    assert all(g.util_percent == 0.0 and g.mem_used_mib is None for g in snap.gpus)
+    assert all(g.engine_active == 0.0 and g.mem_used_mib is None for g in snap.gpus)
 
 
 def test_promql_table_is_not_exposition() -> None:

@@ -79,3 +79,26 @@ def test_a_step_without_records_does_not_shift_the_others_self_check(tmp_path):
         (2, 80.0, True),
         (3, None, False),
     ]
+
+
+def test_a_cause_seen_in_many_steps_is_one_diagnosis_line_naming_them() -> None:
+    """Issue 17, finding 5: the event-loop lag note of 17 steps was 17 lines."""
+    from infmon.report.diagnosis import lines
+
+    steps = [
+        {
+            "concurrency": 2**i,
+            "client_notes": [f"event-loop lag p99 {100 + 10 * i} ms: client timestamps are late"],
+            "server": {"waiting_max": float(i) if i > 2 else 0.0},
+        }
+        for i in range(8)
+    ]
+    out = lines({"steps": steps})
+    lag = [x for x in out if "event-loop lag" in x]
+    assert lag == [
+        "c=1 … c=128 (8 steps): client self-check: event-loop lag p99 170 ms: client timestamps "
+        "are late (the client may be the bottleneck)."
+    ]
+    assert [x for x in out if "queued" in x] == [
+        "c=8 … c=128 (5 steps): requests queued on the server (waiting up to 7)."
+    ]

@@ -61,6 +61,22 @@ def test_returning_to_a_level_is_a_revisit_and_quick_presses_coalesce() -> None:
     assert steps[3].index == 4 and steps[3].start_s == 30.4
 
 
+def test_a_level_set_while_paused_before_anything_ran_replaces_that_step() -> None:
+    """`infmon URL` starts paused at c=1; the sweep (or + while paused) must not leave a junk
+    step 1 and a "revisit of step 1" behind it."""
+    book = StepBook(coalesce_s=1.0)
+    book.begin(Level(C, 1), 0.0, "operator", 0.0)
+    book.pause(0.0)
+    book.begin(Level(C, 2), 5.0, "operator", 0.0)
+    book.pause(5.0)
+    book.begin(Level(C, 1), 9.0, "sweep", 0.0)
+    ((step,),) = [book.steps]
+    assert (step.index, step.level.value, step.revisit_of, step.start_s) == (1, 1, None, 9.0)
+    book.pause(19.0)  # this one ran: a new level now makes a new step
+    book.begin(Level(C, 2), 25.0, "operator", 0.0)
+    assert [s.index for s in book.steps] == [1, 2]
+
+
 def test_a_short_step_is_shown_but_not_eligible_for_the_knee() -> None:
     led = StepLedger(min_hold_s=5.0, min_requests=20)
     led.apply(led.book.begin(Level(C, 2), 0.0, "operator", 0.0))

@@ -12,9 +12,9 @@ import pytest
 
 from infmon.load.workload.conversation import start
 from infmon.load.workload.corpus import KINDS, code_documents, make_task, prose_documents
-from infmon.load.workload.lengths import JITTER, LengthError, fixed, parse_lengths
-from infmon.load.workload.schedule import ScheduleError, parse_schedule
 from infmon.load.workload.traces import TraceError, parse_trace
+from infmon.model.lengths import JITTER, LengthError, fixed, parse_lengths
+from infmon.model.schedule import ScheduleError, parse_schedule
 
 N = 20_000
 
@@ -175,3 +175,14 @@ def test_burst_and_joined_parts() -> None:
         parse_schedule("ramp:0-0/10s")
     with pytest.raises(ScheduleError):
         parse_schedule("burst:5")
+
+
+def test_process_start_time_is_read_from_a_real_page_and_garbage_is_none() -> None:
+    from infmon.load.build import process_start_time
+    from tests.conftest import FIXTURES
+
+    page = (FIXTURES / "metrics" / "vllm-v1-0.32-cpu-tiny-gpt2.prom").read_bytes()
+    assert process_start_time(page) is not None and process_start_time(page) > 1.5e9
+    assert process_start_time(b"process_start_time_seconds NaN\n") is None
+    assert process_start_time(b'process_start_time_seconds{a="\x1b]52"} x\n') is None
+    assert process_start_time(b"vllm:num_requests_running 1\n") is None

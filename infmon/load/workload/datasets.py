@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from infmon.load.workload.items import Prompt
+from infmon.model.files import read_error
 
 MAX_DATASET_BYTES = 512 * 1024 * 1024
 """A dataset file larger than this is refused (it is read whole)."""
@@ -25,7 +26,7 @@ def load_dataset(path: str | Path) -> list[Prompt]:
             raise DatasetError(f"dataset {p} is larger than {MAX_DATASET_BYTES >> 20} MiB")
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"cannot read dataset {p}: {exc.__class__.__name__}") from None
+        raise DatasetError(f"cannot read dataset {p}: {read_error(exc)}") from None
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from infmon.model.files import read_error
+
 MOONCAKE_BLOCK_TOKENS = 512
 MAX_TRACE_BYTES = 256 * 1024 * 1024
 MAX_TRACE_ROWS = 2_000_000
@@ -61,7 +63,7 @@ def read_trace(path_text: str, limit: int | None = None) -> Trace:
             raise TraceError(f"trace {path} is larger than {MAX_TRACE_BYTES >> 20} MiB")
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise TraceError(f"cannot read trace {path}: {exc.__class__.__name__}") from None
+        raise TraceError(f"cannot read trace {path}: {read_error(exc)}") from None
     return parse_trace(text, path.name, limit)
 
 

@@ -34,9 +34,9 @@ def table_named(name: str) -> BackendTable:
 
 
 def _vllm_table(page: Page) -> BackendTable:
-    if any(page.has(n) for n in V1_ONLY_MARKERS):
+    if any(page.declares(n) for n in V1_ONLY_MARKERS):
         return VLLM_V1
-    if any(page.has(n) for n in V0_ONLY_MARKERS):
+    if any(page.declares(n) for n in V0_ONLY_MARKERS):
         return VLLM_V0
     engine_label = any(
         "engine" in s.labels
@@ -48,9 +48,10 @@ def _vllm_table(page: Page) -> BackendTable:
 
 
 def detect(page: Page) -> BackendTable | None:
-    """The backend whose prefix names most metrics on the page; None when none matches."""
+    """The backend whose prefix names most metrics on the page (its samples, or the families
+    its ``# HELP`` / ``# TYPE`` lines declare); None when none matches."""
     counts = dict.fromkeys((fam for _, fam in _BY_PREFIX), 0)
-    for name in page.names:
+    for name in {*page.names, *page.declared}:
         for prefix, fam in _BY_PREFIX:
             if name.startswith(prefix):
                 counts[fam] += 1
@@ -68,3 +69,15 @@ def detect_version(page: Page, table: BackendTable) -> str | None:
         if all(page.has(n) for n in marker.split("&")):
             return text
     return table.default_version
+
+
+def forced_mismatch(forced: str | None, detected: str | None) -> str | None:
+    """A warning when ``--backend`` names another family than the page's own names do."""
+    if forced is None or detected is None or forced not in BACKENDS:
+        return None
+    if BACKENDS[forced].prefix == BACKENDS[detected].prefix:  # vllm-v1 vs vllm-v0: a choice
+        return None
+    return (
+        f"warning: --backend {forced}, but the page's metric names are {detected}'s "
+        f"({BACKENDS[detected].prefix}…): its figures are read with the wrong table"
+    )

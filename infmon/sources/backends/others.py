@@ -66,6 +66,13 @@ LLAMACPP = BackendTable(
     counters={
         "prompt_tokens": ("llamacpp:prompt_tokens_total",),
         "generation_tokens": ("llamacpp:tokens_predicted_total",),
+        # prompt_tokens_total counts the tokens evaluated, the cached ones apart: a hit rate
+        # is cached / (cached + evaluated).
+        "prefix_cache_hits": ("llamacpp:prompt_tokens_cached_total",),
+        "prefix_cache_misses": ("llamacpp:prompt_tokens_total",),
+        "spec_drafts": ("llamacpp:spec_decode_num_drafts_total",),
+        "spec_draft_tokens": ("llamacpp:spec_decode_num_draft_tokens_total",),
+        "spec_accepted_tokens": ("llamacpp:spec_decode_num_accepted_tokens_total",),
     },
     versions=(("llamacpp:kv_cache_usage_ratio", "before mid-2025 (PR #13660)"),),
     default_version="mid-2025 or newer",

@@ -23,7 +23,8 @@ class BackendTable:
     ``spec_acceptance_rate``, ``spec_acceptance_length``."""
     counters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """``prompt_tokens``, ``generation_tokens``, ``preemptions``, ``prefix_cache_hits``,
-    ``prefix_cache_queries``, ``spec_drafts``, ``spec_draft_tokens``, ``spec_accepted_tokens``,
+    ``prefix_cache_queries`` (or ``prefix_cache_misses``: queries are hits + misses),
+    ``spec_drafts``, ``spec_draft_tokens``, ``spec_accepted_tokens``,
     ``spec_accepted_per_pos``. A name may be a histogram's ``_sum`` (TGI token counts)."""
     finished: tuple[tuple[str, str | None], ...] = ()
     """(counter name, reason label or None) for finished requests."""

@@ -2,7 +2,8 @@
 
 from infmon.ui.panes.base import Pane
 from infmon.ui.panes.events import EventsPane
-from infmon.ui.panes.header import HeaderBar
+from infmon.ui.panes.gpu import GpuPane
+from infmon.ui.panes.header import HeaderBar, HintBar
 from infmon.ui.panes.knee import KneePane
 from infmon.ui.panes.latency import LatencyPane
 from infmon.ui.panes.server import KvPane, ServerPane
@@ -11,7 +12,9 @@ from infmon.ui.panes.throughput import ThroughputPane
 
 __all__ = [
     "EventsPane",
+    "GpuPane",
     "HeaderBar",
+    "HintBar",
     "KneePane",
     "KvPane",
     "LatencyPane",

@@ -1,4 +1,5 @@
-"""Events: state changes, errors, marks and diagnosis lines, newest last."""
+"""Events: the causes found (one line per cause, with the steps it applied to, the ones still
+true first), then state changes, errors and marks, newest last, a repeat counted (×N)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.dashboard import Event
+from infmon.model.dashboard import Cause, Event
+from infmon.model.diagnose import steps_label
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 
@@ -20,12 +22,14 @@ KIND_VARS = {
     "sweep": "primary",
     "report": "success",
 }
+CAUSE_SHARE = 0.5
+"""Causes take at most this share of the pane's rows: the events keep the rest."""
 
 
 @dataclass(frozen=True)
 class EventsInput:
     events: tuple[Event, ...]
-    diagnosis: tuple[str, ...]
+    diagnosis: tuple[Cause, ...]
 
 
 class EventsPane(Pane):
@@ -33,20 +37,33 @@ class EventsPane(Pane):
         self.border_title = "Events"
         yield Body()
 
+    def _cause(self, c: Cause) -> Text:
+        style = self.style("warning", True) if c.active else self.style("muted")
+        where = steps_label(c.steps)
+        line = Text("⚠ " if c.active else "· ", style=style)
+        if where:
+            line.append(f"{where} · ", style=self.style("muted"))
+        line.append(c.text, style=style)
+        return line
+
+    def _event(self, ev: Event) -> Text:
+        line = Text(f"{f.clock(ev.at_s)} ", style=self.style("muted"))
+        line.append(ev.text, style=self.style(KIND_VARS.get(ev.kind, "foreground")))
+        if ev.count > 1:
+            line.append(f" ×{ev.count:,}", style=self.style("muted"))
+        return line
+
     def watch_snapshot(self, e: EventsInput) -> None:
         room = max(1, self.content_size.height or 3)
-        lines: list[Text] = [Text(f"⚠ {d}", style=self.style("warning", True)) for d in e.diagnosis]
-        for ev in e.events[-max(1, room - len(lines)) :]:
-            line = Text(f"{f.clock(ev.at_s)} ", style=self.style("muted"))
-            line.append(ev.text, style=self.style(KIND_VARS.get(ev.kind, "foreground")))
-            lines.append(line)
+        causes = [self._cause(c) for c in e.diagnosis]
+        keep = min(len(causes), max(1, int(room * CAUSE_SHARE))) if e.events else len(causes)
+        lines = causes[:keep]
+        shown_events = e.events[-max(0, room - len(lines)) :] if room > len(lines) else ()
+        lines += [self._event(ev) for ev in shown_events]
         if not lines:
             lines = [Text("no events yet", style=self.style("muted"))]
         shown = Text("\n").join(lines[:room])
-        shown.no_wrap, shown.overflow = (
-            True,
-            "ellipsis",
-        )  # one event, one line: the newest stays in view
+        shown.no_wrap, shown.overflow = True, "ellipsis"  # one event, one line
         self.query_one(Body).show(shown)
 
     def on_resize(self) -> None:

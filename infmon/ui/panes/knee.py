@@ -1,55 +1,180 @@
-"""The knee view: output tokens/s and p90 E2E latency against load, one point per held step."""
+"""The knee: one row per held step (step, c, tok/s, throughput growth per doubling, TTFT p90,
+E2E p90), the knee row highlighted, revisits and steps too short to judge marked; beside it,
+where there is room to read it, tok/s and p90 E2E against load (one point per level)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.containers import Horizontal
 
-from infmon.model.dashboard import KneeView
+from infmon.model.baseline import LevelComparison, delta_text
+from infmon.model.dashboard import KneeView, StepPoint
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 from infmon.ui.widgets.chart import Chart, Line, VLine
+
+CHART_MIN_WIDTH = 44
+CHART_MIN_HEIGHT = 12
+"""The chart is drawn only with at least this much room beside the table."""
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    width: int
+    rank: int
+    """Dropped first when the pane is narrow: the highest rank."""
+
+
+COLUMNS = (
+    Column("step", 4, 3),
+    Column("c", 5, 0),
+    Column("tok/s", 7, 0),
+    Column("gain/×2", 7, 2),
+    Column("TTFT p90", 8, 4),
+    Column("E2E p90", 8, 1),
+    Column("", 9, 0),
+)
+
+
+def columns_for(width: int) -> tuple[Column, ...]:
+    """The columns that fit ``width`` (one space between each), the lowest ranks kept."""
+    kept = list(COLUMNS)
+    for rank in sorted({c.rank for c in COLUMNS}, reverse=True):
+        if sum(c.width + 1 for c in kept) - 1 <= width or rank == 0:
+            break
+        kept = [c for c in kept if c.rank != rank]
+    return tuple(kept)
 
 
 class KneePane(Pane):
     def compose(self) -> ComposeResult:
         self.border_title = "Knee"
-        yield Body(classes="numbers")
-        yield Chart(classes="chart", id="knee-chart")
+        with Horizontal(id="knee-row"):
+            yield Body(id="knee-table")
+            yield Chart(id="knee-chart")
+
+    def on_resize(self) -> None:
+        self.repaint()
 
     def watch_snapshot(self, k: KneeView) -> None:
-        muted = self.style("muted")
-        knee = "not yet"
-        if k.knee_level is not None:
-            knee = (
-                f"c={k.knee_level:g}" if k.knee_confirmed else f"≈ c={k.knee_level:g} (confirming)"
-            )
-        limit = f"c={k.slo_limit_level:g}" if k.slo_limit_level is not None else "—"
-        text = Text.assemble(
-            ("knee ", muted),
-            (knee, self.style("knee", True)),
-            ("  SLO limit ", muted),
-            (limit, self.style("slo", True)),
-        )
-        if not k.steps:
-            text.append("\nhold a level (or press w) for points", muted)
-        room = max(0, (self.content_size.height or 4) - 1)
-        if self.query_one(Chart).display:
-            room = min(room, 1)
-        for p in k.steps[-room:] if room else ():
-            text.append(f"\nc={p.level:<4g} ", muted)
-            text.append(f"{f.num(p.output_tokens_per_s)} tok/s", self.style("client"))
-            text.append(f"  p90 {f.ms(p.p90_e2el_s)}", self.style("latency-p90"))
-        self.query_one(Body).show(text)
+        width = self.content_size.width or 40
+        height = self.content_size.height or 6
+        cols = columns_for(width)
+        table_width = sum(c.width + 1 for c in cols)
         chart = self.query_one(Chart)
+        compact = self.app.has_class("-compact")
+        chart.display = (
+            not compact
+            and width - table_width >= CHART_MIN_WIDTH
+            and height >= CHART_MIN_HEIGHT
+            and len({p.level for p in k.steps if p.counted}) >= 2
+        )
+        body = self.query_one(Body)
+        body.styles.width = table_width if chart.display else "1fr"
+        body.show(self._table(k, cols, height))
         if chart.display:
             self._chart(chart, k)
 
+    def _verdict(self, k: KneeView) -> Text:
+        muted = self.style("muted")
+        if k.knee_level is None:
+            knee = Text("not yet", style=muted)
+        elif k.knee_confirmed:
+            knee = Text(f"c={k.knee_level:g}", style=self.style("knee", True))
+        else:
+            knee = Text(f"≈ c={k.knee_level:g} (confirming)", style=self.style("knee", True))
+        limit = f"c={k.slo_limit_level:g}" if k.slo_limit_level is not None else "—"
+        text = Text.assemble(
+            ("knee ", muted), knee, ("  SLO limit ", muted), (limit, self.style("slo", True))
+        )
+        if not f.missing(k.kv_fill_level) and not k.knee_limit:
+            text.append(f"  KV fills c≈{f.num(k.kv_fill_level)}", self.style("kv-high"))
+        if k.knee_limit:
+            text.append(f"\nlimit: {k.knee_limit}", muted)
+        return text
+
+    def _table(self, k: KneeView, cols: tuple[Column, ...], height: int) -> Text:
+        text = self._verdict(k)
+        if not k.steps:
+            text.append("\nhold a level (or press w) for points", self.style("muted"))
+            return text
+        head = " ".join(f"{c.title:>{c.width}}" if c.title else "" for c in cols).rstrip()
+        text.append("\n" + head, self.style("muted"))
+        latest = self._against(k, k.steps[-1])
+        room = max(1, height - 2 - bool(k.knee_limit) - (latest is not None))
+        for p in k.steps[-room:]:
+            text.append("\n")
+            text.append_text(self._row(p, k, cols))
+            self._versus(text, k, p)
+        if latest is not None:
+            self._latencies(text, latest)
+        text.no_wrap, text.overflow = True, "ellipsis"
+        return text
+
+    @staticmethod
+    def _against(k: KneeView, p: StepPoint) -> LevelComparison | None:
+        """The baseline run's comparison at ``p``'s level (None: no baseline run)."""
+        return next(
+            (c for c in k.baseline if c.level.value == p.level and c.level.mode == p.mode), None
+        )
+
+    def _versus(self, text: Text, k: KneeView, p: StepPoint) -> None:
+        """The baseline run at the same level: the tok/s delta, coloured by the noise test
+        (better, worse, within noise); "not in baseline" when it did not run the level."""
+        c = self._against(k, p)
+        if c is None:
+            return
+        d = c.get("tok_s")
+        if not c.in_baseline or d is None:
+            text.append("  (not in baseline)", self.style("muted"))
+            return
+        var = {True: "success", False: "error", None: "muted"}[d.better]
+        text.append(f"  base {delta_text(d).split(' ', 1)[-1]}", self.style(var))
+
+    def _latencies(self, text: Text, c: LevelComparison) -> None:
+        """``vs base TTFT p90 +5%* TPOT p50 +222%* …`` for the latest level, as many as fit."""
+        if not c.in_baseline:
+            return
+        room = (self.content_size.width or 36) - len("vs base")
+        text.append("\nvs base", self.style("muted"))
+        for key in ("ttft_p90", "tpot_p50", "itl_p50", "e2e_p90", "goodput"):
+            d = c.get(key)
+            if d is None or f.missing(d.delta.rel):
+                continue
+            cell = f" {d.metric.label.replace(' p50', '')} {delta_text(d).split(' ', 1)[-1]}"
+            if len(cell) > room:
+                break
+            room -= len(cell)
+            var = {True: "success", False: "error", None: "muted"}[d.better]
+            text.append(cell, self.style(var))
+
+    def _row(self, p: StepPoint, k: KneeView, cols: tuple[Column, ...]) -> Text:
+        is_knee = p.counted and k.knee_level is not None and p.level == k.knee_level
+        cells = {
+            "step": str(p.index),
+            "c": f"{p.level:g}",
+            "tok/s": f.num(p.output_tokens_per_s),
+            "gain/×2": f.signed_pct(p.growth_per_doubling) if p.counted else "",
+            "TTFT p90": f.ms(p.p90_ttft_s),
+            "E2E p90": f.ms(p.p90_e2el_s),
+            "": _flag(p, k, is_knee),
+        }
+        base = self.style("knee", True) if is_knee else ("" if p.counted else self.style("muted"))
+        row = Text(style=base)
+        for i, c in enumerate(cols):
+            cell = cells[c.title]
+            row.append(("" if i == 0 else " ") + (f"{cell:>{c.width}}" if c.title else cell))
+        return row
+
     @staticmethod
     def _chart(chart: Chart, k: KneeView) -> None:
-        """A line through the steps, a marker on each (the latest step at each level), the knee
-        and the SLO limit as labelled verticals."""
-        latest = sorted({p.level: p for p in k.steps}.values(), key=lambda p: p.level)
+        """One point per level (the step the knee rule reads), tok/s on the left axis and p90
+        E2E on the right, the knee and the SLO limit as labelled verticals."""
+        latest = sorted((p for p in k.steps if p.counted), key=lambda p: p.level)
         xs = tuple(p.level for p in latest)
         vlines: list[VLine] = []
         if k.knee_level is not None:
@@ -57,11 +182,19 @@ class KneePane(Pane):
             vlines.append((k.knee_level, "knee", "knee=SLO" if same else "knee"))
         if k.slo_limit_level is not None and k.slo_limit_level != k.knee_level:
             vlines.append((k.slo_limit_level, "slo", "SLO"))
+        if xs and not f.missing(k.kv_fill_level) and min(xs) <= k.kv_fill_level <= 4 * max(xs):
+            vlines.append((k.kv_fill_level, "kv-high", "KV"))
         chart.show(
             [
-                Line("", tuple(p.output_tokens_per_s for p in latest), "client", xs=xs, points="●"),
                 Line(
-                    "",
+                    "tok/s",
+                    tuple(p.output_tokens_per_s for p in latest),
+                    "client",
+                    xs=xs,
+                    points="●",
+                ),
+                Line(
+                    "E2E p90 s",
                     tuple(p.p90_e2el_s for p in latest),
                     "latency-p90",
                     xs=xs,
@@ -70,6 +203,23 @@ class KneePane(Pane):
                 ),
             ],
             vlines=vlines,
-            xlabel="● tok/s  ◆ p90 E2E s  vs c",
+            xlabel="concurrency",
             log_x=True,
+            floor_zero=True,
         )
+
+
+def _flag(p: StepPoint, k: KneeView, is_knee: bool) -> str:
+    if is_knee:
+        return "◀ knee"
+    if p.counted and k.slo_limit_level is not None and p.level == k.slo_limit_level:
+        return "◀ SLO max"
+    if p.revisit_of is not None:
+        return f"↺ {p.revisit_of}"
+    if not p.settled and not p.eligible:
+        return "running"
+    if not p.eligible:
+        return "too short"
+    if not p.counted:
+        return "repeat"
+    return ""

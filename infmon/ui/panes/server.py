@@ -48,12 +48,9 @@ class ServerPane(Pane):
             ("  prefix hits ", muted),
             f.pct(s.prefix_hit_rate),
             "\n",
-            ("queue ", muted),
-            f.ms_tight(s.queue_s),
-            (" prefill ", muted),
-            f.ms_tight(s.prefill_s),
-            (" decode ", muted),
-            f.ms_tight(s.decode_s),
+            *_phases(s, muted),
+            no_wrap=True,
+            overflow="ellipsis",
         )
         if not s.up and s.has_data:
             values.stylize("dim")
@@ -77,6 +74,17 @@ class ServerPane(Pane):
         return out
 
 
+def _phases(s: ServerView, muted: str) -> list[tuple[str, str] | str]:
+    """``queue 0.041 prefill 17 decode 25 ms``: the server's per-request phase means in one
+    unit, short enough for a 36-column pane."""
+    values = (s.queue_s, s.prefill_s, s.decode_s)
+    unit, scale = f.latency_unit(values)
+    out: list[tuple[str, str] | str] = []
+    for i, (name, v) in enumerate(zip(("queue", "prefill", "decode"), values, strict=True)):
+        out += [(f"{' ' if i else ''}{name} ", muted), f.short(v, scale)]
+    return [*out, (f" {unit}", muted)]
+
+
 class KvPane(Pane):
     def compose(self) -> ComposeResult:
         self.border_title = "KV cache"
@@ -96,7 +104,7 @@ class KvPane(Pane):
             (empty, muted),
             (f" {f.pct(s.kv_usage_fraction):>4}", "bold"),
             "\n",
-            (f.si(s.kv_capacity_tokens), "bold"),
+            (f.num(s.kv_capacity_tokens), "bold"),
             (" tokens ≈ ", muted),
             (f.num(s.kv_capacity_seqs), "bold"),
             (" seqs", muted),

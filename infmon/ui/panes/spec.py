@@ -1,5 +1,6 @@
-"""Speculative decoding: acceptance, mean acceptance length, per-position bars, ITL vs TPOT.
-Shown only when the server does speculative decoding."""
+"""Speculative decoding: acceptance, mean acceptance length, per-position bars, ITL vs TPOT, and
+per level held: tokens per step, ITL ≈ L × TPOT, and against the baseline the speed-up and the
+break-even acceptance. Shown only when the server does speculative decoding."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
+from infmon.model.baseline import SpecLevel
 from infmon.model.dashboard import SpecView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
+
+MODEL_LINE = "L=(1−α^(k+1))/(1−α): 1 target+k draft passes"
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class SpecPane(Pane):
         )
         text = Text.assemble(
             ("acceptance ", muted),
-            (f.num(s.spec.acceptance_rate, 2), "bold"),
+            (f.pct(s.spec.acceptance_rate), "bold"),
             ("  mean length ", muted),
             (f.num(s.spec.mean_acceptance_length, 1), "bold"),
             "\n",
@@ -51,4 +55,30 @@ class SpecPane(Pane):
             (" × TPOT ", muted),
             f.ms(s.tpot_p50_s),
         )
+        levels = s.spec.levels
+        room = max(0, (self.content_size.height or 12) - 3 - 1)
+        while levels and sum(2 if lv.economics is not None else 1 for lv in levels) > room:
+            levels = levels[1:]  # the latest levels that fit
+        for level in levels:
+            self._level(text, level)
+        if any(lv.economics is not None for lv in levels):
+            text.append(f"\n{MODEL_LINE}", muted)
         self.query_one(Body).show(text)
+
+    def _level(self, text: Text, lv: SpecLevel) -> None:
+        """``c=16 acc 0.12 L 1.4 ITL 1.4×TPOT 1.4/chunk``, then against the baseline
+        ``3.40× slower · break-even α≥0.71, has 0.12``."""
+        muted = self.style("muted")
+        text.append(f"\n{lv.label:<5}", self.style("primary", True))
+        text.append(f"acc {f.num(lv.acceptance_rate, 2)} L {f.num(lv.mean_length, 2)}", "bold")
+        text.append(f" ITL {f.num(lv.itl_over_tpot, 1)}×TPOT", muted)
+        if (self.content_size.width or 0) >= 46:
+            text.append(f" {f.num(lv.tokens_per_chunk, 1)}/chunk", muted)
+        e = lv.economics
+        if e is not None:
+            speed = f"{e.speedup:.2f}× faster" if e.pays else f"{1 / e.speedup:.2f}× slower"
+            be = e.breakeven_alpha
+            need = f"break-even α≥{be:.2f}" if not f.missing(be) else "no α pays"
+            has = f"{e.alpha:.2f}" if not f.missing(e.alpha) else "?"
+            style = self.style("success" if e.pays else "error", True)
+            text.append(f"\n  {speed} · {need}, has {has}", style)

@@ -14,6 +14,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from infmon.model.files import read_error
+
 MAX_TOKENS = 1 << 20
 """No distribution draws more than this (a typo such as ``normal:5e9,1`` stays bounded)."""
 MAX_LENGTHS_FILE_BYTES = 64 * 1024 * 1024
@@ -143,11 +145,13 @@ def read_empirical(path_text: str) -> tuple[int, ...]:
     """Lengths from a file: one integer per line (``#`` comments allowed) or a JSON list."""
     path = Path(path_text).expanduser()
     try:
-        if not path.is_file() or path.stat().st_size > MAX_LENGTHS_FILE_BYTES:
-            raise LengthError(f"lengths file {path} is not a regular file under 64 MiB")
+        if path.exists() and not path.is_file():  # a FIFO or device would never end
+            raise LengthError(f"lengths file {path} is not a regular file")
+        if path.exists() and path.stat().st_size > MAX_LENGTHS_FILE_BYTES:
+            raise LengthError(f"lengths file {path} is larger than 64 MiB")
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise LengthError(f"cannot read lengths file {path}: {exc.__class__.__name__}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LengthError(f"cannot read lengths file {path}: {read_error(exc)}") from None
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)

@@ -1,0 +1,175 @@
+"""Diagnosis from GPU evidence: pure rules over ``GpuEvidence`` (``infmon.model.gpu``).
+
+- **Contention**: another pod or process computing on a serving GPU (its SM share at least
+  ``OTHER_SM_MIN_PERCENT``) is contention, named with its memory and SM share; so is a throughput
+  drop at constant load (``diagnose.throughput_drop``) while another holder sits on the serving
+  GPU, or while that GPU stayed busy (the GPU did the same work or more, the server got less).
+- **Idle GPU while requests wait**: the busiest serving GPU stays below ``IDLE_ACTIVITY`` while
+  the client's TTFT p90 climbs (or the server queues): the time goes before the GPU.
+- **Throttling**: a power or thermal clocks-event reason (or its violation counter growing) on
+  a serving GPU, said with the SM clock's drop from its peak; without reasons, a GPU at its
+  power limit whose clock fell.
+"""
+
+from __future__ import annotations
+
+import math
+
+from infmon.model.diagnose import Diagnosis, DiagnosisInputs, throughput_drop
+from infmon.model.gpu import GpuRow, HolderView
+
+OTHER_SM_MIN_PERCENT = 5.0
+BUSY_ACTIVITY = 0.5
+STAYED_BUSY_FRACTION = 0.85
+"""Activity now at least this share of its recent peak: the GPU "stayed busy"."""
+IDLE_ACTIVITY = 0.3
+IDLE_SAMPLES = 5
+LATENCY_RISE = 1.5
+LATENCY_RISE_MIN_S = 0.05
+LATENCY_SAMPLES = 5
+CLOCK_DROP_MIN = 0.03
+POWER_LIMIT_FRACTION = 0.98
+
+
+def _ok(x: float) -> bool:
+    return not math.isnan(x)
+
+
+def gib(x: float) -> str:
+    return f"{x:.1f} GiB" if _ok(x) else "memory unknown"
+
+
+def _holder_text(h: HolderView) -> str:
+    sm = f"SM {h.sm_percent:.0f}%" if _ok(h.sm_percent) else "SM unknown"
+    return f"{h.label}: {gib(h.mem_gib)}, {sm}"
+
+
+def busiest_other(rows: tuple[GpuRow, ...]) -> tuple[GpuRow, HolderView] | None:
+    """The other holder with the largest SM share on a serving GPU (at least the minimum)."""
+    found = [
+        (r, h)
+        for r in rows
+        if r.serving
+        for h in r.others
+        if _ok(h.sm_percent) and h.sm_percent >= OTHER_SM_MIN_PERCENT
+    ]
+    return max(found, key=lambda rh: rh[1].sm_percent) if found else None
+
+
+def contention_text(rows: tuple[GpuRow, ...]) -> str | None:
+    """ "GPU contention: another pod … on GPU 0 (…: 3.1 GiB, SM 40%)" when another holder
+    computes on a serving GPU (live rows, or a step's mean rows in a report)."""
+    found = busiest_other(rows)
+    if found is None:
+        return None
+    row, h = found
+    return f"GPU contention: another {h.kind} on {row.label} ({_holder_text(h)})"
+
+
+def gpu_contention(i: DiagnosisInputs) -> Diagnosis | None:
+    ev = i.gpu
+    if ev is None or i.paused:
+        return None
+    text = contention_text(ev.rows)
+    if text is not None:
+        return Diagnosis("gpu_contention", text)
+    drop = throughput_drop(i)
+    if drop is None:
+        return None
+    idle_others = [(r, h) for r in ev.serving for h in r.others]
+    if idle_others:
+        row, h = idle_others[0]
+        return Diagnosis(
+            "gpu_contention",
+            f"GPU contention: throughput fell {drop:.0%} at constant load with another "
+            f"{h.kind} on {row.label} ({_holder_text(h)})",
+        )
+    busy = _stayed_busy(ev.rows, ev.activity_history)
+    if busy is not None:
+        return Diagnosis(
+            "gpu_contention",
+            f"GPU contention: throughput fell {drop:.0%} at constant load while {busy.label} "
+            f"stayed busy ({busy.activity_kind} {busy.activity:.0%})",
+        )
+    return None
+
+
+def _stayed_busy(rows: tuple[GpuRow, ...], history: tuple[float, ...]) -> GpuRow | None:
+    serving = [r for r in rows if r.serving and _ok(r.activity)]
+    if not serving:
+        return None
+    row = max(serving, key=lambda r: r.activity)
+    recent = [x for x in history[-30:] if _ok(x)]
+    peak = max(recent, default=row.activity)
+    if row.activity >= BUSY_ACTIVITY and row.activity >= STAYED_BUSY_FRACTION * peak:
+        return row
+    return None
+
+
+def gpu_idle(i: DiagnosisInputs) -> Diagnosis | None:
+    ev = i.gpu
+    if ev is None or i.paused or not i.inflight_requests:
+        return None
+    recent = [x for x in ev.activity_history[-IDLE_SAMPLES:] if _ok(x)]
+    if len(recent) < IDLE_SAMPLES or max(recent) >= IDLE_ACTIVITY:
+        return None
+    ttft = [x for x in i.ttft_p90_series[-30:] if _ok(x)]
+    rose = False
+    if len(ttft) >= LATENCY_SAMPLES:
+        low, now = min(ttft), ttft[-1]
+        rose = now >= LATENCY_RISE * low and now - low >= LATENCY_RISE_MIN_S
+    waiting = _ok(i.server.waiting) and i.server.waiting > 0
+    if not (rose or waiting):
+        return None
+    why = (
+        f"TTFT p90 {min(ttft) * 1e3:.0f} → {ttft[-1] * 1e3:.0f} ms"
+        if rose
+        else f"{i.server.waiting:.0f} waiting"
+    )
+    return Diagnosis(
+        "gpu_idle",
+        "GPU idle while requests wait: the bottleneck is before the GPU (CPU, tokenizer, API "
+        f"server): GPU at most {max(recent):.0%} busy, {why}",
+    )
+
+
+def _clock_text(r: GpuRow) -> tuple[str, float]:
+    clock, peak = r.sm_clock_mhz, r.sm_clock_peak_mhz
+    if not _ok(clock):
+        return "SM clock unknown", math.nan
+    if _ok(peak) and peak > 0 and clock < peak * (1 - CLOCK_DROP_MIN):
+        drop = 1 - clock / peak
+        return f"SM clock {peak:,.0f} → {clock:,.0f} MHz (−{drop:.0%})", drop
+    return f"SM clock {clock:,.0f} MHz", 0.0
+
+
+def throttle_text(rows: tuple[GpuRow, ...]) -> str | None:
+    """A power or thermal throttle of the first such GPU among ``rows``, with its clock drop;
+    else a GPU at its power limit whose clock fell at least 10%."""
+    for r in rows:
+        clock, drop = _clock_text(r)
+        if r.throttle:
+            power = any("power" in x for x in r.throttle)
+            thermal = any("thermal" in x or "slowdown" in x for x in r.throttle)
+            word = "power-throttled" if power and not thermal else "thermal-throttled"
+            word = "power- and thermal-throttled" if power and thermal else word
+            more = sum(1 for x in rows if x.throttle) - 1
+            tail = f"; {more} more GPU(s) throttled" if more > 0 else ""
+            return f"{r.label} {word} ({', '.join(r.throttle)}): {clock}{tail}"
+        at_limit = _ok(r.power_w) and _ok(r.power_limit_w) and r.power_limit_w > 0
+        if at_limit and r.power_w >= POWER_LIMIT_FRACTION * r.power_limit_w and drop >= 0.1:
+            return (
+                f"{r.label} at its power limit ({r.power_w:.0f}/{r.power_limit_w:.0f} W): {clock}"
+            )
+    return None
+
+
+def gpu_throttled(i: DiagnosisInputs) -> Diagnosis | None:
+    ev = i.gpu
+    if ev is None:
+        return None
+    text = throttle_text(ev.serving or ev.rows)
+    return None if text is None else Diagnosis("gpu_throttle", text)
+
+
+GPU_RULES = (gpu_contention, gpu_idle, gpu_throttled)

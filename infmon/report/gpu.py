@@ -1,0 +1,254 @@
+"""The GPU side of a report: each step's GPU figures (``steps[].gpu``), the session's GPUs and
+their timeline (``doc["gpu"]``), the GPU diagnosis per step, and the Markdown and HTML sections
+(a per-step table, charts of activity, DRAM, power and memory over time with the steps marked).
+
+Built from the journal's scrapes by ``infmon.model.gpu_steps`` (the live pane's rows), so a
+report says what the screen said, step by step. A session without GPU data has no section.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from infmon.model.gpu_steps import GpuTimeline, step_lines
+from infmon.report import svg
+from infmon.report.fmt import DASH, num, pct
+
+MAX_POINTS = 600
+"""Timeline points kept per GPU."""
+CHART_GPUS = 3
+"""GPUs charted (serving first); the table has them all."""
+HEADER = (
+    "c / rate",
+    "GPU",
+    "activity mean / max",
+    "DRAM mean",
+    "power mean / limit W",
+    "memory max / total GiB",
+    "SM clock min / peak MHz",
+    "throttle",
+    "other holders (mem, SM mean)",
+)
+
+
+def _x(step: dict[str, Any]) -> str:
+    if step.get("concurrency") is not None:
+        return f"c={step['concurrency']}"
+    if step.get("rate") is not None:
+        return f"rate={step['rate']}/s"
+    return f"step {step.get('step')}"
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def attach(doc: dict[str, Any], timeline: GpuTimeline) -> None:
+    """Each step's GPU figures into ``steps[].gpu``, the GPU section into ``doc["gpu"]`` and
+    the steps' GPU lines into ``doc["diagnosis"]``; nothing when the session has no GPU data."""
+    if not timeline:
+        return
+    lines: list[str] = []
+    low: float | None = None
+    for step in doc.get("steps") or []:
+        start, end = _num(step.get("start_s")), _num(step.get("end_s"))
+        if start is None or end is None:
+            continue
+        gpus = timeline.step(start, end)
+        step["gpu"] = [g.to_dict() for g in gpus]
+        ttft = _num((step.get("ttft_ms") or {}).get("p90"))
+        waiting = _num((step.get("server") or {}).get("waiting_max"))
+        found = step_lines(
+            gpus, waiting_max=waiting, ttft_p90_ms=ttft, lowest_earlier_ttft_p90_ms=low
+        )
+        lines += [f"{_x(step)}: {line}" for line in found]
+        if ttft is not None:
+            low = ttft if low is None else min(low, ttft)
+    doc["gpu"] = {"gpus": _gpus(timeline), "timeline": _points(timeline)}
+    doc["diagnosis"] = list(doc.get("diagnosis") or []) + _summary(lines)
+
+
+def _summary(lines: list[str]) -> list[str]:
+    """The same finding on many consecutive steps is said on each (it is per step), up to 20."""
+    return lines[:20] + ([f"… {len(lines) - 20} more GPU findings"] if len(lines) > 20 else [])
+
+
+def _gpus(timeline: GpuTimeline) -> list[dict[str, Any]]:
+    out = []
+    for r in timeline.last_rows():
+        out.append(
+            {
+                "key": r.key,
+                "label": r.label,
+                "name": r.name,
+                "serving": r.serving,
+                "mem_total_gib": None if math.isnan(r.mem_total_gib) else r.mem_total_gib,
+                "power_limit_w": None if math.isnan(r.power_limit_w) else r.power_limit_w,
+            }
+        )
+    return out
+
+
+def _v(x: float, digits: int = 4) -> float | None:
+    return None if math.isnan(x) else round(x, digits)
+
+
+def _points(timeline: GpuTimeline) -> list[dict[str, Any]]:
+    """Per GPU, every n-th scrape so that at most ``MAX_POINTS`` remain per GPU."""
+    out = []
+    for key in timeline.gpu_keys():
+        pts = timeline.points(key)
+        for t, v in pts[:: max(1, math.ceil(len(pts) / MAX_POINTS))]:
+            out.append(
+                {
+                    "t_s": round(t, 3),
+                    "key": key,
+                    "activity": _v(v["activity"]),
+                    "dram": _v(v["dram"]),
+                    "power_w": _v(v["power_w"], 1),
+                    "mem_used_gib": _v(v["mem_used_gib"], 3),
+                    "sm_clock_mhz": _v(v["sm_clock_mhz"], 0),
+                }
+            )
+    return sorted(out, key=lambda p: (p["t_s"], p["key"]))
+
+
+def _others(g: dict[str, Any]) -> str:
+    parts = []
+    for h in g.get("others") or []:
+        mem = h.get("mem_gib_max")
+        sm = h.get("sm_percent_mean")
+        parts.append(
+            f"{h.get('name')} ({num(mem)} GiB, SM {num(sm, 0)}%)"
+            if sm is not None
+            else f"{h.get('name')} ({num(mem)} GiB)"
+        )
+    return "; ".join(parts) or DASH
+
+
+def rows(doc: dict[str, Any]) -> list[list[str]]:
+    """The per-step GPU table: one row per step and GPU."""
+    out = []
+    for step in doc.get("steps") or []:
+        for g in step.get("gpu") or []:
+            out.append(
+                [
+                    _x(step),
+                    str(g.get("label")) + ("" if g.get("serving") else " (not serving)"),
+                    f"{pct(g.get('activity_mean'))} / {pct(g.get('activity_max'))}",
+                    pct(g.get("dram_mean")),
+                    f"{num(g.get('power_w_mean'), 0)} / {num(g.get('power_limit_w'), 0)}",
+                    f"{num(g.get('mem_used_gib_max'))} / {num(g.get('mem_total_gib'))}",
+                    f"{num(g.get('sm_clock_mhz_min'), 0)} / {num(g.get('sm_clock_peak_mhz'), 0)}",
+                    ", ".join(map(str, g.get("throttle") or [])) or DASH,
+                    _others(g),
+                ]
+            )
+    return out
+
+
+def markdown_lines(doc: dict[str, Any], table: Any) -> list[str]:
+    """``## GPU`` with the per-step table (``table`` is the writer's table function)."""
+    if not doc.get("gpu"):
+        return []
+    return ["## GPU", "", *table(HEADER, rows(doc)), ""]
+
+
+def _series(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    section = doc.get("gpu") or {}
+    gpus = [g for g in section.get("gpus") or [] if g.get("serving")] or section.get("gpus") or []
+    pts = section.get("timeline") or []
+    return [
+        (str(g.get("label")), [p for p in pts if p.get("key") == g.get("key")])
+        for g in gpus[:CHART_GPUS]
+    ]
+
+
+def _col(points: list[dict[str, Any]], key: str, scale: float = 1.0) -> tuple[float | None, ...]:
+    return tuple(None if p.get(key) is None else p[key] * scale for p in points)
+
+
+def _figures_of(step: dict[str, Any], label: str) -> dict[str, Any]:
+    return next((g for g in step.get("gpu") or [] if g.get("label") == label), {})
+
+
+def _step_marks(doc: dict[str, Any]) -> tuple[tuple[float, str], ...]:
+    marks = []
+    for step in doc.get("steps") or []:
+        if (start := _num(step.get("start_s"))) is not None:
+            marks.append((start, _x(step)))
+    return tuple(marks[-40:])
+
+
+def _per_step(doc: dict[str, Any]) -> str | None:
+    """The serving GPUs' mean activity, DRAM and power at each step's concurrency."""
+    steps = [s for s in doc.get("steps") or [] if s.get("gpu")]
+    xs = tuple(s.get("concurrency") for s in steps)
+    if not steps or not all(isinstance(x, (int, float)) for x in xs):
+        return None
+    series = []
+    for label, _ in _series(doc):
+        figs = [_figures_of(s, label) for s in steps]
+
+        def col(key: str, scale: float = 1.0, f: list[dict[str, Any]] = figs) -> tuple:
+            return _col(f, key, scale)
+
+        series += [
+            svg.Series(f"{label} activity %", xs, col("activity_mean", 100.0), points=True),
+            svg.Series(f"{label} DRAM %", xs, col("dram_mean", 100.0), points=True),
+            svg.Series(f"{label} power W", xs, col("power_w_mean"), points=True, right_axis=True),
+        ]
+    chart = svg.Chart(
+        "GPU per step",
+        "concurrency (log2)",
+        "busy (%)",
+        tuple(series),
+        log2_x=True,
+        y2_label="power (W)",
+    )
+    return svg.render(chart)
+
+
+def charts(doc: dict[str, Any]) -> list[str]:
+    """Per step (at each concurrency) and over time with the steps marked: activity and DRAM
+    (%), power (W) and memory (GiB) of the serving GPUs."""
+    per = _series(doc)
+    if not per:
+        return []
+    marks = _step_marks(doc)
+    busy, power = [], []
+    for label, pts in per:
+        t = tuple(p["t_s"] for p in pts)
+        busy += [
+            svg.Series(f"{label} activity %", t, _col(pts, "activity", 100.0)),
+            svg.Series(f"{label} DRAM %", t, _col(pts, "dram", 100.0)),
+        ]
+        power += [
+            svg.Series(f"{label} power W", t, _col(pts, "power_w")),
+            svg.Series(f"{label} memory GiB", t, _col(pts, "mem_used_gib"), right_axis=True),
+        ]
+    step_chart = _per_step(doc)
+    return [
+        *([step_chart] if step_chart else []),
+        svg.render(
+            svg.Chart("GPU activity over time", "session time (s)", "busy (%)", tuple(busy), marks)
+        ),
+        svg.render(
+            svg.Chart(
+                "GPU power and memory over time",
+                "session time (s)",
+                "power (W)",
+                tuple(power),
+                marks,
+                y2_label="memory used (GiB)",
+            )
+        ),
+    ]
+
+
+def html_parts(doc: dict[str, Any], table: Any) -> list[str]:
+    """``<h2>GPU</h2>``: the per-step table and the charts (``table`` is the writer's)."""
+    if not doc.get("gpu"):
+        return []
+    return ["<h2>GPU</h2>", table(list(HEADER), rows(doc)), *charts(doc)]

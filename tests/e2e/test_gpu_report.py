@@ -1,0 +1,69 @@
+"""`infmon bench --gpu-metrics` against the simulator: the journal keeps each scrape's GPUs and
+the reports (JSON, Markdown, HTML) show them per step, with the contention named on each step
+of the `contention` scenario and on none of `baseline` (issue 22)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, infmon_cmd, running_sim
+
+pytestmark = pytest.mark.e2e
+
+
+def bench(url: str, session: Path) -> dict:
+    r = subprocess.run(
+        infmon_cmd(
+            "bench",
+            url,
+            "--gpu-metrics",
+            f"{url}/gpu-metrics",
+            "--concurrency",
+            "1,16",
+            "--step-duration",
+            "4",
+            "--warmup",
+            "0.5",
+            "--output-tokens",
+            "64",
+            "--session-dir",
+            str(session),
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads((session / "report.json").read_text())
+
+
+def test_contention_named_per_step_in_every_report(tmp_path: Path) -> None:
+    with running_sim("--scenario", "contention", "--seed", "5") as url:
+        doc = bench(url, tmp_path / "s")
+    steps = doc["steps"]
+    assert [s["concurrency"] for s in steps] == [1, 16]
+    for s in steps:
+        (g,) = s["gpu"]
+        assert g["serving"] and g["label"] == "GPU 0" and g["scrapes"] >= 2
+        assert g["activity_mean"] > 0.5 and g["power_limit_w"] == 300.0
+        assert [h["name"] for h in g["others"]] == ["noisy-neighbour-0"]
+        assert g["others"][0]["mem_gib_max"] == 3.1  # NEIGHBOUR_MIB, 3174 MiB
+    named = [x for x in doc["diagnosis"] if "GPU contention" in x]
+    assert [x.split(":")[0] for x in named] == ["c=1", "c=16"]
+    assert all("noisy-neighbour-0: 3.1 GiB, SM 3" in x for x in named)
+    md = (tmp_path / "s" / "report.md").read_text()
+    assert "## GPU" in md and "noisy-neighbour-0 (3.1 GiB" in md
+    html = (tmp_path / "s" / "report.html").read_text()
+    assert "<h2>GPU</h2>" in html and "GPU activity over time" in html
+
+
+def test_baseline_names_no_contention(tmp_path: Path) -> None:
+    with running_sim("--scenario", "baseline", "--seed", "5") as url:
+        doc = bench(url, tmp_path / "s")
+    assert all(s["gpu"] and s["gpu"][0]["others"] == [] for s in doc["steps"])
+    assert not [x for x in doc["diagnosis"] if "GPU" in x]
