@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infmon.cli import CliError
 from infmon.clock import Clock, MonotonicClock
+from infmon.commands import CliError
 from infmon.commands.common import (
     Reachability,
     add_load_arguments,

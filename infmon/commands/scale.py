@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.config import Config, ConfigError, normalise_url
 from infmon.engine.spread import ROUND_ROBIN, SPREADS
 

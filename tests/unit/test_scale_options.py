@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from infmon.cli import CliError
+from infmon.commands import CliError
 from infmon.commands.scale import add_scale_arguments, auto_workers, make_links, scale_from_args
 from infmon.engine.link import ProcessLink
 from tests.conftest import REPO
