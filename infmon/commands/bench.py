@@ -33,6 +33,14 @@ from infmon.commands.common import (
     say,
     write_session_reports,
 )
+from infmon.commands.scale import (
+    ScaleOptions,
+    add_scale_arguments,
+    make_links,
+    metric_source,
+    scale_from_args,
+    start_exporter,
+)
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
 from infmon.engine.controller import EngineError, LoadEngine, Target
@@ -42,14 +50,15 @@ from infmon.load.runtime import tune_for_load
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.sources.errors import SourceError
-from infmon.sources.scraper import direct_source
 from infmon.sources.thread import ScrapeThread
 
 SCHEMA = "infmon.bench/1"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", help="server base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "url", nargs="?", help="server base URL, e.g. http://127.0.0.1:8000 (or --url)"
+    )
     parser.add_argument("--json", metavar="FILE", help=f"write results as JSON (schema {SCHEMA})")
     parser.add_argument(
         "--metrics-interval",
@@ -73,6 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_against_arguments(parser)
     add_load_arguments(parser)
+    add_scale_arguments(parser)
 
 
 def add_against_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,13 +102,17 @@ def add_against_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.scale = scale_from_args(args)  # sets args.url from --url: before the config
     return run_with(args, read_options(args.baseline, args.fail_if))
 
 
 def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -> int:
     """The bench run; against ``against.reference`` step by step when there is one, and at
     the end (``compare``) the comparison report and the ``--fail-if`` verdict."""
+    scale: ScaleOptions = getattr(args, "scale", None) or ScaleOptions()
     config = config_from_args(args)
+    if not config.url:
+        raise CliError("give the server's URL (infmon bench URL, or --url)")
     plan = plan_from_config(config)
     make_workload(config)  # a bad dataset is an error before anything starts
     session_dir = (
@@ -112,7 +126,10 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     journal.write_config(config.to_public_dict())
     stop = StopSignals()
     opts = _Options(
-        None if args.no_server_metrics else args.metrics_interval, args.wide, args.in_process
+        None if args.no_server_metrics else args.metrics_interval,
+        args.wide,
+        args.in_process,
+        scale,
     )
     opts.reference = against.reference
     opts.gpu_metrics = getattr(args, "gpu_metrics", None)
@@ -141,8 +158,11 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
 
 
 class _Options:
-    def __init__(self, metrics_interval_s: float | None, wide: bool, in_process: bool) -> None:
+    def __init__(
+        self, metrics_interval_s: float | None, wide: bool, in_process: bool, scale: ScaleOptions
+    ) -> None:
         self.metrics_interval_s, self.wide, self.in_process = metrics_interval_s, wide, in_process
+        self.scale = scale
         self.reference: Reference | None = None
         self.gpu_metrics: str | None = None
 
@@ -175,10 +195,18 @@ async def _bench(
         clock,
         on_records=wiring.records,
         on_window=wiring.window,
+        on_event=lambda kind, text: say(f"infmon: {text}", err=True),
+        on_lost=wiring.lost,
         in_process=opts.in_process,
         log_dir=session_dir,
+        links=make_links(opts.scale, session_dir, opts.in_process),
+        urls=opts.scale.urls,
+        spread=opts.scale.spread,
     )
-    scrapes = _scraper(config, opts.metrics_interval_s, wiring, clock, opts.gpu_metrics)
+    scrapes = _scraper(config, opts, wiring, clock)
+    exporter = start_exporter(opts.scale, engine, wiring)
+    if exporter is not None:
+        say(f"client metrics: http://{exporter.address[0]}:{exporter.address[1]}/metrics")
     try:
         if scrapes is not None:
             try:
@@ -190,7 +218,10 @@ async def _bench(
             target = await engine.start()
         except EngineError as exc:
             raise CliError(exc.message) from None
-        _journal_target(journal, config, target)
+        _journal_target(journal, config, target, opts.scale.urls)
+        if engine.workers > 1 or opts.scale.ray:
+            kind = "Ray actors" if opts.scale.ray else "worker processes"
+            say(f"load: {engine.workers} {kind}")
         if target.workload is not None:
             w = target.workload
             journal.write_event("workload", **w.to_dict())
@@ -232,20 +263,18 @@ async def _bench(
         )
         if scrapes is not None:
             await scrapes.stop()
+        if exporter is not None:
+            exporter.stop()
 
 
 def _scraper(
-    config: Config,
-    interval_s: float | None,
-    wiring: RunWiring,
-    clock: MonotonicClock,
-    gpu_metrics: str | None = None,
+    config: Config, opts: _Options, wiring: RunWiring, clock: MonotonicClock
 ) -> ScrapeThread | None:
+    interval_s = opts.metrics_interval_s
     if interval_s is None:
         return None
-    url = config.url or ""
     return ScrapeThread(
-        lambda: direct_source(config, url, gpu_metrics),
+        metric_source(config, opts.scale, config.url or "", opts.gpu_metrics),
         interval_s,
         wiring.snapshot,
         clock,
@@ -253,9 +282,13 @@ def _scraper(
     )
 
 
-def _journal_target(journal: JournalWriter, config: Config, target: Target) -> None:
+def _journal_target(
+    journal: JournalWriter, config: Config, target: Target, urls: tuple[str, ...] = ()
+) -> None:
+    more = {"urls": list(urls)} if urls else {}
     journal.write_event(
         "target",
+        **more,
         url=config.url,
         model=target.model,
         endpoint=target.endpoint,

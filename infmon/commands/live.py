@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 from infmon.clock import Clock
 from infmon.commands.wiring import RunWiring
@@ -39,12 +40,15 @@ class LiveController:
         warmup_s: float,
         scrapes: ScrapeThread | None = None,
         sweep_at_start: bool = False,
+        exporter: Any = None,
     ) -> None:
         self.engine, self.session, self.wiring = engine, session, wiring
         self.journal, self.dial, self.clock = journal, dial, clock
         self.warmup_s = warmup_s
         self.scrapes = scrapes
         self.sweep_at_start = sweep_at_start
+        self.exporter = exporter
+        """``--metrics-port``'s ``ClientExporter`` (stopped at shutdown), or None."""
         self.target: Target | None = None
         self._ended = False
 
@@ -66,8 +70,10 @@ class LiveController:
             return
         t = self.target
         self.session.set_server_info(model=t.model)
+        urls = {"urls": list(self.engine.urls)} if self.engine.urls else {}
         self.journal.write_event(
             "target",
+            **urls,
             url=self.engine.config.url,
             model=t.model,
             endpoint=t.endpoint,
@@ -116,6 +122,8 @@ class LiveController:
         totals = await self.engine.stop(cancel=True)
         if self.scrapes is not None:
             await self.scrapes.stop()
+        if self.exporter is not None:
+            self.exporter.stop()
         self.journal.write_event(
             "load_totals",
             sent=totals.sent,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from infmon.clock import Clock, MonotonicClock
+from infmon.commands import CliError
 from infmon.commands.common import (
     Reachability,
     add_load_arguments,
@@ -28,6 +29,14 @@ from infmon.commands.common import (
 )
 from infmon.commands.live import LiveController
 from infmon.commands.live_baseline import load_reference, watch_baseline
+from infmon.commands.scale import (
+    ScaleOptions,
+    add_scale_arguments,
+    make_links,
+    metric_source,
+    scale_from_args,
+    start_exporter,
+)
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
@@ -75,14 +84,21 @@ def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "url", help="base URL of the OpenAI-compatible server, e.g. http://vllm:8000"
+        "url",
+        nargs="?",
+        help="base URL of the OpenAI-compatible server, e.g. http://vllm:8000 (or --url)",
     )
     add_load_arguments(parser)
     add_monitor_arguments(parser)
+    add_scale_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_monitor(config_from_args(args), args)
+    args.scale = scale_from_args(args)
+    config = config_from_args(args)
+    if not config.url:
+        raise CliError("give the server's URL (infmon URL, or --url)")
+    return run_monitor(config, args)
 
 
 @dataclass
@@ -132,7 +148,6 @@ def build_monitor(
 ) -> tuple[Any, Recorder]:
     """The app wired to the load engine, the scraper, the journal and reports (not running).
     ``sweep``: start the automatic sweep at once (``infmon demo``)."""
-    from infmon.sources.scraper import direct_source
     from infmon.sources.thread import ScrapeThread
     from infmon.ui.app import InfmonApp
 
@@ -150,6 +165,8 @@ def build_monitor(
     wiring.on_window.append(session.add_window)
     wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))
     wiring.on_health.append(lambda ev: session.add_event(clock.now(), "server", ev.text))
+    scale: ScaleOptions = getattr(args, "scale", None) or ScaleOptions()
+    wiring.on_lost.append(lambda loss: session.windows.forget(loss.worker_id))
     reach = Reachability(config.url or "")
     wiring.on_snapshot.append(reach.observe)
     engine = LoadEngine(
@@ -158,10 +175,15 @@ def build_monitor(
         on_records=wiring.records,
         on_window=wiring.window,
         on_event=lambda kind, text: session.add_event(clock.now(), kind, text),
+        on_lost=wiring.lost,
         retry_s=RETRY_S,
         log_dir=session_dir,
         in_process=in_process,
+        links=make_links(scale, session_dir, in_process),
+        urls=scale.urls,
+        spread=scale.spread,
     )
+    exporter = start_exporter(scale, engine, wiring)
     started = bool(config.concurrency or config.rate)
     dial = LoadDial(
         DialState(
@@ -174,7 +196,7 @@ def build_monitor(
     )
     metrics_url = args.metrics_url or config.url or ""
     scrapes = ScrapeThread(
-        lambda: direct_source(config, metrics_url, getattr(args, "gpu_metrics", None)),
+        metric_source(config, scale, metrics_url, getattr(args, "gpu_metrics", None)),
         args.scrape_interval,
         wiring.snapshot,
         clock,
@@ -189,6 +211,7 @@ def build_monitor(
         warmup_s=config.effective_warmup_s,
         scrapes=scrapes,
         sweep_at_start=sweep,
+        exporter=exporter,
     )
     recorder = Recorder(journal, session_dir)
     recorder.never_reached = lambda: (

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from infmon.engine.loss import WorkerLoss
 from infmon.engine.protocol import Window
+from infmon.engine.types import RecordBatch
 from infmon.journal import JournalWriter
 from infmon.model.evidence import ServerSample
 from infmon.model.health import HealthEvent, ServerHealth
@@ -33,14 +35,18 @@ class RunWiring:
         self.done: Counter[int] = Counter()
         self.failed: Counter[int] = Counter()
         self.on_record: list[Callable[[RequestRecord], None]] = []
+        self.on_batch: list[Callable[[RecordBatch], None]] = []
+        """Whole batches (the exporter: one numpy pass a batch)."""
+        self.on_lost: list[Callable[[WorkerLoss], None]] = []
         self.on_window: list[Callable[[Window], None]] = []
         self.on_snapshot: list[Callable[[ServerSnapshot], None]] = []
         self.on_health: list[Callable[[HealthEvent], None]] = []
         self._sent: dict[int, dict[int, int]] = {}
 
-    def records(self, recs: list[RequestRecord]) -> None:
-        for r in recs:
-            self.journal.write_record(r)
+    def records(self, batch: RecordBatch) -> None:
+        w, eps, write = batch.worker_id, batch.endpoints, self.journal.write_record
+        for i, r in enumerate(batch.records):
+            write(r, w, eps[i] if eps is not None else None)
             if self.feed_ledger:
                 self.ledger.add_record(r)
             if r.ok:
@@ -51,12 +57,20 @@ class RunWiring:
                     self.errors[f"{r.error_kind}: {r.error_message}"] += 1
             for f in self.on_record:
                 f(r)
+        for g in self.on_batch:
+            g(batch)
+
+    def lost(self, loss: WorkerLoss) -> None:
+        """A lost worker: journalled (the report flags its step), and told to the live view."""
+        self.journal.write_event("worker_lost", **loss.payload())
+        for f in self.on_lost:
+            f(loss)
 
     def window(self, w: Window) -> None:
         if self.feed_ledger:
             lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
             late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
-            self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late)
+            self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id)
         self._sent[w.worker_id] = dict(w.sent_by_step)
         for step in {s for by in self._sent.values() for s in by}:
             self.ledger.note_sent(step, sum(by.get(step, 0) for by in self._sent.values()))

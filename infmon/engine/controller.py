@@ -1,11 +1,14 @@
 """The controller's side of the load engine: starts workers, splits each level among them,
-decodes what they send, and knows what is in flight.
+decodes what they send, knows what is in flight, and carries on when a worker is lost.
 
-Used alike by ``infmon bench`` and the monitor. A level splits across N workers as ⌊C/N⌋
-streams each plus one more for the first C mod N ranks (closed loop), or λ/N requests/s each
-with a seed per worker (Poisson arrivals split exactly so). Records come back in the journal's
-encoding and are decoded here, on the controller's loop, exactly as a report reads them back,
-so the live view and every report see the same numbers.
+Used alike by ``infmon bench`` and the monitor. A level splits across the live workers as
+⌊C/N⌋ streams each plus one more for the first C mod N ranks (closed loop), or λ/N requests/s
+each with a seed per worker (Poisson arrivals split exactly so); gamma arrivals over several
+workers are drawn here and dealt out (``infmon.engine.shares``). Records come back in the
+journal's encoding and are decoded here, on the controller's loop, exactly as a report reads
+them back, so the live view and every report see the same numbers. A worker that goes away
+while the load runs (``infmon.engine.loss``) is an event; its in-flight requests become
+``worker_lost`` records and its share of the level goes to the others at once.
 """
 
 from __future__ import annotations
@@ -14,56 +17,27 @@ import asyncio
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infmon.clock import Clock
 from infmon.config import Config
 from infmon.engine import protocol as p
+from infmon.engine.clocksync import ClockSync
 from infmon.engine.link import InProcessLink, ProcessLink, WorkerLink
+from infmon.engine.loss import WorkerLoss, lost_records
+from infmon.engine.outbox import ENDPOINT_KEY
+from infmon.engine.shares import LOOKAHEAD_S, ArrivalDealer, split_level
+from infmon.engine.spread import ROUND_ROBIN
+from infmon.engine.types import EngineError, RecordBatch, Target, Totals, _Held
 from infmon.engine.worker import host_id
 from infmon.journal.codec import decode_record
-from infmon.load.feed import WorkloadInfo
-from infmon.model.records import RequestRecord
-from infmon.model.steps import CLOSED, REPLAY, Level
+from infmon.model.steps import CLOSED, RATE, REPLAY, Level
 
-PINGS = 8
+FEED_TICK_S = 0.25
+"""How often the controller deals arrival times in a fed (gamma) rate step."""
 
-
-class EngineError(Exception):
-    """The load could not start (unreachable server, unknown model, bad dataset): one line."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind, self.message = kind, message
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """What the workers found on the server."""
-
-    model: str | None
-    endpoint: str | None
-    stream_options: bool
-    vllm_fields: bool
-    workload: WorkloadInfo | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Totals:
-    sent: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    cancelled: int = 0
-
-
-def split_level(value: float, mode: str, workers: int) -> list[float]:
-    """Each worker's share of a level (see the module docstring)."""
-    if mode == CLOSED:
-        c = int(value)
-        return [float(c // workers + (1 if r < c % workers else 0)) for r in range(workers)]
-    return [value / workers] * workers
+__all__ = ["EngineError", "LoadEngine", "RecordBatch", "Target", "Totals", "split_level"]
 
 
 class LoadEngine:
@@ -74,31 +48,44 @@ class LoadEngine:
         config: Config,
         clock: Clock,
         *,
-        on_records: Callable[[list[RequestRecord]], None],
+        on_records: Callable[[RecordBatch], None],
         on_window: Callable[[p.Window], None] = lambda w: None,
         on_event: Callable[[str, str], None] = lambda kind, text: None,
+        on_lost: Callable[[WorkerLoss], None] = lambda loss: None,
         workers: int = 1,
         in_process: bool = False,
         log_dir: Path | None = None,
         retry_s: float | None = None,
         client_factory: Callable[..., Any] | None = None,
         workload_factory: Callable[..., Any] | None = None,
+        links: Sequence[WorkerLink] | None = None,
+        urls: Sequence[str] = (),
+        spread: str = ROUND_ROBIN,
+        burstiness: float = 1.0,
     ) -> None:
         self.config, self.clock = config, clock
         self.on_records, self.on_window, self.on_event = on_records, on_window, on_event
+        self.on_lost = on_lost
         self.retry_s = retry_s
-        self.links: list[WorkerLink] = [
-            InProcessLink(i, client_factory, workload_factory)
-            if in_process or client_factory is not None
-            else ProcessLink(i, log_dir / f"worker-{i}.log" if log_dir else None)
-            for i in range(workers)
-        ]
+        self.urls, self.spread, self.burstiness = tuple(urls), spread, burstiness
+        self.links: list[WorkerLink] = (
+            list(links)
+            if links is not None
+            else [
+                InProcessLink(i, client_factory, workload_factory)
+                if in_process or client_factory is not None
+                else ProcessLink(i, log_dir / f"worker-{i}.log" if log_dir else None)
+                for i in range(workers)
+            ]
+        )
         self.target: Target | None = None
         self.ready = asyncio.Event()
         self.failure: EngineError | None = None
+        self.lost: dict[int, WorkerLoss] = {}
         self._readies: dict[int, p.Ready] = {}
         self._stopped: dict[int, p.Stopped] = {}
         self._stopped_event = asyncio.Event()
+        self._stopping = False
         self._inflight: dict[int, int] = {}
         self._inflight_by_step: dict[int, dict[int, int]] = {}
         self._spent: set[int] = set()
@@ -108,12 +95,33 @@ class LoadEngine:
         self._idle_event = asyncio.Event()
         """Set at every window (``wait_idle`` checks what it needs)."""
         self._window_end: dict[int, float] = {}
-        self._pongs: dict[int, list[tuple[float, float, float]]] = {}
+        self._window_totals: dict[int, Totals] = {}
+        self._max_id: dict[int, int] = {}
+        self._sync = ClockSync(self.links, clock)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._held: _Held | None = None
+        self._paused = True
+        self._dealer: ArrivalDealer | None = None
+        self._dealing = False
         self.backoff: dict[int, str | None] = {}
 
     @property
     def workers(self) -> int:
         return len(self.links)
+
+    @property
+    def level(self) -> Level | None:
+        """The level in force (the whole of it, across workers); None before the first."""
+        return self._held.level if self._held is not None else None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def live(self) -> list[int]:
+        """The workers not lost, by rank."""
+        return [link.worker_id for link in self.links if link.worker_id not in self.lost]
 
     # ---- life -------------------------------------------------------------------------------
     async def start(self) -> Target:
@@ -127,8 +135,18 @@ class LoadEngine:
         for rank, link in enumerate(self.links):
             await link.open(self._receive)
             link.send(
-                p.Start(link.worker_id, rank, self.workers, self.config, seed + rank, self.retry_s)
+                p.Start(
+                    link.worker_id,
+                    rank,
+                    self.workers,
+                    self.config,
+                    seed + rank,
+                    self.retry_s,
+                    urls=self.urls,
+                    spread=self.spread,
+                )
             )
+            self._spawn(self._watch(link))
 
     async def wait_ready(self) -> Target:
         """Wait until every worker has found the model (``EngineError`` when one cannot)."""
@@ -145,26 +163,47 @@ class LoadEngine:
 
     async def stop(self, cancel: bool = True, timeout_s: float = 6.0) -> Totals:
         """Stop every worker (in-flight streams cancelled and recorded) and reap them."""
+        self._stopping = True
+        self._dealer = None
         for link in self.links:
             link.send(p.Stop(cancel))
         pending = [link for link in self.links if not link.closed.is_set()]
-        if pending and self.ready.is_set():
+        if pending and self.ready.is_set() and self.live:
             try:
                 await asyncio.wait_for(self._stopped_event.wait(), timeout_s)
             except asyncio.TimeoutError:
                 self.on_event("error", "a load worker did not stop in time")
         await asyncio.gather(*(link.close() for link in self.links), return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         return self.totals
 
     @property
     def totals(self) -> Totals:
-        s = self._stopped.values()
-        return Totals(
-            sum(x.sent for x in s),
-            sum(x.succeeded for x in s),
-            sum(x.failed for x in s),
-            sum(x.cancelled for x in s),
-        )
+        """Every worker's counts: from its ``Stopped``, or for a lost one from its windows and
+        its ``worker_lost`` requests."""
+        out = Totals()
+        for s in self._stopped.values():
+            out += Totals(s.sent, s.succeeded, s.failed, s.cancelled)
+        for w, loss in self.lost.items():
+            if w not in self._stopped:
+                out += self._window_totals.get(w, Totals()) + Totals(failed=loss.inflight)
+        return out
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _watch(self, link: WorkerLink) -> None:
+        """A worker whose link closes before it was told to stop is lost."""
+        await link.closed.wait()
+        w = link.worker_id
+        if self._stopping or w in self._stopped or not self.ready.is_set():
+            return
+        reason = getattr(link, "lost_reason", None)
+        self._lose(w, await reason() if reason is not None else "its link closed")
 
     # ---- control ------------------------------------------------------------------------------
     def set_level(self, step: int, level: Level, warmup_until_s: float) -> None:
@@ -173,23 +212,63 @@ class LoadEngine:
                 raise EngineError("replay", "a trace or schedule replays on one load worker")
             self._replayed.clear()
             self._replayed_event.clear()
-        shares = split_level(level.value, level.mode, self.workers)
-        for link, share in zip(self.links, shares, strict=True):
-            link.send(
+        self._held = _Held(step, level, warmup_until_s)
+        self._send_level()
+
+    def _send_level(self) -> None:
+        held, live = self._held, self.live
+        if held is None or not live:
+            return
+        level = held.level
+        fed = level.mode == RATE and self.config.arrival == "gamma" and len(live) > 1
+        shares = split_level(level.value, level.mode, len(live))
+        for w, share in zip(live, shares, strict=True):
+            self.links[w].send(
                 p.SetLevel(
-                    step,
+                    held.step,
                     level.mode,
                     share,
                     self.config.max_concurrency,
                     self.config.arrival,
-                    warmup_until_s,
+                    held.warmup_until_s,
+                    total=level.value,
+                    fed=fed,
                 )
             )
+        self._dealer = None
+        if fed:
+            self._start_dealing(self.clock.now())
+
+    def _start_dealing(self, start_s: float) -> None:
+        held = self._held
+        assert held is not None
+        seed = self.config.seed * 7919 + held.step
+        self._dealer = ArrivalDealer(held.level.value, start_s, shape=self.burstiness, seed=seed)
+        if not self._dealing:
+            self._dealing = True
+            self._spawn(self._deal_loop())
+
+    async def _deal_loop(self) -> None:
+        """Every tick, each live worker gets the arrivals of the next ``LOOKAHEAD_S``."""
+        while not self._stopping:
+            dealer, held = self._dealer, self._held
+            if dealer is not None and held is not None and not self._paused:
+                until = self.clock.now() + LOOKAHEAD_S
+                for w, times in dealer.deal(until, self.live).items():
+                    if times:
+                        self.links[w].send(p.Arrivals(held.step, tuple(times)))
+            await asyncio.sleep(FEED_TICK_S)
 
     def pause(self) -> None:
+        self._paused = True
         self._broadcast(p.Pause())
 
     def resume(self, warmup_until_s: float) -> None:
+        self._paused = False
+        if self._held is not None:
+            self._held.warmup_until_s = warmup_until_s
+        if self._dealer is not None:
+            self._start_dealing(self.clock.now())
         self._broadcast(p.Resume(warmup_until_s))
 
     def flush(self) -> None:
@@ -204,8 +283,9 @@ class LoadEngine:
         if n is None:
             self._broadcast(p.LimitSends(None))
             return
-        for link, share in zip(self.links, split_level(n, CLOSED, self.workers), strict=True):
-            link.send(p.LimitSends(int(share)))
+        live = self.live
+        for w, share in zip(live, split_level(n, CLOSED, len(live)), strict=True):
+            self.links[w].send(p.LimitSends(int(share)))
 
     async def arrivals_done(self) -> None:
         """Wait until the replay step's trace or schedule has sent its last arrival."""
@@ -216,13 +296,14 @@ class LoadEngine:
         await self._spent_event.wait()
 
     async def wait_idle(self, timeout_s: float | None = None) -> bool:
-        """Wait until every worker says, in a window closed after this call, that nothing is in
-        flight (a worker sends its records before its window: they have all arrived)."""
+        """Wait until every live worker says, in a window closed after this call, that nothing
+        is in flight (a worker sends its records before its window: they have all arrived)."""
         since = self.clock.now()
 
         def idle() -> bool:
-            return len(self._window_end) == self.workers and all(
-                self._inflight.get(w, 1) == 0 and t1 >= since for w, t1 in self._window_end.items()
+            return all(
+                self._inflight.get(w, 1) == 0 and self._window_end.get(w, -math.inf) >= since
+                for w in self.live
             )
 
         self.flush()
@@ -239,8 +320,8 @@ class LoadEngine:
         return True
 
     def _broadcast(self, msg: object) -> None:
-        for link in self.links:
-            link.send(msg)
+        for w in self.live:
+            self.links[w].send(msg)
 
     # ---- what is in flight -------------------------------------------------------------------
     @property
@@ -251,10 +332,52 @@ class LoadEngine:
         """Requests in flight that were sent in steps up to ``step``."""
         return sum(n for by in self._inflight_by_step.values() for s, n in by.items() if s <= step)
 
+    # ---- a lost worker ------------------------------------------------------------------------
+    def _lose(self, w: int, reason: str) -> None:
+        """``w`` is gone: its in-flight requests become records, its share goes to the rest."""
+        if w in self.lost:
+            return
+        now, held = self.clock.now(), self._held
+        by_step = tuple(sorted(self._inflight_by_step.get(w, {}).items()))
+        loss = WorkerLoss(
+            w,
+            now,
+            reason,
+            sum(n for _, n in by_step),
+            by_step,
+            len(self.live) - 1,
+            held.step if held else None,
+            held.level if held else None,
+        )
+        self.lost[w] = loss
+        sent_s = self._window_end.get(w, now)
+        records = lost_records(
+            loss, self._max_id.get(w, -1) + 1, sent_s, held.warmup_until_s if held else None
+        )
+        self._inflight[w], self._inflight_by_step[w] = 0, {}
+        self._window_end[w] = math.inf
+        if records:
+            self.on_records(RecordBatch(w, records))
+        self.on_event("error", loss.text)
+        self.on_lost(loss)
+        self._send_level()
+        self._check_all()
+
+    def _check_all(self) -> None:
+        """The waits that count workers count the live ones."""
+        live = set(self.live)
+        if live <= self._spent:
+            self._spent_event.set()
+        if live <= self._replayed:
+            self._replayed_event.set()
+        if live <= set(self._stopped):
+            self._stopped_event.set()
+        self._idle_event.set()
+
     # ---- data from the workers ----------------------------------------------------------------
     def _receive(self, msg: object) -> None:
         if isinstance(msg, p.RecordLines):
-            self.on_records([decode_record(json.loads(line)) for line in msg.lines])
+            self._on_lines(msg)
         elif isinstance(msg, p.Window):
             self._on_window(msg)
         elif isinstance(msg, p.Ready):
@@ -263,28 +386,41 @@ class LoadEngine:
             self.on_event("error", f"load waits: {msg.error}")
         elif isinstance(msg, p.BudgetSpent):
             self._spent.add(msg.worker_id)
-            if len(self._spent) == self.workers:
-                self._spent_event.set()
+            self._check_all()
         elif isinstance(msg, p.ArrivalsDone):
             self._replayed.add(msg.worker_id)
-            if len(self._replayed) == self.workers:
-                self._replayed_event.set()
+            self._check_all()
         elif isinstance(msg, p.Pong):
-            self._on_pong(msg)
+            self._sync.on_pong(msg)
         elif isinstance(msg, p.Stopped):
             self._stopped[msg.worker_id] = msg
             self._inflight[msg.worker_id] = 0
             self._inflight_by_step[msg.worker_id] = {}
             self._window_end[msg.worker_id] = math.inf
-            self._idle_event.set()
-            if len(self._stopped) == self.workers:
-                self._stopped_event.set()
+            self._check_all()
+
+    def _on_lines(self, msg: p.RecordLines) -> None:
+        if msg.worker_id in self.lost:
+            return  # its in-flight requests are counted as worker_lost already
+        dicts = [json.loads(line) for line in msg.lines]
+        records = [decode_record(d) for d in dicts]
+        eps = [d.get(ENDPOINT_KEY) for d in dicts] if self.urls else None
+        if records:
+            top = max(r.request_id for r in records)
+            if top > self._max_id.get(msg.worker_id, -1):
+                self._max_id[msg.worker_id] = top
+        self.on_records(RecordBatch(msg.worker_id, records, eps))
 
     def _on_window(self, w: p.Window) -> None:
+        if w.worker_id in self.lost:
+            return
         self._inflight[w.worker_id] = w.inflight
         self._inflight_by_step[w.worker_id] = dict(w.inflight_by_step)
         self.backoff[w.worker_id] = w.backoff
         self._window_end[w.worker_id] = w.t1
+        self._window_totals[w.worker_id] = self._window_totals.get(w.worker_id, Totals()) + Totals(
+            w.sent, w.finished, w.failed, w.cancelled
+        )
         self._idle_event.set()
         self.on_window(w)
 
@@ -295,7 +431,7 @@ class LoadEngine:
             return
         self._readies[msg.worker_id] = msg
         if msg.host != host_id():
-            self._ping(msg.worker_id)
+            self._spawn(self._sync.keep(msg.worker_id, lambda: self._stopping))
         if len(self._readies) == self.workers:
             first = self._readies[min(self._readies)]
             self.target = Target(
@@ -306,21 +442,6 @@ class LoadEngine:
                 first.workload,
             )
             self.ready.set()
-
-    def _ping(self, worker_id: int) -> None:
-        """Measure a foreign host's clock offset: the ping with the smallest round trip."""
-        self._pongs[worker_id] = []
-        for _ in range(PINGS):
-            self.links[worker_id].send(p.Ping(self.clock.now()))
-
-    def _on_pong(self, msg: p.Pong) -> None:
-        got = self._pongs.setdefault(msg.worker_id, [])
-        now = self.clock.now()
-        got.append((now - msg.t_sent, msg.t_sent, msg.t_worker))
-        if len(got) == PINGS:
-            rtt, sent, worker = min(got)
-            offset = worker - (sent + rtt / 2)
-            self.links[msg.worker_id].send(p.ClockOffset(offset))
 
 
 def merged_lag_p99(windows: Sequence[p.Window]) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,6 +32,9 @@ class WorkerLink(Protocol):
     async def open(self, on_message: Callable[[object], None]) -> None: ...
     def send(self, msg: object) -> None: ...
     async def close(self) -> None: ...
+    async def lost_reason(self) -> str:
+        """Why the worker went away without being told to stop (one short phrase)."""
+        ...
 
 
 class ProcessLink:
@@ -92,6 +96,16 @@ class ProcessLink:
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(p.frame(msg))
 
+    async def lost_reason(self) -> str:
+        """How the process ended (its data pipe closed without a ``Stopped``)."""
+        proc = self.proc
+        if proc is None:
+            return "never started"
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(asyncio.TimeoutError, subprocess.TimeoutExpired):
+            await asyncio.wait_for(loop.run_in_executor(None, proc.wait, 1.0), 2.0)
+        return exit_text(proc.pid, proc.returncode)
+
     async def close(self) -> None:
         """Close the control pipe (the worker stops) and reap the process."""
         if self._transport is not None:
@@ -108,6 +122,19 @@ class ProcessLink:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.closed.wait(), 1.0)
             self._reader_task.cancel()
+
+
+def exit_text(pid: int, code: int | None) -> str:
+    """``pid 123 killed by SIGKILL`` / ``pid 123 exited with 1`` / ``pid 123 closed its pipe``."""
+    if code is None:
+        return f"pid {pid} closed its pipe"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"pid {pid} killed by {name}"
+    return f"pid {pid} exited with {code}"
 
 
 class InProcessLink:
@@ -152,6 +179,19 @@ class InProcessLink:
     async def _handle(self, core: WorkerCore, msg: object) -> None:
         if not await core.handle(msg):
             self.closed.set()
+
+    async def lost_reason(self) -> str:
+        return "its core stopped"
+
+    async def crash(self) -> None:
+        """End the core as a crash would (tests): in-flight streams stop, nothing is sent."""
+        core = self._core
+        if core is not None:
+            core.deliver = lambda msg: None
+            if core.outbox is not None:
+                core.outbox.deliver = lambda msg: None
+            await core.handle(p.Stop(cancel=True))
+        self.closed.set()
 
     async def close(self) -> None:
         if not self.closed.is_set() and self._core is not None:

@@ -42,11 +42,17 @@ class DriverView(Protocol):
     def inflight_area_s(self) -> float: ...
 
 
-def record_line(rec: RequestRecord, offset_s: float) -> str:
+ENDPOINT_KEY = "ep"
+"""The endpoint index a line carries with several endpoints (the journal's ``endpoint``)."""
+
+
+def record_line(rec: RequestRecord, offset_s: float, endpoint: int | None = None) -> str:
     """The journal's encoding of a record, its send time put on the controller's clock."""
     d = encode_record(rec)
     if offset_s:
         d["t"] = round(d["t"] - offset_s, 6)
+    if endpoint is not None:
+        d[ENDPOINT_KEY] = endpoint
     return json.dumps(d, separators=(",", ":"), allow_nan=False)
 
 
@@ -91,6 +97,8 @@ class Outbox:
         self.lags: Callable[[float, float], list[float]] | None = None
         self.lateness: Callable[[float, float], list[float]] | None = None
         self.backoff: Callable[[], str | None] | None = None
+        self.endpoints: dict[int, int] | None = None
+        """Request id → endpoint index (``SpreadClient.endpoint_of``), popped as encoded."""
         self._records: deque[RequestRecord] = deque()
         """Appended by the loop, taken by the thread (deque ends are thread-safe)."""
         self._messages: list[object] = []
@@ -151,7 +159,13 @@ class Outbox:
             records.append(self._records.popleft())
         for i in range(0, len(records), BATCH):
             batch = records[i : i + BATCH]
-            lines = tuple(record_line(r, self.offset_s) for r in batch)
+            eps = self.endpoints
+            if eps is None:
+                lines = tuple(record_line(r, self.offset_s) for r in batch)
+            else:
+                lines = tuple(
+                    record_line(r, self.offset_s, eps.pop(r.request_id, None)) for r in batch
+                )
             for r in batch:
                 self._hists.add(r)
             self.deliver(RecordLines(self.worker_id, lines))

@@ -1,8 +1,8 @@
 """The worker seam: the messages between the controller and its load workers, and their framing.
 
-Control flows to a worker (``Start``, ``SetLevel``, ``Pause``, ``Resume``, ``LimitSends``,
-``Flush``, ``Ping``, ``Stop``); data flows back (``Ready``, ``Waiting``, ``RecordLines``,
-``Window``, ``BudgetSpent``, ``Pong``, ``Stopped``). Every message that carries data names its
+Control flows to a worker (``Start``, ``SetLevel``, ``Arrivals``, ``Pause``, ``Resume``,
+``LimitSends``, ``Flush``, ``Ping``, ``Stop``); data flows back (``Ready``, ``Waiting``,
+``RecordLines``, ``Window``, ``BudgetSpent``, ``Pong``, ``Stopped``). Every message that carries data names its
 worker; every time a message carries is on the controller's clock (a worker shifts its own
 stamps by the offset the controller measured). Over a pipe or socket each message is one frame:
 a 4-byte big-endian length and the message pickled (both ends are infmon, started together).
@@ -35,6 +35,10 @@ class Start:
     retry_s: float | None = None
     """Keep retrying discovery this often while the server is unreachable (None: fail at once)."""
     window_s: float = 0.25
+    urls: tuple[str, ...] = ()
+    """Several endpoints: each request goes to one of them (``spread``); () is the config's."""
+    spread: str = "round-robin"
+    """``round-robin`` or ``least-inflight``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,18 @@ class SetLevel:
     max_concurrency: int
     arrival: str
     warmup_until_s: float
+    total: float | None = None
+    """The whole level across every worker (records are labelled with it); None: ``value``."""
+    fed: bool = False
+    """Rate mode whose arrival times the controller draws and sends (``Arrivals``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Arrivals:
+    """Send times (controller clock) of this worker's share of a fed rate step, in order."""
+
+    step: int
+    times_s: tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +178,7 @@ class Stopped:
 Message = (
     Start
     | SetLevel
+    | Arrivals
     | Pause
     | Resume
     | LimitSends

@@ -9,11 +9,13 @@ to another; it never imports Textual, and it ends when the controller closes the
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import signal
 import socket
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -22,6 +24,7 @@ from infmon.clock import Clock, MonotonicClock
 from infmon.config import Config
 from infmon.engine import protocol as p
 from infmon.engine.outbox import Outbox
+from infmon.engine.spread import SpreadClient, SpreadError
 from infmon.load.build import build_workload
 from infmon.load.client import ClientError, StreamingClient
 from infmon.load.driver import LoadDriver
@@ -66,11 +69,16 @@ class WorkerCore:
         self._budget_step = 0
         self.workload: Any = None
         """The work source (a ``Feed`` in real runs)."""
+        self.spread: SpreadClient | None = None
+        """Several endpoints, or several workers (records labelled with the whole level)."""
+        self.fed: FedArrivals | None = None
+        """The arrival times the controller sends, in a fed rate step."""
+        self._level: p.SetLevel | None = None
 
     async def handle(self, msg: object) -> bool:
         """Apply one control message; False once the worker has stopped."""
         if isinstance(msg, p.Start):
-            self._start_task = asyncio.get_running_loop().create_task(self._start(msg))
+            self._start_task = asyncio.get_running_loop().create_task(self._start_or_say(msg))
         elif isinstance(msg, p.Ping):
             self._send(p.Pong(self.worker_id, msg.t, self.clock.now()))
         elif isinstance(msg, p.ClockOffset):
@@ -86,11 +94,23 @@ class WorkerCore:
         return True
 
     # ---- start ------------------------------------------------------------------------------
+    async def _start_or_say(self, msg: p.Start) -> None:
+        """Start; a bug on the way is a ``Ready`` with the error (the controller waits for
+        every worker's ``Ready``, it must not wait for ever)."""
+        try:
+            await self._start(msg)
+        except Exception as exc:
+            if self._ready.is_set():
+                raise
+            traceback.print_exc()  # a process worker's stderr is its log
+            text = f"the load worker failed to start: {type(exc).__name__}: {exc}"
+            self.deliver(p.Ready(msg.worker_id, os.getpid(), host_id(), error=text))
+
     async def _start(self, msg: p.Start) -> None:
         self.worker_id = msg.worker_id
         self.outbox = Outbox(msg.worker_id, self.deliver, self.clock.now, window_s=msg.window_s)
         try:
-            client = self.client_factory(msg.config, self.clock)
+            client = self._client(msg)
         except ClientError as exc:
             self.deliver(
                 p.Ready(
@@ -110,10 +130,10 @@ class WorkerCore:
                 else:
                     workload = await build_workload(config, model=model, clock=self.clock)
                 break
-            except (ClientError, WorkloadError) as exc:
+            except (ClientError, WorkloadError, SpreadError) as exc:
                 text = exc.message if isinstance(exc, ClientError) else str(exc)
-                if msg.retry_s is None or isinstance(exc, WorkloadError):
-                    kind = exc.kind if isinstance(exc, ClientError) else "workload"
+                if msg.retry_s is None or not isinstance(exc, ClientError):
+                    kind = exc.kind if isinstance(exc, ClientError) else _kind(exc)
                     self.deliver(
                         p.Ready(msg.worker_id, os.getpid(), host_id(), error_kind=kind, error=text)
                     )
@@ -129,6 +149,8 @@ class WorkerCore:
         self.driver = driver
         self.outbox.driver = driver
         self.outbox.meter = client.meter
+        if self.spread is not None and len(self.spread.clients) > 1:
+            self.outbox.endpoints = self.spread.endpoint_of
         self.outbox.lags = lambda t0, t1: [lag for t, lag in list(driver._lags) if t0 <= t < t1]
         self.outbox.backoff = lambda: driver.backoff.describe() or None
         seen = [0]
@@ -158,6 +180,16 @@ class WorkerCore:
             self._apply(pending)
         self._pending.clear()
 
+    def _client(self, msg: p.Start) -> Any:
+        """The stream client: one endpoint's, or a ``SpreadClient`` over several endpoints (and
+        for any worker of several, so records carry the whole level)."""
+        urls = msg.urls or ((msg.config.url,) if msg.config.url else ())
+        if len(urls) <= 1 and msg.workers <= 1:
+            return self.client_factory(msg.config, self.clock)
+        clients = [self.client_factory(replace(msg.config, url=u), self.clock) for u in urls]
+        self.spread = SpreadClient(clients, msg.spread)
+        return self.spread
+
     # ---- control ------------------------------------------------------------------------------
     def _send(self, msg: object) -> None:
         if self.outbox is not None and self._ready.is_set():
@@ -174,8 +206,14 @@ class WorkerCore:
         assert d is not None and box is not None
         if isinstance(msg, p.SetLevel):
             box.flush_window()
+            self._level = msg
+            self.fed = None
+            if self.spread is not None and msg.total is not None:
+                self.spread.level = (msg.mode, msg.total)
             d.set_step(msg.step, self._local(msg.warmup_until_s))
-            if msg.mode == "replay":
+            if msg.fed:
+                self._feed(msg)
+            elif msg.mode == "replay":
                 assert self.workload is not None
                 step = msg.step
                 d.set_concurrency(0)
@@ -190,12 +228,17 @@ class WorkerCore:
                 d.set_concurrency(0)
                 if msg.value > 0:  # a worker's share of a rate is never 0 (λ / N)
                     d.set_rate(msg.value, msg.max_concurrency, msg.arrival)
+        elif isinstance(msg, p.Arrivals):
+            if self.fed is not None and msg.step == d.step:
+                self.fed.add([self._local(t) for t in msg.times_s])
         elif isinstance(msg, p.Pause):
             box.flush_window()
             d.pause()
         elif isinstance(msg, p.Resume):
             box.flush_window()
             d.set_step(d.step, self._local(msg.warmup_until_s))
+            if self.fed is not None and self._level is not None:
+                self._feed(self._level)  # the controller deals new times from now
             d.resume(keep_budget=True)
         elif isinstance(msg, p.LimitSends):
             step = d.step
@@ -204,6 +247,14 @@ class WorkerCore:
             )
         elif isinstance(msg, p.Flush):
             box.flush_window()
+
+    def _feed(self, msg: p.SetLevel) -> None:
+        """Send at the times the controller deals (``Arrivals``), capped like a rate step."""
+        d = self.driver
+        assert d is not None and self.workload is not None
+        d.set_concurrency(0)
+        self.fed = FedArrivals(self.workload, self.clock.now())
+        d.set_arrivals(self.fed, msg.max_concurrency)
 
     async def _stop(self, cancel: bool) -> None:
         if self._start_task is not None and not self._start_task.done():
@@ -223,6 +274,34 @@ class WorkerCore:
             self.outbox.close()
         else:
             self.deliver(stopped)
+
+
+class FedArrivals:
+    """An ``ArrivalSource`` of the times the controller sends (local clock), with the work
+    source's items; it waits when the controller has not dealt further yet. Offsets count from
+    when the replay was set: its task starts one loop turn later, so sends are that much late
+    (tens of µs), the same for every arrival."""
+
+    def __init__(self, workload: Any, t0_s: float) -> None:
+        self.workload, self.t0_s = workload, t0_s
+        self._times: collections.deque[float] = collections.deque()
+        self._more = asyncio.Event()
+
+    def add(self, times_s: list[float]) -> None:
+        self._times.extend(times_s)
+        self._more.set()
+
+    async def next_arrival(self) -> tuple[float, Any] | None:
+        while not self._times:
+            self._more.clear()
+            await self._more.wait()
+        t = self._times.popleft()
+        item = await self.workload.next_item(None)
+        return t - self.t0_s, item
+
+
+def _kind(exc: Exception) -> str:
+    return "workload" if isinstance(exc, WorkloadError) else "other"
 
 
 def _totals(d: LoadDriver) -> tuple[int, int, int, int]:

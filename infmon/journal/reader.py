@@ -24,7 +24,13 @@ from infmon.journal.legacy import iter_jsonl
 from infmon.journal.rows import row_record
 from infmon.journal.scrapes import ScrapeReplay
 from infmon.journal.sqlcols import where_clause
-from infmon.journal.store import LEGACY_RECORDS, MAIN_DB, select_records, shard_paths
+from infmon.journal.store import (
+    LEGACY_RECORDS,
+    MAIN_DB,
+    record_columns,
+    select_records,
+    shard_paths,
+)
 from infmon.model.columns import RecordColumns
 from infmon.model.records import RequestRecord
 
@@ -144,6 +150,21 @@ class SessionReader:
             with open(self.session_dir / LEGACY_RECORDS, "rb") as f:
                 n += sum(1 for line in f if line.strip())
         return int(n)
+
+    def endpoint_counts(self) -> dict[int, tuple[int, int]]:
+        """Per endpoint index (``target``'s ``urls``): (requests, failed), over every shard;
+        empty when the session had one endpoint (or predates the column)."""
+        out: dict[int, tuple[int, int]] = {}
+        for db in self.shards():
+            if "endpoint" not in record_columns(db):
+                continue
+            for ep, n, bad in db.execute(
+                "SELECT endpoint, count(*), sum(error_kind IS NOT NULL AND error_kind != "
+                "'cancelled') FROM records WHERE endpoint IS NOT NULL GROUP BY endpoint"
+            ):
+                have = out.get(int(ep), (0, 0))
+                out[int(ep)] = (have[0] + int(n), have[1] + int(bad or 0))
+        return dict(sorted(out.items()))
 
     def steps(self) -> list[int]:
         """Every step index that has records, ascending."""

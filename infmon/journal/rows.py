@@ -44,6 +44,7 @@ RECORD_SCHEMA = (
     ("output_text", "TEXT"),
     ("usage_rejected", "TEXT"),
     ("prompt_tokens_requested", "INTEGER"),
+    ("endpoint", "INTEGER"),
 )
 """The ``records`` table (``docs/journal.md``). A column added later must be nullable: a writer
 adds it to older journals (``ALTER TABLE``) and a reader reads it as NULL where it is absent."""
@@ -63,8 +64,13 @@ def _tokens(r: RequestRecord, chunks: int) -> tuple[bytes | None, int | None]:
     return np.asarray(ct, dtype="<i8").astype("<i4").tobytes(), int(sum(ct))
 
 
-def record_rows(records: Sequence[RequestRecord], worker: int = 0) -> list[tuple[Any, ...]]:
-    """One row per record, the chunk offsets of the whole batch computed at once."""
+def record_rows(
+    records: Sequence[RequestRecord],
+    worker: int = 0,
+    endpoints: Sequence[int | None] | None = None,
+) -> list[tuple[Any, ...]]:
+    """One row per record, the chunk offsets of the whole batch computed at once;
+    ``endpoints[i]`` is the index (in the ``target`` event's ``urls``) that served record i."""
     n = len(records)
     lengths = np.fromiter((len(r.chunk_times_s) for r in records), np.int64, n)
     total = int(lengths.sum())
@@ -110,6 +116,7 @@ def record_rows(records: Sequence[RequestRecord], worker: int = 0) -> list[tuple
                 r.output_text,
                 r.usage_rejected,
                 r.prompt_tokens_requested,
+                endpoints[i] if endpoints is not None else None,
             )
         )
     return rows

@@ -93,6 +93,8 @@ class JournalWriter:
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._records: dict[int, list[RequestRecord]] = {}
+        self._endpoints: dict[int, list[int | None]] = {}
+        """Per worker, aligned with ``_records`` once any record there named its endpoint."""
         self._events: list[tuple[Any, ...]] = []
         self._scrapes: list[tuple[Any, ...]] = []
         self._pages: list[tuple[Any, ...]] = []
@@ -134,11 +136,17 @@ class JournalWriter:
             )
         self.flush()
 
-    def write_record(self, record: RequestRecord, worker: int = 0) -> None:
-        """A finished request; ``worker`` names the load worker (one shard file per worker)."""
+    def write_record(
+        self, record: RequestRecord, worker: int = 0, endpoint: int | None = None
+    ) -> None:
+        """A finished request; ``worker`` names the load worker (one shard file per worker),
+        ``endpoint`` the server that took it when there are several (``target``'s ``urls``)."""
         with self._lock:
             self._check_open()
             self._records.setdefault(worker, []).append(record)
+            if endpoint is not None or worker in self._endpoints:
+                eps = self._endpoints.setdefault(worker, [None] * (len(self._records[worker]) - 1))
+                eps.append(endpoint)
             self._buffered += 1
             full = self._buffered >= _MAX_BUFFERED
         if full:
@@ -211,13 +219,15 @@ class JournalWriter:
                 return
             with self._lock:
                 records, self._records, self._buffered = self._records, {}, 0
+                endpoints, self._endpoints = self._endpoints, {}
                 held = self._held
                 held.events += self._events
                 held.scrapes += self._scrapes
                 held.pages += self._pages
                 self._events, self._scrapes, self._pages = [], [], []
             for worker, recs in records.items():
-                held.records.setdefault(worker, []).extend(record_rows(recs, worker))
+                rows = record_rows(recs, worker, endpoints.get(worker))
+                held.records.setdefault(worker, []).extend(rows)
             if self._error is not None and not force and self.clock.now() < self._retry_at:
                 with self._lock:
                     self._dropped += held.trim(self._held_budget)

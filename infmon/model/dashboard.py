@@ -125,6 +125,17 @@ class SpecView:
 
 
 @dataclass(frozen=True, slots=True)
+class EndpointRow:
+    """One endpoint (or pod, or engine) of a fleet, as the server pane lists them."""
+
+    name: str
+    running: float = NAN
+    waiting: float = NAN
+    kv_usage_fraction: float = NAN
+    generation_tokens_per_s: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
 class ServerView:
     """The server's own numbers, from its metrics (canonical across backends)."""
 
@@ -154,6 +165,9 @@ class ServerView:
     generation_tokens_per_s: float = NAN
     kv_series: tuple[float, ...] = ()
     spec: SpecView | None = None
+    rows: tuple[EndpointRow, ...] = ()
+    """One per endpoint/pod/engine when there are several (the figures above are their sum,
+    KV usage their mean)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,7 +114,8 @@ class _Open:
     """Tokens as their chunks arrived (the load's windows): the figure of a step not settled."""
     metered: bool = False
     area_s: float = 0.0
-    covered_s: float = 0.0
+    covered_s: dict[int, float] = field(default_factory=dict)
+    """Measured time each worker's windows covered (the workers' windows overlap in time)."""
     lag: LogHistogram = field(default_factory=LogHistogram)
     lateness: LogHistogram = field(default_factory=LogHistogram)
     sent: int = 0
@@ -124,7 +125,8 @@ class _Open:
     def client_check(self) -> ClientCheck:
         if self.check is not None:
             return self.check
-        achieved = self.area_s / self.covered_s if self.covered_s > 0 else NAN
+        covered = max(self.covered_s.values(), default=0.0)
+        achieved = self.area_s / covered if covered > 0 else NAN
         late = self.lateness.quantile(0.99) if self.lateness.count else NAN
         return ClientCheck(achieved, self.lag.quantile(0.99) if self.lag.count else NAN, late)
 
@@ -167,10 +169,11 @@ class StepLedger:
         area_s: float,
         lag: LogHistogram | None = None,
         lateness: LogHistogram | None = None,
+        worker: int = 0,
     ) -> None:
-        """A window of the load (``[t0, t1)``): its tokens and in-flight area, shared among the
-        steps by how much of it fell in their measured time; its loop lag to the step
-        measuring at its middle."""
+        """A window of the load (``[t0, t1)``) from ``worker``: its tokens and in-flight area,
+        shared among the steps by how much of it fell in their measured time; its loop lag to
+        the step measuring at its middle."""
         if t1 <= t0:
             return
         mid = (t0 + t1) / 2
@@ -183,7 +186,7 @@ class StepLedger:
                     entry.metered = True
                     entry.live_tokens += tokens * share
                     entry.area_s += area_s * share
-                    entry.covered_s += overlap
+                    entry.covered_s[worker] = entry.covered_s.get(worker, 0.0) + overlap
                     if span.measures(mid):
                         if lag is not None:
                             entry.lag.merge(lag)

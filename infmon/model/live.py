@@ -65,6 +65,10 @@ class LiveWindows:
         while self._windows and self._windows[0].t1 < horizon:
             self._windows.popleft()
 
+    def forget(self, worker_id: int) -> None:
+        """A lost worker: nothing of it is in flight, and no step waits for its windows."""
+        self._latest.pop(worker_id, None)
+
     def recent(self, now: float, span_s: float) -> list[LoadWindow]:
         lo = now - span_s
         return [w for w in self._windows if w.t1 > lo]

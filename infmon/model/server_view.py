@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.dashboard import ServerView, SpecView
-from infmon.model.server import ServerSnapshot, SpecDecode
+from infmon.model.dashboard import EndpointRow, ServerView, SpecView
+from infmon.model.server import EngineSnapshot, ServerSnapshot, SpecDecode
 
 NAN = math.nan
+MAX_ROWS = 64
+"""Rows kept for the pane (a fleet of hundreds of pods is summed; the first 64 are listed)."""
 
 
 def _f(x: float | int | None) -> float:
@@ -36,6 +38,28 @@ def kv_capacity_seqs(snap: ServerSnapshot, tokens_per_seq: float) -> float:
     return _f(snap.kv_capacity_seqs(round(tokens_per_seq), 0))
 
 
+def row_name(labels: tuple[tuple[str, str], ...]) -> str:
+    """``pod=vllm-0`` → ``vllm-0``; ``engine=1`` → ``engine 1``; the model label left out."""
+    parts = [f"engine {v}" if k == "engine" else v for k, v in labels if k != "model_name"]
+    return " ".join(parts) or ",".join(v for _, v in labels) or "all"
+
+
+def endpoint_rows(engines: tuple[EngineSnapshot, ...]) -> tuple[EndpointRow, ...]:
+    """A row per engine label set when there are several (one server is its own sum)."""
+    if len(engines) < 2:
+        return ()
+    return tuple(
+        EndpointRow(
+            name=row_name(e.labels),
+            running=_f(e.running),
+            waiting=_f(e.waiting),
+            kv_usage_fraction=_f(e.kv_cache_usage),
+            generation_tokens_per_s=_f(e.generation_tokens_per_s),
+        )
+        for e in engines[:MAX_ROWS]
+    )
+
+
 def server_view_from(snap: ServerSnapshot, tokens_per_seq: float = NAN) -> ServerView:
     """``tokens_per_seq`` (prompt + output of recent requests) sizes the KV capacity in
     sequences; ``max_num_seqs`` is not published (see ``ServerState``)."""
@@ -54,4 +78,5 @@ def server_view_from(snap: ServerSnapshot, tokens_per_seq: float = NAN) -> Serve
         decode_s=_mean(snap, "decode"),
         generation_tokens_per_s=_f(snap.generation_tokens_per_s),
         spec=spec_view_from(snap.spec_decode),
+        rows=endpoint_rows(snap.engines),
     )

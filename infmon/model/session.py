@@ -145,7 +145,7 @@ class Session:
         self.method.add_window(w.t0, w.t1, w.tokens)
         lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
         late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
-        self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late)
+        self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id)
         self._settle()
 
     def add_server(self, snap: ServerSnapshot, now: float) -> None:

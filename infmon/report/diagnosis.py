@@ -137,6 +137,12 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         )
     if not doc.get("server_timeline"):
         out.append("No server metrics were recorded: server-side figures are unknown.")
+    for e in doc.get("events") or []:
+        if e.get("kind") == "worker_lost":
+            out.append(
+                f"Step {e.get('step')}: at {e.get('t_s', 0.0):.1f} s {e.get('text')} (the step's "
+                "figures hold the surviving workers' requests and the lost ones as failures)."
+            )
     out.append(
         "Over-time charts bin each request at its completion; latency over time is the "
         "mean per bin, step tables use exact percentiles."

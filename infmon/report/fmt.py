@@ -155,8 +155,16 @@ def server_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
     cfg, mb = doc.get("server") or {}, doc.get("memory_budget") or {}
     target = doc.get("target") or {}
     models = cfg.get("models") or ([target["model"]] if target.get("model") else [])
+    eps = target.get("endpoints") or []
     rows = [
         ("URL", str(target.get("url") or DASH)),
+        *[
+            (
+                f"endpoint {i}",
+                f"{e['url']}: {num(e['requests'])} requests, {num(e['failed'])} failed",
+            )
+            for i, e in enumerate(eps)
+        ],
         ("model", ", ".join(map(str, models)) or DASH),
         (
             "backend",

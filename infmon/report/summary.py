@@ -42,6 +42,7 @@ MARK_KINDS = (
     "pause",
     "resume",
     "quality",
+    "worker_lost",
 )
 
 
@@ -82,12 +83,24 @@ def _marks(events: list[dict[str, Any]], origin_s: float) -> list[dict[str, Any]
     return out[-500:]
 
 
-def _target(config: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
-    """URL, model and endpoint: the resolved ones (``target`` event) over the configured ones."""
+def _target(
+    config: dict[str, Any], events: list[dict[str, Any]], reader: SessionReader | None = None
+) -> dict[str, Any]:
+    """URL, model and endpoint: the resolved ones (``target`` event) over the configured ones;
+    with several endpoints, ``url`` names them all and ``endpoints`` counts each one's requests."""
     out = {k: config.get(k) for k in ("url", "model", "endpoint")}
+    urls: list[Any] = []
     for e in events:
         if e.get("kind") == "target":
             out.update({k: e[k] for k in out if e.get(k) is not None})
+            urls = e.get("urls") or urls
+    if len(urls) > 1:
+        counts = reader.endpoint_counts() if reader is not None else {}
+        out["url"] = ", ".join(map(str, urls))
+        out["endpoints"] = [
+            {"url": u, "requests": counts.get(i, (0, 0))[0], "failed": counts.get(i, (0, 0))[1]}
+            for i, u in enumerate(urls)
+        ]
     return out
 
 
@@ -155,7 +168,7 @@ def build_summary(
             "skipped_lines": reader.skipped[0],
             "ended_cleanly": any(e.get("kind") == "session_end" for e in events),
         },
-        "target": _target(config, events),
+        "target": _target(config, events, reader),
         "workload": _workload(events),
         "config": config,
         "server": server_cfg,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +24,13 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from requests.adapters import HTTPAdapter
 
-from infmon.model.server import LATENCY_NAMES, GpuSnapshot, ServerSnapshot, WindowStat
+from infmon.model.server import (
+    LATENCY_NAMES,
+    EngineSnapshot,
+    GpuSnapshot,
+    ServerSnapshot,
+    WindowStat,
+)
 from infmon.net import TLSConfigError, requests_verify
 from infmon.sources.backends import detect, table_named
 from infmon.sources.backends.table import BackendTable
@@ -168,6 +174,20 @@ class PrometheusSource:
         value = _value(result[0])
         return None if value is None or math.isnan(value) or math.isinf(value) else value
 
+    def instances(self) -> list[str]:
+        """The ``instance`` label of every target of ``up{selector}`` (blocking, bounded)."""
+        self._adapter.deadline = time.monotonic() + self._timeout_s
+        try:
+            found = self.query(self._sel("up"))
+        finally:
+            self._adapter.deadline = math.inf
+        out = []
+        for item in found[: self.max_series]:
+            metric = item.get("metric")
+            if isinstance(metric, dict) and isinstance(metric.get("instance"), str):
+                out.append(clean_labels({"instance": metric["instance"]})["instance"])
+        return sorted(set(out))
+
     def _series(self, promql: str) -> list[Sample]:
         series = self.query(promql)
         if len(series) > self.max_series:
@@ -244,6 +264,46 @@ class PrometheusSource:
                 return v
         return None
 
+    def _by_pod(self, names: tuple[str, ...], pod_label: str) -> dict[str, float]:
+        """``sum by (pod) (rate(name[window]))`` of the first name that has series."""
+        assert self.window_s is not None
+        for name in names:
+            got = self.query(
+                f"sum by ({pod_label}) (rate({self._sel(name)}[{_duration(self.window_s)}]))"
+            )
+            out = {}
+            for item in got[: self.max_series]:
+                metric, value = item.get("metric"), _value(item)
+                if isinstance(metric, dict) and value is not None and math.isfinite(value):
+                    pod = clean_labels({"p": str(metric.get(pod_label, ""))})["p"]
+                    out[pod] = value
+            if out:
+                return out
+        return {}
+
+    def _pod_rates(
+        self,
+        engines: tuple[EngineSnapshot, ...],
+        pod_label: str,
+        counters: Mapping[str, tuple[str, ...]],
+    ) -> tuple[EngineSnapshot, ...]:
+        """Each pod's prompt and generation tokens/s over the window (Prometheus's ``rate``)."""
+        if self.window_s is None or not engines:
+            return engines
+        gen = self._by_pod(tuple(counters.get("generation_tokens", ())), pod_label)
+        prompt = self._by_pod(tuple(counters.get("prompt_tokens", ())), pod_label)
+        out = []
+        for e in engines:
+            pod = dict(e.labels).get(pod_label)
+            out.append(
+                replace(
+                    e,
+                    generation_tokens_per_s=gen.get(pod) if pod is not None else None,
+                    prompt_tokens_per_s=prompt.get(pod) if pod is not None else None,
+                )
+            )
+        return tuple(out)
+
     def snapshot_sync(self, now_s: float) -> ServerSnapshot:
         """One snapshot: every query it makes shares one deadline (``timeout_s``)."""
         self._adapter.deadline = time.monotonic() + self._timeout_s
@@ -272,8 +332,10 @@ class PrometheusSource:
                     latency[concept] = self._latency(base)
                     break
         c = table.counters
+        engines = self._pod_rates(snap.engines, pod_label, c)
         return replace(
             snap,
+            engines=engines,
             latency_s=latency or snap.latency_s,
             window_s=self.window_s,
             prompt_tokens_per_s=self._rate(c.get("prompt_tokens", ())),

@@ -44,9 +44,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_for_series(url: str, job: str, timeout_s: float, proc: subprocess.Popen) -> None:
+def _wait_for_series(
+    url: str, job: str, timeout_s: float, proc: subprocess.Popen, series: str = "vllm:.+"
+) -> None:
     deadline = time.monotonic() + timeout_s
-    query = f'count({{job="{job}", __name__=~"vllm:.+"}})'
+    query = f'count({{job="{job}", __name__=~"{series}"}})'
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"prometheus exited with {proc.returncode}")
@@ -62,19 +64,27 @@ def _wait_for_series(url: str, job: str, timeout_s: float, proc: subprocess.Pope
 
 
 @contextmanager
-def prometheus_for(target_url: str, job: str = JOB, timeout_s: float = 30.0) -> Iterator[str]:
-    """Run a real Prometheus scraping ``target_url``/metrics every 1 s; yield its URL."""
+def prometheus_for(
+    target_url: str,
+    job: str = JOB,
+    timeout_s: float = 30.0,
+    series: str = "vllm:.+",
+    more_targets: tuple[str, ...] = (),
+) -> Iterator[str]:
+    """Run a real Prometheus scraping ``target_url``/metrics (and ``more_targets``, same path)
+    every 1 s; yield its URL once series named like ``series`` are queryable."""
     exe = shutil.which("prometheus")
     if exe is None:
         pytest.fail("prometheus is not installed (.ci/run apt-installs the Debian package)")
     target = urlsplit(target_url)
+    netlocs = ", ".join(f"'{urlsplit(u).netloc}'" for u in (target_url, *more_targets))
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="infmon-prom-") as tmp:
         config = Path(tmp) / "prometheus.yml"
         config.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             f"scrape_configs:\n  - job_name: {job}\n    metrics_path: {target.path or ''}/metrics\n"
-            f"    static_configs:\n      - targets: ['{target.netloc}']\n"
+            f"    static_configs:\n      - targets: [{netlocs}]\n"
         )
         proc = subprocess.Popen(
             [
@@ -90,7 +100,7 @@ def prometheus_for(target_url: str, job: str = JOB, timeout_s: float = 30.0) -> 
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            _wait_for_series(url, job, timeout_s, proc)
+            _wait_for_series(url, job, timeout_s, proc, series)
             yield url
         finally:
             stop_process(proc, 10)

@@ -34,9 +34,9 @@ async def run_plan(plan, **client):
     ledger = StepLedger(SLO(e2el_s=1.0), min_hold_s=0.0, min_requests=1)
     records, events = [], []
 
-    def on_records(recs):
-        records.extend(recs)
-        for r in recs:
+    def on_records(batch):
+        records.extend(batch.records)
+        for r in batch.records:
             ledger.add_record(r)
 
     def on_window(w):

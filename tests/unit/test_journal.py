@@ -267,12 +267,13 @@ def test_a_journal_from_before_a_column_was_added(tmp_path):
 
     from infmon.journal.rows import RECORD_SCHEMA
 
-    newest = RECORD_SCHEMA[-1][0]
-    assert newest == "prompt_tokens_requested"
+    newest = [name for name, _ in RECORD_SCHEMA[-2:]]
+    assert newest == ["prompt_tokens_requested", "endpoint"]
     with JournalWriter(tmp_path, autoflush=False) as j:
         j.write_record(_rec(1, prompt_tokens_requested=12))
     db = sqlite3.connect(tmp_path / "journal.sqlite")
-    db.execute(f"ALTER TABLE records DROP COLUMN {newest}")  # as a file written before it
+    for name in newest:  # as a file written before them
+        db.execute(f"ALTER TABLE records DROP COLUMN {name}")
     db.commit()
     db.close()
     [old] = list(SessionReader(tmp_path).iter_records())
@@ -282,3 +283,16 @@ def test_a_journal_from_before_a_column_was_added(tmp_path):
         j.write_record(_rec(2, prompt_tokens_requested=12))
     back = list(SessionReader(tmp_path).iter_records())
     assert [r.prompt_tokens_requested for r in back] == [None, 12]
+    assert SessionReader(tmp_path).endpoint_counts() == {}
+
+
+def test_records_name_their_endpoint_and_worker_shard(tmp_path):
+    with JournalWriter(tmp_path, autoflush=False) as j:
+        j.write_record(_rec(1), worker=0)
+        j.write_record(_rec(2), worker=0, endpoint=1)
+        j.write_record(_rec(3), worker=1, endpoint=0)
+        j.write_record(_rec(4, error_kind="reset"), worker=1, endpoint=1)
+    r = SessionReader(tmp_path)
+    assert r.endpoint_counts() == {0: (1, 0), 1: (2, 1)}
+    assert sorted(x.request_id for x in r.iter_records()) == [1, 2, 3, 4]
+    assert (tmp_path / "journal.w1.sqlite").exists()

@@ -16,6 +16,7 @@ from pathlib import Path
 from infmon.clock import FakeClock
 from infmon.commands.live import LiveController
 from infmon.commands.wiring import RunWiring
+from infmon.engine.types import RecordBatch
 from infmon.journal import JournalWriter
 from infmon.model.dial import DialState, LoadDial
 from infmon.model.session import Session, SessionConfig
@@ -57,7 +58,7 @@ def run_sweep(session_dir: Path, step_s: float = 8.0):
         warm = cur.segments[-1].measure_from_s if cur else t0
         recs, window, snap = server.second(t0, level, step_at, warm)
         clock.advance(1.0)
-        wiring.records(recs)
+        wiring.records(RecordBatch(0, recs))
         wiring.window(window)
         wiring.snapshot(snap)
         ctl.tick()
@@ -79,7 +80,7 @@ def run_sweep(session_dir: Path, step_s: float = 8.0):
         second()
     ctl.end()
     cancelled = server.cancel_inflight(clock.now(), dial.state.concurrency, book.steps[-1].index)
-    wiring.records(cancelled)
+    wiring.records(RecordBatch(0, cancelled))
     for _ in range(3):  # the worker's last windows: nothing in flight
         t0 = clock.now()
         clock.advance(0.25)

@@ -6,9 +6,12 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.dashboard import ServerView
+from infmon.model.dashboard import EndpointRow, ServerView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
+
+ROWS_FROM_COLUMNS = 120
+"""The fleet's per-endpoint rows show on terminals at least this wide."""
 
 
 class ServerPane(Pane):
@@ -53,7 +56,22 @@ class ServerPane(Pane):
             values.stylize("dim")
             values.append(f"\n(last scrape {f.num(s.stale_s)} s ago)", muted)
         text.append_text(values)
+        if s.rows and self.app.size.width >= ROWS_FROM_COLUMNS:
+            text.append_text(self._rows(s.rows))
         return text
+
+    def _rows(self, rows: tuple[EndpointRow, ...]) -> Text:
+        """One line per endpoint/pod: running, waiting, KV %, generation tok/s."""
+        muted = self.style("muted")
+        width = max(8, min(28, max(len(r.name) for r in rows)))
+        out = Text(f"\n{'endpoint':<{width}} {'run':>5} {'wait':>5} {'KV':>4} {'gen/s':>7}", muted)
+        for r in rows:
+            out.append(f"\n{r.name[:width]:<{width}} ")
+            out.append(f"{f.num(r.running):>5} ", "bold")
+            out.append(f"{f.num(r.waiting):>5} ", self.style("warning") if r.waiting else "")
+            out.append(f"{f.pct(r.kv_usage_fraction):>4} ")
+            out.append(f"{f.num(r.generation_tokens_per_s):>7}")
+        return out
 
 
 def _phases(s: ServerView, muted: str) -> list[tuple[str, str] | str]:

@@ -1,0 +1,174 @@
+"""Issue 16, must show 2: two local load workers against the simulator.
+
+The merged live counters equal the journal's counts; the report built from the worker shards
+equals, figure by figure, the report of the same records in one file; a worker killed with
+SIGKILL in the middle of a step is an event, its streams are ``worker_lost``, the level is
+re-split over the other worker, and the run finishes with its reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from infmon.engine.runner import StepSpec
+from infmon.model.lengths import parse_lengths
+from infmon.report import build_summary
+from tests.conftest import REPO, infmon_cmd, running_sim
+from tests.enginekit.scale import journal_counts, merge_into_one_file, run_plan
+
+pytestmark = pytest.mark.e2e
+
+PLAN = [
+    StepSpec(concurrency=4, duration_s=2.5, warmup_s=0.5),
+    StepSpec(concurrency=9, duration_s=2.5, warmup_s=0.5),
+]
+
+
+@pytest.fixture(scope="module")
+def fast_sim():
+    with running_sim("--scenario", "baseline", "--seed", "3") as url:
+        yield url
+
+
+def same(a, b, path="") -> None:
+    """Equal JSON documents; floats equal to 1e-9 relative (a sum may be taken in another
+    order)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-9), path
+    else:
+        assert a == b, path
+
+
+async def test_two_workers_live_counters_journal_and_a_report_from_shards(
+    fast_sim: str, tmp_path: Path
+) -> None:
+    session = tmp_path / "s"
+    run = await run_plan(fast_sim, session, PLAN, workers=2, output_tokens=parse_lengths("24"))
+    assert {w.worker_id for w in run.windows} == {0, 1}
+    assert (session / "journal.w1.sqlite").exists()
+    live, journal = run.live_counts(), journal_counts(session)
+    assert journal["ok"] > 50 and journal["failed"] == 0
+    for key in ("ok", "failed", "cancelled"):
+        assert live[key] == journal[key], key
+    assert live["sent"] == run.totals.sent == sum(journal[k] for k in ("ok", "failed", "cancelled"))
+    for result, _ in run.results:  # each step held its whole level across both workers
+        s = result.stats
+        assert abs(s.achieved_concurrency - result.span.level.value) < 0.2 * result.span.level.value
+
+    one = merge_into_one_file(session, tmp_path / "one")
+    assert not list(one.glob("journal.w*.sqlite"))
+    from_shards, from_one = build_summary(session), build_summary(one)
+    from_shards["session"].pop("dir")
+    from_one["session"].pop("dir")
+    assert from_shards["session"]["requests"] == journal["ok"]
+    same(from_shards, from_one)
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(
+        ["ps", "--ppid", str(pid), "-o", "pid=,args="], capture_output=True, text=True
+    ).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if "infmon.engine.worker" in line]
+
+
+def test_a_worker_killed_mid_step_is_an_event_and_the_run_finishes(
+    fast_sim: str, tmp_path: Path
+) -> None:
+    session, out = tmp_path / "s", tmp_path / "out.json"
+    proc = subprocess.Popen(
+        infmon_cmd(
+            "bench",
+            fast_sim,
+            "--workers",
+            "2",
+            "--concurrency",
+            "8,8",
+            "--step-duration",
+            "4",
+            "--warmup",
+            "0.5",
+            "--output-tokens",
+            "64",
+            "--session-dir",
+            str(session),
+            "--json",
+            str(out),
+        ),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (session / "journal.w1.sqlite").exists():
+        time.sleep(0.1)
+    time.sleep(2.0)  # well inside step 1's measured time
+    workers = _children(proc.pid)
+    assert len(workers) == 2, workers
+    os.kill(max(workers), signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=120)
+    sys.stdout.write(stdout + stderr)
+    assert proc.returncode == 1, stderr  # the lost streams count as failed requests
+    assert "worker 1 lost" in stderr and "killed by SIGKILL" in stderr
+    assert "counted as `worker_lost`" in stderr and "re-split over 1 worker" in stderr
+    data = json.loads(out.read_text())
+    first, second = data["steps"]
+    assert first["failed"] > 0 and second["failed"] == 0
+    assert abs(second["achieved_concurrency"] - 8) < 1.2  # worker 0 took the whole level
+    assert second["completed"] > 0
+    counts = journal_counts(session)
+    assert counts["worker_lost"] == first["failed"]
+    report = (session / "report.md").read_text()
+    assert "worker 1 lost" in report and "Step 1" in report
+
+
+async def test_a_level_change_reaches_every_worker_within_one_window(fast_sim: str) -> None:
+    from infmon.clock import MonotonicClock
+    from infmon.config import Config
+    from infmon.engine.controller import LoadEngine
+    from infmon.model.steps import CLOSED, Level
+
+    clock = MonotonicClock()
+    windows = []
+    engine = LoadEngine(
+        Config(url=fast_sim, seed=3, output_tokens=parse_lengths("256")),
+        clock,
+        on_records=lambda batch: None,
+        on_window=windows.append,
+        workers=2,
+    )
+    await engine.start()
+    try:
+        engine.set_level(1, Level(CLOSED, 4), clock.now())
+        engine.resume(clock.now())
+        await asyncio.sleep(1.5)
+        t_set = clock.now()
+        engine.set_level(2, Level(CLOSED, 10), t_set)
+        await asyncio.sleep(1.5)
+    finally:
+        await engine.stop()
+    late = {}
+    for w in (0, 1):  # 5 streams each: the first window that ends with them in flight
+        first = next(x for x in windows if x.worker_id == w and x.t1 > t_set and x.inflight == 5)
+        late[w] = first.t1 - t_set
+    print(f"\nlevel change seen in each worker's window after {late} s")
+    assert all(d <= 0.25 + 0.25 for d in late.values()), late  # applied within one window

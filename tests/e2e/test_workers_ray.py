@@ -1,0 +1,108 @@
+"""Issue 16, must show 3: must show 2's test with the workers as Ray actors on a local Ray
+cluster (``ray.init(num_cpus=2)``, loopback only).
+
+Optional: skipped when Ray is not installed, and marked ``ray`` so the fast suite leaves it out
+even when it is (``pip install -e '.[ray]'`` then ``pytest -m ray tests/e2e/test_workers_ray.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from infmon.engine.runner import StepSpec
+from infmon.model.lengths import parse_lengths
+from infmon.report import build_summary
+from tests.conftest import running_sim
+from tests.e2e.test_workers import PLAN, same
+from tests.enginekit.scale import journal_counts, merge_into_one_file, run_plan
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+
+pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def fast_sim():
+    with running_sim("--scenario", "baseline", "--seed", "3") as url:
+        yield url
+
+
+def links(n: int):
+    from infmon.engine.ray_link import ray_links
+
+    return list(ray_links("local", n))  # joins the cluster the fixture started
+
+
+async def test_two_ray_actors_live_counters_journal_and_a_report_from_shards(
+    ray_cluster, fast_sim: str, tmp_path: Path
+) -> None:
+    session = tmp_path / "s"
+    ls = links(2)
+    run = await run_plan(fast_sim, session, PLAN, links=ls, output_tokens=parse_lengths("24"))
+    assert {w.worker_id for w in run.windows} == {0, 1}
+    assert (session / "journal.w1.sqlite").exists()
+    live, journal = run.live_counts(), journal_counts(session)
+    assert journal["ok"] > 50 and journal["failed"] == 0
+    for key in ("ok", "failed", "cancelled"):
+        assert live[key] == journal[key], key
+    assert live["sent"] == run.totals.sent == sum(journal[k] for k in ("ok", "failed", "cancelled"))
+    for result, _ in run.results:
+        s = result.stats
+        assert abs(s.achieved_concurrency - result.span.level.value) < 0.2 * result.span.level.value
+
+    one = merge_into_one_file(session, tmp_path / "one")
+    from_shards, from_one = build_summary(session), build_summary(one)
+    from_shards["session"].pop("dir")
+    from_one["session"].pop("dir")
+    same(from_shards, from_one)
+
+
+async def test_a_ray_actor_killed_mid_step_is_an_event_and_the_run_finishes(
+    ray_cluster, fast_sim: str, tmp_path: Path
+) -> None:
+    session = tmp_path / "s"
+    ls = links(2)
+    plan = [
+        StepSpec(concurrency=8, duration_s=4.0, warmup_s=0.5),
+        StepSpec(concurrency=8, duration_s=3.0, warmup_s=0.5),
+    ]
+
+    async def kill_one(engine) -> None:
+        await asyncio.sleep(2.5)  # inside step 1's measured time
+        ray.kill(ls[1].actor)
+
+    run = await run_plan(
+        fast_sim, session, plan, links=ls, during=kill_one, output_tokens=parse_lengths("64")
+    )
+    (loss,) = run.losses
+    assert loss.worker_id == 1 and loss.step == 1 and loss.inflight > 0
+    assert "the Ray actor died" in loss.reason
+    text = next(e for e in run.events if "worker 1 lost" in e)
+    assert "counted as `worker_lost`" in text and "re-split over 1 worker" in text
+    (first, _), (second, _) = run.results
+    assert first.stats.failed > 0 and second.stats.failed == 0
+    assert abs(second.stats.achieved_concurrency - 8) < 1.2  # worker 0 took the whole level
+    assert second.stats.completed > 0
+    assert journal_counts(session)["worker_lost"] == loss.inflight
+
+
+def test_more_actors_than_the_local_cluster_has_cpus_is_one_line(ray_cluster) -> None:
+    from infmon.engine.ray_link import ray_links
+
+    with pytest.raises(RuntimeError, match="--workers 3: the local Ray cluster has 2 CPUs"):
+        ray_links("local", 3)
