@@ -120,6 +120,8 @@ class Session:
         self._started = False
         self._hint: str | None = None
         self._last_begun: int | None = None
+        self._verdict: str | None = None
+        """Why the last sweep stopped and what it holds (shown until the operator moves)."""
         self._meta: dict[str, str | None] = {"model": None, "backend": None, "version": None}
         self._views: tuple[ThroughputView, LatencyView, ServerView, KneeView] | None = None
         self.succeeded = self.failed = self.cancelled = 0
@@ -178,6 +180,8 @@ class Session:
                 if ev.index == self._last_begun:  # the step was replaced (a coalesced press)
                     self._drop_event("load", f"step {ev.index}: ")
                 self._last_begun = ev.index
+                if span.origin == "operator":
+                    self._verdict = None  # the operator moved on from the sweep's hold
                 self.add_event(now, "load", f"step {ev.index}: {span.level.label}{more}")
                 if self._step_starts and self._step_starts[-1][0] >= ev.t - 1.0:
                     self._step_starts.pop()  # a coalesced press: one boundary
@@ -203,6 +207,8 @@ class Session:
 
     def set_sweep(self, progress: str | None) -> None:
         self._sweep = progress
+        if progress:
+            self._verdict = None
 
     def set_journal_note(self, note: str | None) -> None:
         """``journal: disk full since 12:03:41, 1,204 records held in memory`` (None: fine)."""
@@ -258,6 +264,8 @@ class Session:
         self._views = None
 
     def add_event(self, now: float, kind: str, text: str) -> None:
+        if kind == "sweep" and text.startswith("sweep stopped") and "operator" not in text:
+            self._verdict = text  # the story's end stays in view on the hint line
         recent = list(self._events)[-REPEAT_WITHIN:]
         for e in reversed(recent):
             if e.kind == kind and e.text == text:
@@ -510,7 +518,9 @@ class Session:
             baseline_run=self.method.reference.name if self.method.reference else None,
             baseline_changes=self.method.view.changes if self.method.view else (),
             started=self._started,
-            hint=self._hint or self._paused_hint(cur.level.label if cur else "c=1"),
+            hint=self._hint
+            or self._paused_hint(cur.level.label if cur else "c=1")
+            or self._verdict,
             baseline_label=base.level.label if base is not None else None,
         )
 

@@ -97,3 +97,19 @@ def test_a_replaced_step_is_said_once() -> None:
     s.apply_steps(book.begin(Level(CLOSED, 2), 0.5, "sweep", 0.0), 0.5)
     texts = [(e.text, e.count) for e in s.snapshot(1.0).events if e.text.startswith("step")]
     assert texts == [("step 1: c=2", 1)]
+
+
+def test_why_the_sweep_stopped_stays_on_the_hint_line_until_the_operator_moves() -> None:
+    from infmon.model.steps import CLOSED, Level
+    from tests.ui.fakes import new_session
+
+    clock = FakeClock(0.0)
+    s = new_session(clock)
+    book = s.ledger.book
+    s.set_paused(False, 0.0)
+    s.apply_steps(book.begin(Level(CLOSED, 256), 0.0, "hold", 0.0), 0.0)
+    verdict = "sweep stopped: knee at c=256 (running capped at 256 while 245 wait); holding c=256"
+    s.add_event(1.0, "sweep", verdict)
+    assert s.snapshot(2.0).header.hint == verdict
+    s.apply_steps(book.begin(Level(CLOSED, 128), 3.0, "operator", 0.0), 3.0)
+    assert s.snapshot(4.0).header.hint is None
