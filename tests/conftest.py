@@ -16,6 +16,15 @@ FIXTURES = REPO / "tests" / "fixtures"
 """Real captures the tests read (each with its ``.source.txt``); a fresh clone has them all."""
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` for a child that is sent SIGINT: a suite started in the background
+    (``nohup … &``) ignores SIGINT, every child inherits that, and Python then never raises
+    KeyboardInterrupt: the child gets the default back, as from a terminal."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def infmon_cmd(*args: str) -> list[str]:
     """The command line that runs this checkout's infmon (no console script needed)."""
     return [sys.executable, "-m", "infmon", *args]

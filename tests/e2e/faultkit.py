@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infmon.journal import SessionReader
-from tests.conftest import REPO, infmon_cmd
+from tests.conftest import REPO, default_sigint, infmon_cmd
 
 KEY = "sk-infmon-DISTINCTIVE-7f3a9c-never-leak"
 """A key no file, line or title of a session may contain."""
@@ -65,6 +65,7 @@ def start_bench(url: str, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=bench_env(tmp_path),
+        preexec_fn=default_sigint,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 30

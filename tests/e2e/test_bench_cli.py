@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infmon.journal import SessionReader
-from tests.conftest import REPO, infmon_cmd
+from tests.conftest import REPO, default_sigint, infmon_cmd
 from tests.loadkit.server import Behaviour, serve
 
 pytestmark = pytest.mark.e2e
@@ -185,7 +185,12 @@ def test_ctrl_c_stops_fast_and_accounts_for_every_request(tmp_path: Path) -> Non
             str(tmp_path / "s"),
         ]
         p = subprocess.Popen(
-            infmon_cmd(*args), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            infmon_cmd(*args),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
         )
         assert p.stdout is not None
         while "target:" not in p.stdout.readline():
