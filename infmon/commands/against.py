@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from infmon.commands import CliError
 from infmon.commands.common import say
@@ -24,6 +25,10 @@ from infmon.model.rules import Rule, RuleError, check, parse_rules
 from infmon.model.sanitize import strict_json
 from infmon.model.stats import SLO
 from infmon.model.steps import StepBook
+
+if TYPE_CHECKING:
+    from infmon.report.compare import Comparison
+    from infmon.report.runs import Run
 
 SHOWN = ("tok_s", "ttft_p90", "tpot_p50", "itl_p50", "e2e_p90", "goodput")
 """The deltas printed under a step's row (``compare`` shows every figure)."""
@@ -96,8 +101,6 @@ def finish(against: Against, session_dir: Path, out_dir: Path | None = None) -> 
     selection as its report) written as ``compare.txt`` and ``compare.json`` in ``out_dir``
     (default: the session), its explanations printed, and the ``--fail-if`` rules judged:
     0 when none fails, 1 otherwise (each failure said)."""
-    from infmon.report.compare import compare_runs
-    from infmon.report.compare_render import render_text
     from infmon.report.runs import RunLoadError, load_run
 
     if against.path is None:
@@ -109,13 +112,7 @@ def finish(against: Against, session_dir: Path, out_dir: Path | None = None) -> 
         raise CliError(str(exc)) from None
     if runs[0].name == runs[1].name:
         runs[1].name = f"{runs[1].name} (2)"
-    cmp = compare_runs(runs)
-    try:
-        (out_dir / "compare.txt").write_text(render_text(cmp), encoding="utf-8")
-        doc = strict_json(cmp.to_dict(), indent=2) + "\n"
-        (out_dir / "compare.json").write_text(doc, encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write the comparison in {out_dir}: {exc.strerror}") from None
+    cmp = write_comparison(runs, out_dir)
     changes = "; ".join(cmp.views[0].changes) or "no server-config change seen"
     say(f"against {runs[0].name} ({against.path}): {changes}")
     for line in cmp.explanations:
@@ -161,3 +158,18 @@ def kv_line(session_dir: Path) -> str | None:
     if knee and knee.get("limit_text"):
         text += f"; knee limit: {knee['limit_text']}"
     return text
+
+
+def write_comparison(runs: list[Run], out_dir: Path) -> Comparison:
+    """Compare ``runs`` and write ``compare.txt`` and ``compare.json`` into ``out_dir``."""
+    from infmon.report.compare import compare_runs
+    from infmon.report.compare_render import render_text
+
+    cmp = compare_runs(runs)
+    try:
+        (out_dir / "compare.txt").write_text(render_text(cmp), encoding="utf-8")
+        doc = strict_json(cmp.to_dict(), indent=2) + "\n"
+        (out_dir / "compare.json").write_text(doc, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write the comparison in {out_dir}: {exc.strerror}") from None
+    return cmp

@@ -23,7 +23,7 @@ from typing import Any
 
 from infmon.commands import CliError, bench, quality
 from infmon.commands.against import finish as finish_against
-from infmon.commands.against import read_options
+from infmon.commands.against import read_options, write_comparison
 from infmon.commands.common import add_load_arguments, say, write_session_reports
 
 METHOD_FILE = "method.json"
@@ -210,9 +210,6 @@ def runs_of(baseline: Path, runs_dir: Path) -> list[Path]:
 
 def _compare_all(baseline: Path, runs_dir: Path) -> None:
     """``runs_dir/compare.txt``/``.json``: the baseline against every run of it so far."""
-    from infmon.model.sanitize import strict_json
-    from infmon.report.compare import compare_runs
-    from infmon.report.compare_render import render_text
     from infmon.report.runs import RunLoadError, load_run
 
     if not runs_dir.is_dir():
@@ -223,11 +220,5 @@ def _compare_all(baseline: Path, runs_dir: Path) -> None:
         raise CliError(str(exc)) from None
     if len(runs) < 3:
         return  # the session's own compare.txt already says it all
-    cmp = compare_runs(runs)
-    try:
-        (runs_dir / "compare.txt").write_text(render_text(cmp), encoding="utf-8")
-        doc = strict_json(cmp.to_dict(), indent=2) + "\n"
-        (runs_dir / "compare.json").write_text(doc, encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write the comparison in {runs_dir}: {exc.strerror}") from None
+    write_comparison(runs, runs_dir)
     say(f"comparison of {len(runs)} runs: {runs_dir / 'compare.txt'}")

@@ -8,7 +8,8 @@ from typing import Any
 from infmon.model.stats import PROMPT_MISMATCH_FRACTION
 
 
-def _x(step: dict[str, Any]) -> str:
+def step_label(step: dict[str, Any]) -> str:
+    """A report step by its level: ``c=16``, ``rate=2/s``, else ``step 3``."""
     if step.get("concurrency") is not None:
         return f"c={step['concurrency']}"
     if step.get("rate") is not None:
@@ -16,8 +17,9 @@ def _x(step: dict[str, Any]) -> str:
     return f"step {step.get('step')}"
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) else None
+def as_number(v: Any) -> float | None:
+    """A report field as a number (None when absent, not a number, or a bool)."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def lines(doc: dict[str, Any]) -> list[str]:
@@ -44,8 +46,8 @@ class _Causes:
 
     def add(self, key: str, step: dict[str, Any], worst: tuple[float, ...], text: str) -> None:
         labels = self.steps.setdefault(key, [])
-        if _x(step) not in labels:
-            labels.append(_x(step))
+        if step_label(step) not in labels:
+            labels.append(step_label(step))
         old = self.worst.get(key)
         self.worst[key] = worst if old is None else tuple(map(max, old, worst))
         if old is None or worst >= old:
@@ -74,12 +76,12 @@ def _step_causes(steps: list[dict[str, Any]]) -> list[str]:
         for note in step.get("client_notes") or ():
             figures = tuple(float(x) for x in re.findall(r"\d+(?:\.\d+)?", note)[:1])
             c.add("client:" + re.sub(r"\d[\d.,]*", "#", note), step, figures, note)
-        if (waiting := _num(srv.get("waiting_max")) or 0) > 0:
+        if (waiting := as_number(srv.get("waiting_max")) or 0) > 0:
             c.add("queued", step, (waiting,), "")
-        if (pre := _num(srv.get("preemptions_per_s_max")) or 0) > 0:
-            c.add("preempt", step, (pre, _num(srv.get("kv_usage_max")) or 0.0), "")
+        if (pre := as_number(srv.get("preemptions_per_s_max")) or 0) > 0:
+            c.add("preempt", step, (pre, as_number(srv.get("kv_usage_max")) or 0.0), "")
         prompt = step.get("prompt_lengths") or {}
-        miss = _num(prompt.get("mismatch"))
+        miss = as_number(prompt.get("mismatch"))
         if miss is not None and abs(miss) > PROMPT_MISMATCH_FRACTION:
             c.add(
                 "prompt",
@@ -89,7 +91,7 @@ def _step_causes(steps: list[dict[str, Any]]) -> list[str]:
                 f"{100 * miss:+.1f}% off the {prompt['requested_mean']:.1f} asked for: "
                 "latencies compare with other runs only at equal prompt lengths.",
             )
-        acc = _num(srv.get("acceptance_rate_mean"))
+        acc = as_number(srv.get("acceptance_rate_mean"))
         if acc is not None and acc < 0.3:
             c.add("spec", step, (-acc,), "")
     return c.lines(

@@ -13,6 +13,7 @@ from typing import Any
 
 from infmon.model.gpu_steps import GpuTimeline, step_lines
 from infmon.report import svg
+from infmon.report.diagnosis import as_number, step_label
 from infmon.report.fmt import DASH, num, pct
 
 MAX_POINTS = 600
@@ -32,18 +33,6 @@ HEADER = (
 )
 
 
-def _x(step: dict[str, Any]) -> str:
-    if step.get("concurrency") is not None:
-        return f"c={step['concurrency']}"
-    if step.get("rate") is not None:
-        return f"rate={step['rate']}/s"
-    return f"step {step.get('step')}"
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def attach(doc: dict[str, Any], timeline: GpuTimeline) -> None:
     """Each step's GPU figures into ``steps[].gpu``, the GPU section into ``doc["gpu"]`` and
     the steps' GPU lines into ``doc["diagnosis"]``; nothing when the session has no GPU data."""
@@ -52,17 +41,17 @@ def attach(doc: dict[str, Any], timeline: GpuTimeline) -> None:
     lines: list[str] = []
     low: float | None = None
     for step in doc.get("steps") or []:
-        start, end = _num(step.get("start_s")), _num(step.get("end_s"))
+        start, end = as_number(step.get("start_s")), as_number(step.get("end_s"))
         if start is None or end is None:
             continue
         gpus = timeline.step(start, end)
         step["gpu"] = [g.to_dict() for g in gpus]
-        ttft = _num((step.get("ttft_ms") or {}).get("p90"))
-        waiting = _num((step.get("server") or {}).get("waiting_max"))
+        ttft = as_number((step.get("ttft_ms") or {}).get("p90"))
+        waiting = as_number((step.get("server") or {}).get("waiting_max"))
         found = step_lines(
             gpus, waiting_max=waiting, ttft_p90_ms=ttft, lowest_earlier_ttft_p90_ms=low
         )
-        lines += [f"{_x(step)}: {line}" for line in found]
+        lines += [f"{step_label(step)}: {line}" for line in found]
         if ttft is not None:
             low = ttft if low is None else min(low, ttft)
     doc["gpu"] = {"gpus": _gpus(timeline), "timeline": _points(timeline)}
@@ -134,7 +123,7 @@ def rows(doc: dict[str, Any]) -> list[list[str]]:
         for g in step.get("gpu") or []:
             out.append(
                 [
-                    _x(step),
+                    step_label(step),
                     str(g.get("label")) + ("" if g.get("serving") else " (not serving)"),
                     f"{pct(g.get('activity_mean'))} / {pct(g.get('activity_max'))}",
                     pct(g.get("dram_mean")),
@@ -176,8 +165,8 @@ def _figures_of(step: dict[str, Any], label: str) -> dict[str, Any]:
 def _step_marks(doc: dict[str, Any]) -> tuple[tuple[float, str], ...]:
     marks = []
     for step in doc.get("steps") or []:
-        if (start := _num(step.get("start_s"))) is not None:
-            marks.append((start, _x(step)))
+        if (start := as_number(step.get("start_s"))) is not None:
+            marks.append((start, step_label(step)))
     return tuple(marks[-40:])
 
 
