@@ -83,7 +83,8 @@ def test_a_slower_speculating_run_shows_deltas_break_even_and_diagnosis():
         )
         assert math.isfinite(lv.alpha)
     assert snap.knee.baseline == view.levels
-    lines = [line for line in snap.diagnosis if "spec is" in line]
+    said = [getattr(d, "text", d) for d in snap.diagnosis]  # lines, or causes with a text
+    lines = [line for line in said if "spec is" in line]
     assert len(lines) == 2 and all("slower than baseline" in line for line in lines)
     assert any(e.kind == "diagnosis" and "c=4: spec is" in e.text for e in snap.events)
 
