@@ -56,7 +56,7 @@ class SpecPane(Pane):
             f.ms(s.tpot_p50_s),
         )
         levels, height = s.spec.levels, self.content_size.height or 12
-        room = height - 3
+        room = height - 4  # the three lines above, the model line below
         versus = any(lv.economics is not None for lv in levels)
         if versus and _lines(levels) > room:  # short: the break-even before the other lines
             text, room = text.split("\n")[0], height - 1
@@ -64,7 +64,7 @@ class SpecPane(Pane):
             levels = levels[1:]  # the latest levels that fit
         for level in levels:
             self._level(text, level)
-        if versus and _lines(levels) < room:
+        if versus and len(text.plain.splitlines()) + 1 <= height:
             text.append(f"\n{MODEL_LINE}", muted)
         self.query_one(Body).show(text)
 
