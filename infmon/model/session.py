@@ -255,12 +255,14 @@ class Session:
         return {r.index: r.evidence for r in self.ledger.results(now)}
 
     def set_baseline_view(self, view: BaselineView, now: float) -> None:
-        """The comparison computed from ``baseline_inputs``; new diagnosis lines become events."""
-        before = set(self.method.view.diagnosis) if self.method.view is not None else set()
+        """The comparison computed from ``baseline_inputs``; a level's diagnosis becomes an
+        event when it first appears (not again each time its figures move)."""
+        old = self.method.view
+        before = {c.level for c in old.levels if c.diagnosis} if old is not None else set()
         self.method.view = view
-        for line in view.diagnosis:
-            if line not in before:
-                self.add_event(now, "diagnosis", line)
+        for c in view.levels:
+            if c.diagnosis and c.level not in before:
+                self.add_event(now, "diagnosis", c.diagnosis)
         self._views = None
 
     def add_event(self, now: float, kind: str, text: str) -> None:

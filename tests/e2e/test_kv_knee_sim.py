@@ -3,7 +3,8 @@
 From ``cache_config_info`` (blocks × block size) and the workload's mean prompt + output tokens
 infmon predicts the concurrency at which KV fills; on the simulator's ``tiny-kv`` scenario the
 prediction must lie within one doubling of the first swept level where the server reports
-preemptions, and the knee's limit must say KV cache.
+preemptions, and the knee's limit must say KV cache (10 s steps: every step has the 20
+requests the knee rule needs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from infmon.report.runs import load_run
 from tests.conftest import REPO, infmon_cmd, running_sim
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-LEVELS = (4, 8, 16, 32, 64, 128)
+LEVELS = (4, 8, 16, 32, 64)
 
 
 def test_predicted_kv_fill_is_within_a_doubling_of_the_first_preemptions(tmp_path) -> None:
@@ -28,7 +29,7 @@ def test_predicted_kv_fill_is_within_a_doubling_of_the_first_preemptions(tmp_pat
         r = subprocess.run(
             infmon_cmd(
                 "bench", url, "--concurrency", ",".join(map(str, LEVELS)),
-                "--step-duration", "6", "--warmup", "1", "--output-tokens", "256",
+                "--step-duration", "10", "--warmup", "1", "--output-tokens", "128",
                 "--prompt-tokens", "512", "--seed", "1", "--session-dir", str(session),
             ),
             cwd=REPO, capture_output=True, text=True, timeout=400,
@@ -53,5 +54,5 @@ def test_predicted_kv_fill_is_within_a_doubling_of_the_first_preemptions(tmp_pat
     knee = find_knee(doc["steps"])
     limit = knee_limit(knee, doc["steps"], fill, facts.max_num_seqs)
     print(f"knee: {knee}; limit: {limit.text}")
-    if knee is not None:
-        assert limit.kind == KV, limit.text
+    assert knee is not None, [(s["concurrency"], s["eligible"]) for s in doc["steps"]]
+    assert limit.kind == KV, limit.text

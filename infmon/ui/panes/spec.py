@@ -55,13 +55,16 @@ class SpecPane(Pane):
             (" × TPOT ", muted),
             f.ms(s.tpot_p50_s),
         )
-        levels = s.spec.levels
-        room = max(0, (self.content_size.height or 12) - 3 - 1)
-        while levels and sum(2 if lv.economics is not None else 1 for lv in levels) > room:
+        levels, height = s.spec.levels, self.content_size.height or 12
+        room = height - 4  # the three lines above, the model line below
+        versus = any(lv.economics is not None for lv in levels)
+        if versus and _lines(levels) > room:  # short: the break-even before the other lines
+            text, room = text.split("\n")[0], height - 1
+        while levels and _lines(levels) > room:
             levels = levels[1:]  # the latest levels that fit
         for level in levels:
             self._level(text, level)
-        if any(lv.economics is not None for lv in levels):
+        if versus and len(text.plain.splitlines()) + 1 <= height:
             text.append(f"\n{MODEL_LINE}", muted)
         self.query_one(Body).show(text)
 
@@ -82,3 +85,8 @@ class SpecPane(Pane):
             has = f"{e.alpha:.2f}" if not f.missing(e.alpha) else "?"
             style = self.style("success" if e.pays else "error", True)
             text.append(f"\n  {speed} · {need}, has {has}", style)
+
+
+def _lines(levels: tuple[SpecLevel, ...]) -> int:
+    """Lines the levels take: one each, two with the baseline's break-even."""
+    return sum(2 if lv.economics is not None else 1 for lv in levels)
