@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,16 +244,22 @@ class StepLedger:
         firsts = (cols.sent_s + cols.first_us / US)[has]
         prompts = cols.prompt_tokens[has]
         last, first = float(times.max()), float(firsts.min())
+        for entry, lo, hi in self._open_windows(first, last):
+            inside = (times >= lo) & (times < hi)
+            entry.tokens += float(weights[inside].sum())
+            starts = (firsts >= lo) & (firsts < hi) & (prompts >= 0)
+            entry.prompt_tokens += float(prompts[starts].sum())
+
+    def _open_windows(self, first: float, last: float) -> Iterator[tuple[_Open, float, float]]:
+        """Each open step's measured windows that overlap ``[first, last]`` (when chunks
+        arrived): steps started by ``last``, newest first, down to the one ``first`` is in
+        (steps before it ended before the first chunk)."""
         for span in self.book.latest_started_by(last):
             entry = self._open.get(span.index)
             if entry is not None:
                 for lo, hi in span.windows():
-                    if hi <= first or lo > last:
-                        continue
-                    inside = (times >= lo) & (times < hi)
-                    entry.tokens += float(weights[inside].sum())
-                    starts = (firsts >= lo) & (firsts < hi) & (prompts >= 0)
-                    entry.prompt_tokens += float(prompts[starts].sum())
+                    if not (hi <= first or lo > last):
+                        yield entry, lo, hi
             if span.start_s <= first:
                 break
 
@@ -333,17 +339,10 @@ class StepLedger:
             return
         per_chunk = _tokens_per_chunk(rec)
         first, last = times[0], times[-1]
-        for span in self.book.latest_started_by(last):
-            entry = self._open.get(span.index)
-            if entry is not None:
-                for lo, hi in span.windows():
-                    if hi <= first or lo > last:
-                        continue
-                    entry.tokens += _chunks_between(times, lo, hi, per_chunk)
-                    if rec.prompt_tokens is not None and lo <= first < hi:
-                        entry.prompt_tokens += rec.prompt_tokens
-            if span.start_s <= first:
-                break  # steps before this one ended before the request's first chunk
+        for entry, lo, hi in self._open_windows(first, last):
+            entry.tokens += _chunks_between(times, lo, hi, per_chunk)
+            if rec.prompt_tokens is not None and lo <= first < hi:
+                entry.prompt_tokens += rec.prompt_tokens
 
 
 def _sending_s(span: StepSpan, fig: StepFigures, duration_s: float) -> float:
