@@ -60,7 +60,14 @@ class ProcessLink:
         )
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "infmon.engine.worker", str(ctrl_r), str(data_w)],
+                [
+                    sys.executable,
+                    "-m",
+                    "infmon.engine.worker",
+                    str(ctrl_r),
+                    str(data_w),
+                    str(os.getpid()),
+                ],
                 pass_fds=(ctrl_r, data_w),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL if log is None else log,

@@ -1,7 +1,7 @@
 """A load worker: the load driver and its HTTP client, and nothing else, on their own loop.
 
 ``WorkerCore`` takes control messages (``infmon.engine.protocol``) and sends its data through an
-``Outbox`` thread. ``python -m infmon.engine.worker CTRL_FD DATA_FD`` runs one in a process of
+``Outbox`` thread. ``python -m infmon.engine.worker CTRL_FD DATA_FD [CONTROLLER_PID]`` runs one in a process of
 its own (uvloop, ``gc.freeze``), reading control frames from one pipe and writing data frames
 to another; it never imports Textual, and it ends when the controller closes the control pipe.
 """
@@ -327,30 +327,45 @@ class _PipeWriter:
             self.broken = True  # the controller is gone: the control pipe's end stops us
 
 
-async def serve(ctrl_fd: int, data_fd: int) -> None:
+async def serve(ctrl_fd: int, data_fd: int, parent: int | None = None) -> None:
     """Read control frames until Stop or the end of the pipe; the worker's whole life."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=p.MAX_FRAME)
     pipe = os.fdopen(ctrl_fd, "rb", buffering=0)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
     core = WorkerCore(_PipeWriter(data_fd))
+    watch = asyncio.ensure_future(_until_orphaned(parent or os.getppid(), reader))
     while True:
         msg = await p.read_frame(reader)
         if msg is None:
+            watch.cancel()
             await core.handle(p.Stop(cancel=True))
             return
         if not await core.handle(msg):
+            watch.cancel()
             return
+
+
+ORPHAN_CHECK_S = 1.0
+
+
+async def _until_orphaned(parent: int, reader: asyncio.StreamReader) -> None:
+    """End the control stream when the controller is gone but its pipe is not (another
+    process kept a copy of the write end): the worker must never outlive its controller."""
+    while os.getppid() == parent:
+        await asyncio.sleep(ORPHAN_CHECK_S)
+    reader.feed_eof()
 
 
 def main(argv: list[str]) -> int:
     ctrl_fd, data_fd = int(argv[0]), int(argv[1])
+    parent = int(argv[2]) if len(argv) > 2 else None  # the controller (it may be gone already)
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the controller decides when the load ends
     from infmon.load.runtime import tune_for_load
 
     tune_for_load()
-    asyncio.run(serve(ctrl_fd, data_fd))
+    asyncio.run(serve(ctrl_fd, data_fd, parent))
     return 0
 
 
