@@ -58,8 +58,7 @@ def _acceptance(url: str, out: Path, workload: str) -> float:
 
 
 def test_corpus_prompts_are_drafted_better_than_random_words(tmp_path: Path) -> None:
-    if not _sim_has_ngram():
-        pytest.skip("waits for the simulator's prompt-lookup drafter (branch sim) on main")
+    assert _sim_has_ngram(), "infmon sim lost --spec-method (the prompt-lookup drafter)"
     with running_sim("--spec-method", "ngram", "--speculative-k", "3", "--seed", "8") as url:
         corpus = _acceptance(url, tmp_path / "corpus", "corpus")
         words = _acceptance(url, tmp_path / "words", "synthetic")
