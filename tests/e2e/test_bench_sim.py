@@ -11,9 +11,6 @@ import pytest
 from tests.conftest import REPO, infmon_cmd
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip(
-    "infmon.sim.server", reason="waits for the simulator (branch sim) to land on main"
-)
 
 
 def test_bench_sweep_against_the_simulator(sim_url: str, tmp_path: Path) -> None:

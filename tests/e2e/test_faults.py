@@ -16,9 +16,6 @@ from tests.conftest import running_sim
 from tests.e2e.faultkit import assert_no_crash, audit, run_bench
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip(
-    "infmon.sim.faults", reason="waits for the simulator (branch sim) to land on main"
-)
 
 SHORT = (
     "--concurrency",

@@ -13,9 +13,6 @@ import pytest
 from tests.e2e.faultkit import assert_no_crash, audit, free_port, start_bench, start_sim, stop_proc
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip(
-    "infmon.sim.server", reason="waits for the simulator (branch sim) to land on main"
-)
 
 
 def test_bench_survives_a_killed_and_restarted_server(tmp_path: Path) -> None:

@@ -22,7 +22,6 @@ from infmon.journal import SessionReader
 from tests.e2e.faultkit import KEY, free_port, start_sim, stop_proc
 
 pytestmark = pytest.mark.e2e
-pytest.importorskip("infmon.ui.app", reason="waits for the Textual UI (branch ui) to land on main")
 HOSTILE = "<script>x</script>[bold red]model[/]"
 
 
