@@ -39,7 +39,7 @@ from infmon.load.stream_state import (
     check_complete,
     error_text,
 )
-from infmon.load.wire import Opened, drain, httpx_post
+from infmon.load.wire import Opened, drain, httpx_post, is_success
 from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind, RequestRecord
 from infmon.model.sanitize import REDACTED, clean
@@ -517,8 +517,3 @@ def _verify(params: ClientParams) -> ssl.SSLContext | bool:
         return tls_verify(params.ca_bundle, params.insecure)
     except TLSConfigError as exc:
         raise ClientError(ErrorKind.OTHER, str(exc)) from None
-
-
-def is_success(status: int) -> bool:
-    """A 2xx answer; anything else (a redirect too: it is not the stream asked for) fails."""
-    return 200 <= status < 300

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from infmon.load.wire import DRAIN_S
+from infmon.load.wire import DRAIN_S, is_success
 from infmon.model.records import ErrorKind
 from infmon.net import within
 
@@ -175,7 +175,7 @@ class _Conn(asyncio.Protocol):
         self.keep_alive = self._parser.should_keep_alive()
         if self.sink is not None:
             self.sink.status = self.status
-        if self.status >= 300:
+        if not is_success(self.status):  # the body is the error, kept for its message
             self.error_body = []
         elif not self._encoding_ok:
             raise WireError(

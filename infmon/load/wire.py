@@ -22,6 +22,11 @@ DRAIN_S = 2.0
 MAX_ERROR_BODY = 64 * 1024
 
 
+def is_success(status: int) -> bool:
+    """A 2xx answer; anything else (a redirect too: it is not the stream asked for) fails."""
+    return 200 <= status < 300
+
+
 @dataclass(frozen=True, slots=True)
 class Opened:
     status: int
