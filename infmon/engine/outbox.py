@@ -154,6 +154,13 @@ class Outbox:
                 return
 
     def _drain(self) -> None:
+        # What is in flight is read before the records are taken: the driver emits a record
+        # before it stops counting the request, so a window that says "nothing in flight"
+        # comes after every record (a step settled on it misses none).
+        d = self.driver
+        inflight = (
+            (d.inflight, _items(getattr(d, "inflight_by_step", None))) if d is not None else (0, ())
+        )
         records = []
         while self._records:
             records.append(self._records.popleft())
@@ -172,16 +179,19 @@ class Outbox:
         with self._lock:
             messages, self._messages = self._messages, []
         now = self.now()
-        if self._flush_window or now - self._window_t0 >= self.window_s or self._went_idle():
+        if (
+            self._flush_window
+            or now - self._window_t0 >= self.window_s
+            or self._went_idle(inflight[0])
+        ):
             self._flush_window = False
-            self.deliver(self._close_window(now))
+            self.deliver(self._close_window(now, *inflight))
         for msg in messages:
             self.deliver(msg)
 
-    def _went_idle(self) -> bool:
+    def _went_idle(self, inflight: int) -> bool:
         """The last request just finished: say so at once (a step waiting to settle)."""
-        d = self.driver
-        idle = d is not None and d.inflight == 0
+        idle = self.driver is not None and inflight == 0
         said, self._idle_said = self._idle_said, idle
         return idle and not said
 
@@ -192,12 +202,13 @@ class Outbox:
         tokens = m.tokens if m is not None else 0.0
         return (tokens, d.inflight_area_s(), d.sent, d.succeeded, d.failed, d.cancelled)
 
-    def _close_window(self, now: float) -> Window:
+    def _close_window(
+        self, now: float, inflight: int, inflight_by_step: tuple[tuple[int, int], ...]
+    ) -> Window:
         cur, last = self._totals(), self._last
         self._last = cur
         t0, self._window_t0 = self._window_t0, now
         hists, self._hists = self._hists, _Hists()
-        d = self.driver
         lag, late = LogHistogram(), LogHistogram()
         if self.lags is not None:
             lag.add(self.lags(t0, now))
@@ -212,11 +223,11 @@ class Outbox:
             finished=cur[3] - last[3],
             failed=cur[4] - last[4],
             cancelled=cur[5] - last[5],
-            inflight=d.inflight if d is not None else 0,
+            inflight=inflight,
             tokens=cur[0] - last[0],
             inflight_area_s=cur[1] - last[1],
-            inflight_by_step=_items(getattr(d, "inflight_by_step", None)),
-            sent_by_step=_items(getattr(d, "sent_by_step", None)),
+            inflight_by_step=inflight_by_step,
+            sent_by_step=_items(getattr(self.driver, "sent_by_step", None)),
             ttft=hists.ttft.sparse(),
             tpot=hists.tpot.sparse(),
             itl=hists.itl.sparse(),

@@ -348,16 +348,23 @@ class LoadDriver:
                 assert item is not None
                 sent_step = self.step  # _send tags the request with it, in this same step
                 rec = await self._send(item)
+        except BaseException:
+            self._inflight_delta(-1)
+            if sent_step is not None:  # cancelled: on_cancel emitted it
+                self._step_request_done(sent_step)
+            raise
+        # The record goes out while the request still counts as in flight: the outbox thread
+        # reads ``inflight`` before it takes the records, so "nothing in flight" is only said
+        # once every record is out.
+        try:
+            if item is not None and self.workload.keep_text:
+                self.workload.finished(item, rec)
+                rec = replace(rec, output_text=None)
+            self._emit(rec)
         finally:
             self._inflight_delta(-1)
-            if rec is None and sent_step is not None:  # cancelled: on_cancel emitted it
+            if sent_step is not None:
                 self._step_request_done(sent_step)
-        if item is not None and self.workload.keep_text:
-            self.workload.finished(item, rec)
-            rec = replace(rec, output_text=None)
-        self._emit(rec)
-        if sent_step is not None:
-            self._step_request_done(sent_step)
         return rec
 
     def _step_request_done(self, step: int) -> None:
