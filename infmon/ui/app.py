@@ -17,7 +17,6 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from infmon.clock import Clock, MonotonicClock
@@ -42,6 +41,7 @@ from infmon.ui.panes.events import EventsInput
 from infmon.ui.panes.spec import SpecInput
 from infmon.ui.screens import HelpScreen, MarkScreen
 from infmon.ui.themes import DEFAULT_THEME, USER_THEME_DIR, load_themes, resolve_theme_name
+from infmon.ui.widgets.footer import KeyFooter
 
 QUITTING = "quitting: stopping the load, then writing the report…"
 COMPACT_WIDTH = 120
@@ -134,7 +134,7 @@ class InfmonApp(App[None]):
         with Horizontal(id="row-bottom"):
             yield KneePane(id="knee")
             yield EventsPane(id="events")
-        yield Footer(show_command_palette=False)
+        yield KeyFooter(show_command_palette=False)
 
     def get_system_commands(self, screen: Screen) -> Any:
         """infmon's commands only: Textual's own (a second Quit, Screenshot, its theme

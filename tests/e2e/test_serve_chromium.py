@@ -141,3 +141,6 @@ def test_the_monitor_in_a_browser_shows_throughput_and_the_kv_gauge(tmp_path) ->
     assert tok and max(tok) > 0, "the page never showed a nonzero throughput"
     assert re.search(r"[█░]{5,}\s+\d+%", text), "the KV gauge (a bar and its %) is drawn"
     assert shot.exists() and shot.stat().st_size > 20_000, "a screenshot of the drawn page"
+    # the key row is drawn although a headless page never has the keyboard (Textual's footer
+    # skipped every redraw while blurred, and the row stayed empty)
+    assert "quit" in words and "help" in words and "pause" in words, words[-2000:]

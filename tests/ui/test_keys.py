@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+from textual import events
 
 from infmon.ui.commands import KEYS, system_commands
 from infmon.ui.screens import HelpScreen, MarkScreen
@@ -220,6 +221,26 @@ async def test_the_footer_is_worded_for_the_state_and_shows_every_key_with_room(
         theme = app.theme
         await pilot.press("t")  # not in the footer at 80 columns, and still works
         assert app.theme != theme
+
+
+async def test_the_footer_follows_the_state_while_the_terminal_is_blurred(clock):
+    """A browser page without the keyboard (``infmon serve`` in a background tab or a headless
+    browser) tells the app it is blurred; the key row still follows the state and the width."""
+    app = make_app(clock=clock, controller_kw={"step_s": 10.0})
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.post_message(events.AppBlur())
+        await pilot.pause()
+        assert not app.app_focus and "space start" in footer_text(app)
+        # no key press (a key would give the app focus back): the palette's command
+        result = next(c for c in system_commands(app) if c.help == "key: space").callback()
+        if inspect.isawaitable(result):
+            await result
+        await pilot.pause()
+        assert not app.app_focus and "space pause" in footer_text(app)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert "q quit" in footer_text(app) and "t theme" not in footer_text(app)
 
 
 async def test_quit_stops_the_load_inside_the_loop_first(clock):
