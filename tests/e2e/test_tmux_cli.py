@@ -1,5 +1,6 @@
-"""Finding 13 in a real terminal: options before the URL open the monitor at that level, and
-a monitor that never reached its server ends with one line and a non-zero status."""
+"""Findings 8 and 13 in a real terminal: bench's output fits a 100-column terminal; options
+before the URL open the monitor at that level, and a monitor that never reached its server ends
+with one line and a non-zero status."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def tmux() -> Iterator[Tmux]:
         t.run("kill-server", check=False)
 
 
-def start(t: Tmux, *args: str, status: Path) -> None:
+def start(t: Tmux, *args: str, status: Path, width: int = 120) -> None:
     command = " ".join(infmon_cmd(*args))
     t.run(
         "new-session",
@@ -36,7 +37,7 @@ def start(t: Tmux, *args: str, status: Path) -> None:
         "-s",
         t.name,
         "-x",
-        "120",
+        str(width),
         "-y",
         "40",
         "-c",
@@ -84,3 +85,33 @@ def test_a_server_never_reached_is_one_line_and_status_2(tmux: Tmux, tmp_path: P
     tmux.wait_for("the status file", lambda s: (tmp_path / "status").exists())
     assert (tmp_path / "status").read_text().strip() == "status=2"
     assert not (tmp_path / "s" / "report.md").exists()  # no report of nothing
+
+
+def test_bench_output_fits_100_columns(tmux: Tmux, tmp_path: Path) -> None:
+    """Finding 8: the bench table was 140 columns and wrapped; at 100 it is one line a row."""
+    with running_sim("--seed", "8") as url:
+        start(
+            tmux,
+            "bench",
+            url,
+            "--concurrency",
+            "1,4",
+            "--step-duration",
+            "3s",
+            "--session-dir",
+            str(tmp_path / "s"),
+            status=tmp_path / "status",
+            width=100,
+        )
+        tmux.wait_for("the status file", lambda s: (tmp_path / "status").exists(), 120)
+    # -J joins wrapped lines: a line that wrapped comes back longer than the terminal
+    joined = tmux.run("capture-pane", "-p", "-J", "-t", tmux.name, "-S", "-200")
+    lines = [line.rstrip() for line in joined.splitlines() if line.strip()]
+    assert (tmp_path / "status").read_text().strip() == "status=0", joined
+    rows = [line for line in lines if line.split()[1:2] in (["c=1"], ["c=4"])]
+    assert len(rows) == 2, joined  # one row per step, each on one line
+    header = next(line for line in lines if "TTFT" in line and "tok/s" in line)
+    assert len(rows[0].split()) == len(rows[1].split()) == 10, rows
+    session = str(tmp_path)  # the only text longer than the terminal may be a path it printed
+    long = [line for line in lines if len(line) > 100 and session not in line]
+    assert not long and len(header) <= 100, long or header
