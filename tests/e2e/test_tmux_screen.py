@@ -6,7 +6,8 @@ monitor on the baseline simulator driven by keys in tmux:
 - 7: Ctrl+P lists infmon's commands only (one Quit, no Textual screenshot or theme picker);
 - 9: the latency rows carry their unit, the SLO verdict names the percentile, goodput its unit;
 - 10: ``b`` puts the baseline (step and level) in the header, which keeps the backend and the
-  baseline at 120 columns;
+  baseline at 120 columns; at c=2 the throughput is not compared with the c=1 baseline, and back
+  at c=1 (a new step) it is, with a signed change;
 - 16: no junk step from quick presses while paused (the step the load starts at is step 1);
 - 6: ``q`` says at once that it is quitting, then a summary paragraph on the shell.
 """
@@ -113,6 +114,15 @@ def _running(t: Tmux) -> None:
     screen = t.wait_for("120 columns", lambda s: len(s.splitlines()[0].rstrip()) <= 120, 10)
     header = t.screen().splitlines()[0]
     assert "baseline step 1" in header and "vllm-v1" in header, header
+    t.keys("]")  # c=2: another level's throughput is not a regression against c=1's
+    t.wait_for("not compared at c=2", lambda s: "compared at c=1 only" in s, 30)
+    t.keys("[")  # back at the baseline's level, in a new step: compared again
+    screen = t.wait_for(
+        "compared at c=1 again",
+        lambda s: re.search(r"vs baseline step 1 \(c=1, [\d,.]+ tok/s\) [+−-]\d", s),
+        60,
+    )
+    assert "compared at c=1 only" not in screen
 
 
 def _quit(t: Tmux) -> str:
