@@ -226,7 +226,7 @@ class StepLedger:
             if span.measures(rec.sent_s):
                 entry.tally.add(rec)
             else:
-                entry.tally.warmup_excluded += 1  # sent in a warm-up (or a pause)
+                entry.tally.exclude()  # sent in a warm-up (or a pause)
 
     def set_figures(self, index: int, figures: StepFigures) -> None:
         """A step's figures computed from all its measured records at once (a report)."""

@@ -60,9 +60,12 @@ class StepTally:
         """When the last measured request ended (a step measured by request count ends there)."""
         self.last_sent_s = math.nan
         self.failed: Counter[str] = Counter()
+        self._figures: StepFigures | None = None
+        """The last ``figures()``, until the next record (a snapshot asks several times)."""
 
     def add(self, rec: RequestRecord) -> None:
         """A request of this step (warm-up ones are counted and left out)."""
+        self._figures = None
         if rec.warmup:
             self.warmup_excluded += 1
             return
@@ -97,7 +100,19 @@ class StepTally:
         if len(rec.chunk_times_s) > 1:
             self.itl.add(np.diff(np.asarray(rec.chunk_times_s)))
 
+    def exclude(self) -> None:
+        """A request of this step sent outside its measured time (counted, left out)."""
+        self._figures = None
+        self.warmup_excluded += 1
+
     def figures(self) -> StepFigures:
+        """The step's figures (percentiles over every measured request: computed once per
+        change, since their cost grows with the step)."""
+        if self._figures is None:
+            self._figures = self._compute()
+        return self._figures
+
+    def _compute(self) -> StepFigures:
         return StepFigures(
             completed=self.completed,
             failed_kinds=tuple(sorted(self.failed.items())),

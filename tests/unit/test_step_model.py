@@ -206,6 +206,7 @@ records_strategy = st.lists(
 def test_the_live_tally_gives_the_bench_figures(records, slo) -> None:
     tally = StepTally(slo)
     for r in records:
+        tally.figures()  # asked between records, as the live view does: never a stale answer
         tally.add(r)
     live = tally.figures()
     want = summarize(records, 10.0, slo).to_dict()
@@ -225,3 +226,12 @@ def test_the_live_tally_gives_the_bench_figures(records, slo) -> None:
     for name in ("ttft_ms", "tpot_ms", "e2el_ms"):
         got.pop(name), want.pop(name)
     assert got == want
+
+
+def test_a_request_left_out_of_a_step_is_counted_at_once() -> None:
+    tally = StepTally()
+    tally.add(rec(1, 1, 0.0))
+    assert tally.figures().warmup_excluded == 0 and tally.figures().completed == 1
+    tally.exclude()
+    tally.add(rec(2, 1, 0.1, warmup=True))
+    assert tally.figures().warmup_excluded == 2 and tally.figures().completed == 1
