@@ -141,10 +141,13 @@ class StepLedger:
         coalesce_s: float = 1.0,
         min_hold_s: float = MIN_HOLD_S,
         min_requests: int = MIN_REQUESTS,
+        exact_limit: int | None = None,
     ) -> None:
         self.slo = slo
         self.book = StepBook(coalesce_s)
         self.min_hold_s, self.min_requests = min_hold_s, min_requests
+        self.exact_limit = exact_limit
+        """Measured requests a step keeps exact latencies for (``StepTally``; None: all)."""
         self._open: dict[int, _Open] = {}
         self._settled: dict[int, StepResult] = {}
 
@@ -154,7 +157,7 @@ class StepLedger:
             self.book.apply(ev)
             if ev.kind == "begin":
                 self._settled.pop(ev.index, None)
-                self._open[ev.index] = _Open(StepTally(self.slo))
+                self._open[ev.index] = _Open(StepTally(self.slo, self.exact_limit))
 
     def set_check(self, index: int, check: ClientCheck) -> None:
         """The client check recorded when the step ended (replaying a journal)."""

@@ -40,6 +40,7 @@ from infmon.model.server import ServerSnapshot
 from infmon.model.server_state import ServerState
 from infmon.model.stats import SLO, meets_slo
 from infmon.model.steps import CLOSED, StepEvent
+from infmon.model.tally import LIVE_EXACT_LIMIT
 from infmon.model.views import (
     Closing,
     baseline_view,
@@ -94,7 +95,12 @@ class Session:
     ) -> None:
         self.config = c = config or SessionConfig()
         self.start_s = start_s
-        self.ledger = StepLedger(c.slo, min_hold_s=c.min_step_s, min_requests=c.min_step_requests)
+        self.ledger = StepLedger(
+            c.slo,
+            min_hold_s=c.min_step_s,
+            min_requests=c.min_step_requests,
+            exact_limit=LIVE_EXACT_LIMIT,  # a level held for a day stays in bounded memory
+        )
         self.health = health or ServerHealth()
         self.windows = LiveWindows(keep_s=max(c.window_s, c.throughput_window_s) + 5)
         self.server = ServerState()

@@ -6,6 +6,12 @@ arrays (24 bytes a request), the counts, and the inter-token gaps in a mergeable
 histogram. ``figures()`` gives the same ``StepFigures`` as ``infmon.model.stats.figures`` on the
 same records, except the ITL distribution, which is read from the histogram (within 1 %);
 reports, rebuilt from the journal, compute ITL exactly.
+
+A live step can be held for a day. Given ``exact_limit`` (the monitor's: ``LIVE_EXACT_LIMIT``),
+a tally past that many measured requests folds TTFT, TPOT and E2EL into log-bucket histograms
+too (within 1 %, like ITL) and frees their arrays, and keeps the prompt lengths as exact counts
+per length; its memory and the cost of ``figures()`` then stop growing. Bench steps keep every
+value (no limit).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from infmon.model.records import ErrorKind, RequestRecord
 from infmon.model.stats import SLO, Distribution, PromptTokens, StepFigures, meets_slo
 
 _PS = (0.5, 0.9, 0.95, 0.99)
+LIVE_EXACT_LIMIT = 200_000
+"""Measured requests a live step keeps exact latencies for (~5 MB of arrays)."""
 
 
 class _Column:
@@ -41,14 +49,89 @@ class _Column:
         return self.data[: self.n]
 
 
+class _Latency:
+    """One latency of every measured request: exact values, or (folded) a histogram."""
+
+    __slots__ = ("exact", "hist")
+
+    def __init__(self) -> None:
+        self.exact: _Column | None = _Column()
+        self.hist: LogHistogram | None = None
+
+    def append(self, x: float) -> None:
+        if self.exact is not None:
+            self.exact.append(x)
+        elif not math.isnan(x):
+            assert self.hist is not None
+            self.hist.add_one(x)
+
+    def fold(self) -> None:
+        if self.exact is not None:
+            values = self.exact.values()
+            self.hist = LogHistogram()
+            self.hist.add(values[~np.isnan(values)])
+            self.exact = None
+
+    def distribution(self) -> Distribution:
+        if self.exact is not None:
+            return Distribution.of(self.exact.values())
+        assert self.hist is not None
+        return _from_histogram(self.hist)
+
+
+class _PromptLengths:
+    """Prompt lengths asked for and counted by the server, of requests that have both: exact
+    columns, or (folded) the sum asked for and a count per counted length (still exact)."""
+
+    def __init__(self) -> None:
+        self.asked: _Column | None = _Column()
+        self.counted: _Column | None = _Column()
+        self.asked_sum = 0.0
+        self.per_length: Counter[int] = Counter()
+
+    def append(self, asked: int, counted: int) -> None:
+        if self.asked is not None and self.counted is not None:
+            self.asked.append(asked)
+            self.counted.append(counted)
+        else:
+            self.asked_sum += asked
+            self.per_length[counted] += 1
+
+    def fold(self) -> None:
+        if self.asked is not None and self.counted is not None:
+            self.asked_sum = float(self.asked.values().sum())
+            self.per_length.update(int(x) for x in self.counted.values())
+            self.asked = self.counted = None
+
+    def summary(self) -> PromptTokens:
+        if self.asked is not None and self.counted is not None:
+            return PromptTokens.of_arrays(self.asked.values(), self.counted.values())
+        n = sum(self.per_length.values())
+        if not n:
+            return PromptTokens.of_arrays(np.empty(0), np.empty(0))
+        lengths = np.array(sorted(self.per_length), dtype=float)
+        counts = np.array([self.per_length[int(x)] for x in lengths])
+        p50, p99 = (_rank_value(lengths, np.cumsum(counts), q * (n - 1)) for q in (0.5, 0.99))
+        mean = float((lengths * counts).sum() / n)
+        return PromptTokens(n, self.asked_sum / n, mean, p50, p99)
+
+
+def _rank_value(values: np.ndarray, cumulative: np.ndarray, rank: float) -> float:
+    """numpy's linear percentile at ``rank`` (0-based) of sorted ``values`` with counts."""
+    lo, hi = math.floor(rank), math.ceil(rank)
+    a = float(values[np.searchsorted(cumulative, lo, side="right")])
+    b = float(values[np.searchsorted(cumulative, hi, side="right")])
+    return a + (b - a) * (rank - lo)
+
+
 class StepTally:
     """The measured requests of one step, as figures (see the module docstring)."""
 
-    def __init__(self, slo: SLO | None = None) -> None:
+    def __init__(self, slo: SLO | None = None, exact_limit: int | None = None) -> None:
         self.slo = slo if slo is not None and not slo.empty else None
-        self._ttft, self._tpot, self._e2el = _Column(), _Column(), _Column()
-        self._asked, self._counted = _Column(), _Column()
-        """Prompt lengths asked for and counted by the server, of requests that have both."""
+        self.exact_limit = exact_limit
+        self._ttft, self._tpot, self._e2el = _Latency(), _Latency(), _Latency()
+        self._prompts = _PromptLengths()
         self.itl = LogHistogram()
         self.completed = self.cancelled = self.warmup_excluded = self.output_tokens = 0
         self.good = 0
@@ -91,8 +174,10 @@ class StepTally:
         if self.slo is not None and meets_slo(rec, self.slo):
             self.good += 1
         if rec.prompt_tokens_requested is not None and rec.prompt_tokens is not None:
-            self._asked.append(rec.prompt_tokens_requested)
-            self._counted.append(rec.prompt_tokens)
+            self._prompts.append(rec.prompt_tokens_requested, rec.prompt_tokens)
+        if self.completed == self.exact_limit:
+            for part in (self._ttft, self._tpot, self._e2el, self._prompts):
+                part.fold()
         self._ttft.append(rec.ttft_s)
         self._e2el.append(rec.e2el_s)
         if n > 1:
@@ -122,12 +207,12 @@ class StepTally:
             prompt_tokens=self.prompt_sum if self.completed and self.prompt_known else None,
             good=self.good if self.slo is not None else None,
             busy_s=self.busy_s,
-            ttft=Distribution.of(self._ttft.values()),
-            tpot=Distribution.of(self._tpot.values()),
+            ttft=self._ttft.distribution(),
+            tpot=self._tpot.distribution(),
             itl=_from_histogram(self.itl),
-            e2el=Distribution.of(self._e2el.values()),
+            e2el=self._e2el.distribution(),
             tokens_estimated=self.estimated,
-            prompt_lengths=PromptTokens.of_arrays(self._asked.values(), self._counted.values()),
+            prompt_lengths=self._prompts.summary(),
             last_sent_s=self.last_sent_s,
         )
 

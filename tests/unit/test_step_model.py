@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -235,3 +236,43 @@ def test_a_request_left_out_of_a_step_is_counted_at_once() -> None:
     tally.exclude()
     tally.add(rec(2, 1, 0.1, warmup=True))
     assert tally.figures().warmup_excluded == 2 and tally.figures().completed == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.001, 3.0),  # TTFT
+            st.floats(0.001, 0.5),  # gap
+            st.integers(1, 30),  # output tokens
+            st.integers(1, 5000),  # prompt tokens counted
+        ),
+        min_size=30,
+        max_size=120,
+    ),
+    st.integers(1, 29),
+)
+def test_a_long_live_step_folds_into_histograms_within_one_percent(rows, limit) -> None:
+    """Past ``exact_limit`` measured requests a tally keeps histograms, not every value: the
+    latencies stay within 1 % of the exact figures, the prompt lengths stay exact."""
+    records = []
+    for i, (ttft, gap, n, prompt) in enumerate(rows):
+        r = rec(i, 1, float(i), n=n, gap=gap, ttft=ttft)
+        records.append(replace(r, prompt_tokens=prompt, prompt_tokens_requested=prompt + i % 3))
+    exact, folded = StepTally(), StepTally(exact_limit=limit)
+    for r in records:
+        exact.add(r)
+        folded.add(r)
+    assert folded._ttft.exact is None and folded._prompts.counted is None  # the arrays are freed
+    want, got = exact.figures(), folded.figures()
+    for name in ("ttft", "tpot", "e2el"):
+        a, b = getattr(want, name), getattr(got, name)
+        assert a.count == b.count, name
+        for q in ("p50", "p90", "p99", "max", "mean"):
+            x, y = getattr(b, q), getattr(a, q)
+            assert (math.isnan(x) and math.isnan(y)) or math.isclose(x, y, rel_tol=0.011), (name, q)
+    pw, pg = want.prompt_lengths, got.prompt_lengths
+    assert pw.count == pg.count
+    for q in ("requested_mean", "counted_mean", "counted_p50", "counted_p99"):
+        assert math.isclose(getattr(pg, q), getattr(pw, q), rel_tol=1e-9), q
+    assert (want.completed, want.output_tokens) == (got.completed, got.output_tokens)
