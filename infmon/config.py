@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from infmon.model.lengths import LengthError, Lengths, fixed, parse_lengths
+from infmon.model.measures import SLO
 from infmon.model.sanitize import REDACTED
 from infmon.model.schedule import ScheduleError, parse_schedule
-from infmon.model.stats import SLO
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -21,9 +21,9 @@ from infmon.model.baseline import (
     delta_text,
 )
 from infmon.model.live_baseline import LiveBaseline
+from infmon.model.measures import SLO
 from infmon.model.rules import Rule, RuleError, check, parse_rules
 from infmon.model.sanitize import strict_json
-from infmon.model.stats import SLO
 from infmon.model.steps import StepBook
 
 if TYPE_CHECKING:

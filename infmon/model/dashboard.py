@@ -13,7 +13,7 @@ from typing import Any
 from infmon.model.baseline import BaselineView, LevelComparison, SpecLevel
 from infmon.model.gpu import GpuView
 from infmon.model.knee import SLO_ATTAINMENT
-from infmon.model.stats import SLO
+from infmon.model.measures import SLO
 
 NAN = math.nan
 

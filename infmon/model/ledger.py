@@ -22,8 +22,9 @@ from infmon.model.columns import US, RecordColumns
 from infmon.model.evidence import ServerEvidence, ServerSample, evidence_of
 from infmon.model.knee import Knee, find_knee, slo_max_concurrency
 from infmon.model.loghist import LogHistogram
+from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
-from infmon.model.stats import SLO, StepFigures, StepStats, assemble
+from infmon.model.stats import StepFigures, StepStats, assemble
 from infmon.model.steps import StepBook, StepEvent, StepSpan
 from infmon.model.tally import StepTally
 

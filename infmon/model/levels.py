@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from infmon.model.evidence import ServerEvidence
+from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
-from infmon.model.stats import SLO
 from infmon.model.steps import CLOSED, Level, StepBook, StepSpan
 
 NAN = math.nan
@@ -279,7 +279,7 @@ class LevelBuilder:
 
 
 def _meets(slo: SLO, ttft: float, tpot: float, e2el: float) -> bool:
-    """``infmon.model.stats.meets_slo`` of a successful request's figures (False: no SLO)."""
+    """``infmon.model.measures.meets_slo`` of a successful request's figures (False: no SLO)."""
     return not slo.empty and (
         (slo.ttft_s is None or ttft <= slo.ttft_s)
         and (slo.tpot_s is None or math.isnan(tpot) or tpot <= slo.tpot_s)

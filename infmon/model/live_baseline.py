@@ -29,9 +29,9 @@ from infmon.model.evidence import ServerEvidence
 from infmon.model.knee import Knee
 from infmon.model.kv_fill import KneeLimit, knee_limit
 from infmon.model.levels import LevelSample, LiveLevels
+from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
 from infmon.model.server import ServerSnapshot
-from infmon.model.stats import SLO
 from infmon.model.steps import StepBook
 
 NAN = math.nan

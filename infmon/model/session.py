@@ -34,11 +34,11 @@ from infmon.model.levels import LevelSample
 from infmon.model.live import LiveWindows
 from infmon.model.live_baseline import LiveBaseline, facts_from_snapshot
 from infmon.model.loghist import LogHistogram
+from infmon.model.measures import SLO, meets_slo
 from infmon.model.rates import TrailingRate
 from infmon.model.records import RequestRecord
 from infmon.model.server import ServerSnapshot
 from infmon.model.server_state import ServerState
-from infmon.model.stats import SLO, meets_slo
 from infmon.model.steps import CLOSED, StepEvent
 from infmon.model.tally import LIVE_EXACT_LIMIT
 from infmon.model.views import (

@@ -22,8 +22,9 @@ from collections import Counter
 import numpy as np
 
 from infmon.model.loghist import LogHistogram
+from infmon.model.measures import SLO, Distribution, PromptTokens, meets_slo
 from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.stats import SLO, Distribution, PromptTokens, StepFigures, meets_slo
+from infmon.model.stats import StepFigures
 
 _PS = (0.5, 0.9, 0.95, 0.99)
 LIVE_EXACT_LIMIT = 200_000

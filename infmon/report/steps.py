@@ -14,8 +14,9 @@ import numpy as np
 from infmon.model.columns import RecordColumns
 from infmon.model.evidence import ServerSample
 from infmon.model.ledger import ClientCheck, StepLedger
+from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
-from infmon.model.stats import SLO, figures_of_columns
+from infmon.model.stats import figures_of_columns
 from infmon.model.steps import EVENT_KINDS, StepEvent
 
 

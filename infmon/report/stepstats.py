@@ -13,8 +13,9 @@ from typing import Any
 
 from infmon.model.columns import RecordColumns
 from infmon.model.knee import find_knee, slo_max_concurrency
+from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
-from infmon.model.stats import SLO, summarize_columns
+from infmon.model.stats import summarize_columns
 
 
 def step_entry(

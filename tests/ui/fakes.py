@@ -22,10 +22,10 @@ from infmon.engine.controller import Target, Totals
 from infmon.engine.outbox import _Hists
 from infmon.model.dial import DialState, LoadDial
 from infmon.model.loghist import LogHistogram
+from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
 from infmon.model.server import ServerSnapshot
 from infmon.model.session import Session, SessionConfig
-from infmon.model.stats import SLO
 from infmon.model.steps import CLOSED, Level
 from infmon.model.window import LoadWindow
 from tests.enginekit.pages import ServerFeed

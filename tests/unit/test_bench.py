@@ -13,8 +13,9 @@ from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.engine.runner import EdgeRate, StepRunner, StepSpec
 from infmon.model.ledger import StepLedger
+from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
-from infmon.model.stats import SLO, summarize
+from infmon.model.stats import summarize
 from tests.enginekit import random_words, scripted
 
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from infmon.journal import JournalWriter, SessionReader
 from infmon.model.columns import RecordColumns
-from infmon.model.stats import SLO, summarize, summarize_columns
+from infmon.model.measures import SLO
+from infmon.model.stats import summarize, summarize_columns
 from tests.unit.test_columns import _same, records
 
 

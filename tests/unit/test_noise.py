@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from infmon.model import noise
-from infmon.model.stats import Distribution
+from infmon.model.measures import Distribution
 
 
 def _lognormal(seed: int, n: int, scale: float = 1.0) -> np.ndarray:

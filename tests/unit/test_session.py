@@ -8,10 +8,10 @@ import math
 import pytest
 
 from infmon.clock import FakeClock
+from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
 from infmon.model.server import SourceState, unavailable
 from infmon.model.session import Session, SessionConfig
-from infmon.model.stats import SLO
 from infmon.model.steps import CLOSED, Level
 from tests.enginekit.pages import ServerFeed
 from tests.ui.fakes import deliver, ended, record, window_of

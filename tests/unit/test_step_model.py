@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from infmon.model.evidence import ServerSample
 from infmon.model.ledger import ClientCheck, StepLedger
+from infmon.model.measures import SLO
 from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.stats import SLO, summarize
+from infmon.model.stats import summarize
 from infmon.model.steps import EVENT_KINDS, JOURNAL_KIND, Level, StepBook, StepEvent
 from infmon.model.tally import StepTally
 

@@ -19,8 +19,8 @@ from infmon.commands.wiring import RunWiring
 from infmon.engine.types import RecordBatch
 from infmon.journal import JournalWriter
 from infmon.model.dial import DialState, LoadDial
+from infmon.model.measures import SLO
 from infmon.model.session import Session, SessionConfig
-from infmon.model.stats import SLO
 from infmon.model.steps import CLOSED
 from infmon.report import write_reports
 from tests.conftest import REPO, infmon_cmd
