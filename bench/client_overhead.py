@@ -92,8 +92,9 @@ async def _window(args: argparse.Namespace) -> tuple[float, float, float]:
 
 async def _infmon_worker(args: argparse.Namespace) -> dict[str, Any]:
     from infmon.journal import JournalWriter
-    from infmon.load.client import ClientParams, StreamingClient
+    from infmon.load.client import StreamingClient
     from infmon.load.driver import LoadDriver
+    from infmon.load.params import ClientParams
     from infmon.load.workload.words import RandomWords as Workload
 
     params = ClientParams(

@@ -26,9 +26,10 @@ from infmon.engine import protocol as p
 from infmon.engine.outbox import Outbox
 from infmon.engine.spread import SpreadClient, SpreadError
 from infmon.load.build import build_workload
-from infmon.load.client import ClientError, StreamingClient
+from infmon.load.client import StreamingClient
 from infmon.load.driver import LoadDriver
 from infmon.load.feed import WorkloadError
+from infmon.load.params import ClientError
 
 
 def host_id() -> str:

@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infmon.clock import Clock
 from infmon.config import Config
-from infmon.load.client import ClientParams, http_client
 from infmon.load.feed import PREBUILD_LENGTHS, Feed, WorkloadError
+from infmon.load.params import ClientParams, http_client
 from infmon.load.sizing import PromptMaker
 from infmon.load.tokenize import PROBE_SIZES_CHARS, Counter, TokenizeError, make_counter
 from infmon.load.workload.corpus import make_task

@@ -20,9 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import ssl
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -31,7 +30,15 @@ from infmon.clock import Clock, MonotonicClock, wall_time
 from infmon.config import Config
 from infmon.load.backoff import parse_retry_after
 from infmon.load.h1 import H1Pool, H1Settings, WireError
-from infmon.load.sse import MAX_EVENT_BYTES, SSEError, SSEEventTooLarge
+from infmon.load.params import (
+    ClientError,
+    ClientParams,
+    ServerCapabilities,
+    base_headers,
+    http_client,
+    tls_of,
+)
+from infmon.load.sse import SSEError, SSEEventTooLarge
 from infmon.load.stream_state import (
     StreamFailure,
     StreamState,
@@ -43,7 +50,7 @@ from infmon.load.wire import Opened, drain, httpx_post, is_success
 from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind, RequestRecord
 from infmon.model.sanitize import REDACTED, clean
-from infmon.net import FetchError, TLSConfigError, bounded_get, tls_verify
+from infmon.net import FetchError, bounded_get
 
 PROBE_ATTEMPTS = 5
 """Tries of the capability probe when the server fails transiently."""
@@ -52,60 +59,6 @@ DISCOVERY_MAX_BYTES = 8 * 1024 * 1024
 DISCOVERY_DEADLINE_S = 30.0
 """``/v1/models`` must answer in full within this (on top of the connect timeout)."""
 MAX_MODEL_ID = 300
-
-
-class ClientError(Exception):
-    """An operator-level failure talking to the server; ``str()`` is one clean line."""
-
-    def __init__(self, kind: str, message: str, http_status: int | None = None) -> None:
-        message = clean(message, 600)
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.http_status = http_status
-
-
-@dataclass(frozen=True, slots=True)
-class ClientParams:
-    base_url: str
-    api_key: str | None = field(default=None, repr=False)
-    model: str | None = None
-    endpoint: str = "completions"
-    ignore_eos: bool = True
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 600.0
-    max_connections: int = 2048
-    ca_bundle: str | None = None
-    insecure: bool = False
-    max_event_bytes: int = MAX_EVENT_BYTES
-
-    @classmethod
-    def from_config(cls, config: Config, max_connections: int | None = None) -> ClientParams:
-        if not config.url:
-            raise ClientError(ErrorKind.OTHER, "no server URL given")
-        wanted = max([*config.concurrency, config.max_concurrency, 1])
-        return cls(
-            base_url=config.url,
-            api_key=config.api_key,
-            model=config.model,
-            endpoint=config.endpoint,
-            ignore_eos=config.ignore_eos,
-            connect_timeout_s=config.connect_timeout_s,
-            read_timeout_s=config.read_timeout_s,
-            max_connections=max_connections or max(64, 2 * wanted),
-            ca_bundle=config.ca_bundle,
-            insecure=config.insecure,
-            max_event_bytes=config.max_event_bytes,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ServerCapabilities:
-    """Which optional request fields the server accepted in the probe."""
-
-    stream_options: bool
-    vllm_fields: bool
-    """``ignore_eos`` and ``min_tokens`` (vLLM only; strict servers answer 422)."""
 
 
 class StreamingClient:
@@ -132,7 +85,7 @@ class StreamingClient:
         self.request_id_prefix = f"infmon-{secrets.token_hex(6)}-"
         """Each request's ``X-Request-Id`` is this prefix and its ``request_id`` (unique per client)."""
         headers = base_headers(params)
-        verify = _verify(params)
+        verify = tls_of(params)
         self._http = http_client(params, transport=transport, verify=verify)
         """Discovery (``/v1/models``), and streams too when a transport is injected (tests)."""
         self._wire: H1Pool | None = None
@@ -475,45 +428,3 @@ def _with_retry_after(rec: RequestRecord, header: str | None) -> RequestRecord:
     if header is None or rec.http_status not in (429, 503):
         return rec
     return replace(rec, retry_after_s=parse_retry_after(header, wall_time()))
-
-
-def base_headers(params: ClientParams) -> dict[str, str]:
-    """Headers every request to the server carries (the API key among them)."""
-    headers = {"Accept-Encoding": "identity", "User-Agent": "infmon"}
-    if params.api_key:
-        headers["Authorization"] = f"Bearer {params.api_key}"
-    return headers
-
-
-def http_client(
-    params: ClientParams,
-    *,
-    transport: httpx.AsyncBaseTransport | None = None,
-    verify: ssl.SSLContext | bool | None = None,
-    read_timeout_s: float | None = None,
-) -> httpx.AsyncClient:
-    """The one way infmon builds an httpx client for the server: base URL, API key, TLS
-    (CA bundle or ``--insecure``), explicit limits and timeouts, no proxies from the env."""
-    read_s = params.read_timeout_s if read_timeout_s is None else read_timeout_s
-    return httpx.AsyncClient(
-        base_url=params.base_url,
-        headers=base_headers(params),
-        timeout=httpx.Timeout(
-            connect=params.connect_timeout_s, read=read_s, write=read_s, pool=None
-        ),
-        limits=httpx.Limits(
-            max_connections=params.max_connections,
-            max_keepalive_connections=params.max_connections,
-            keepalive_expiry=30.0,
-        ),
-        verify=_verify(params) if verify is None else verify,
-        transport=transport,
-        trust_env=False,
-    )
-
-
-def _verify(params: ClientParams) -> ssl.SSLContext | bool:
-    try:
-        return tls_verify(params.ca_bundle, params.insecure)
-    except TLSConfigError as exc:
-        raise ClientError(ErrorKind.OTHER, str(exc)) from None

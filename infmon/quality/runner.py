@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 
 from infmon.config import Config
-from infmon.load.client import ClientError, ClientParams, StreamingClient
+from infmon.load.client import StreamingClient
+from infmon.load.params import ClientError, ClientParams
 from infmon.quality.probes import Probe
 from infmon.quality.scoring import drift, is_correct
 

@@ -28,7 +28,8 @@ import openai
 import pytest
 
 from infmon.clock import MonotonicClock
-from infmon.load.client import ClientParams, StreamingClient
+from infmon.load.client import StreamingClient
+from infmon.load.params import ClientParams
 from infmon.load.workload.words import RandomWords as Workload
 from infmon.model.stats import summarize
 from tests.loadkit.server import serve_subprocess

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from infmon.clock import FakeClock
-from infmon.load.client import ClientError, ClientParams, ServerCapabilities, StreamingClient
+from infmon.load.client import StreamingClient
+from infmon.load.params import ClientError, ClientParams, ServerCapabilities
 from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind, RequestRecord
 

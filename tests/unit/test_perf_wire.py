@@ -10,7 +10,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from infmon.load.client import ClientParams, ServerCapabilities, StreamingClient
+from infmon.load.client import StreamingClient
+from infmon.load.params import ClientParams, ServerCapabilities
 from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind
 
