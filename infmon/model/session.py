@@ -19,7 +19,6 @@ from infmon.model.dashboard import (
     BaselineStep,
     Cause,
     DashboardSnapshot,
-    Event,
     HeaderView,
     KneeView,
     LatencyView,
@@ -27,6 +26,7 @@ from infmon.model.dashboard import (
     ThroughputView,
 )
 from infmon.model.diagnose import CauseBook, DiagnosisInputs, diagnose
+from infmon.model.eventlog import EventLog
 from infmon.model.gpu import GpuState
 from infmon.model.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.ledger import StepLedger, StepResult
@@ -37,6 +37,7 @@ from infmon.model.loghist import LogHistogram
 from infmon.model.measures import SLO, meets_slo
 from infmon.model.rates import TrailingRate
 from infmon.model.records import RequestRecord
+from infmon.model.series import SampleSeries
 from infmon.model.server import ServerSnapshot
 from infmon.model.server_state import ServerState
 from infmon.model.steps import CLOSED, StepEvent
@@ -46,8 +47,7 @@ from infmon.model.views import (
     baseline_view,
     closing,
     knee_points,
-    percentiles,
-    step_marks,
+    latency_view,
 )
 from infmon.model.window import LoadWindow
 
@@ -55,10 +55,6 @@ if TYPE_CHECKING:
     from infmon.model.evidence import ServerEvidence
 
 NAN = math.nan
-SAMPLE_PERIOD_S = 1.0
-"""The over-time series get one sample per second."""
-REPEAT_WITHIN = 6
-"""An event equal to one of the last few is counted on it (×N), not added again."""
 
 
 @dataclass(slots=True)
@@ -109,20 +105,14 @@ class Session:
         self.gpus = GpuState()
         self._good: deque[tuple[float, bool]] = deque()
         self._sizes: deque[int] = deque(maxlen=200)
-        n = c.history_samples
-        self._series: dict[str, deque[float]] = {
-            k: deque(maxlen=n) for k in ("client", "server", "ttft", "tpot", "itl", "e2el", "kv")
-        }
-        self._samples_taken = 0
-        self._mark_samples: deque[int] = deque(maxlen=100)
-        self._events: deque[Event] = deque(maxlen=c.max_events)
+        self.series = SampleSeries(start_s, c.history_samples)
+        self.events = EventLog(start_s, c.max_events)
         self._server_gen = TrailingRate()
         self._paused = True
         self._sweep: str | None = None
         self._journal_note: str | None = None
         self._baseline: int | None = None
         self.causes = CauseBook()
-        self._step_starts: deque[tuple[float, str]] = deque(maxlen=c.history_samples)
         self._started = False
         self._hint: str | None = None
         self._last_begun: int | None = None
@@ -184,14 +174,12 @@ class Session:
             if ev.kind == "begin" and span is not None:
                 more = f" (revisit of step {span.revisit_of})" if span.revisit_of else ""
                 if ev.index == self._last_begun:  # the step was replaced (a coalesced press)
-                    self._drop_event("load", f"step {ev.index}: ")
+                    self.events.drop_last("load", f"step {ev.index}: ")
                 self._last_begun = ev.index
                 if span.origin == "operator":
                     self._verdict = None  # the operator moved on from the sweep's hold
                 self.add_event(now, "load", f"step {ev.index}: {span.level.label}{more}")
-                if self._step_starts and self._step_starts[-1][0] >= ev.t - 1.0:
-                    self._step_starts.pop()  # a coalesced press: one boundary
-                self._step_starts.append((ev.t, span.level.label))
+                self.series.step_started(ev.t, span.level.label)
         self._views = None
 
     def set_server_info(
@@ -222,7 +210,7 @@ class Session:
 
     def add_mark(self, now: float, note: str) -> None:
         self._advance(now)
-        self._mark_samples.append(self._samples_taken)
+        self.series.mark()
         self.add_event(now, "mark", f"mark: {note}" if note else "mark")
 
     def set_baseline(self, now: float) -> int | None:
@@ -274,19 +262,7 @@ class Session:
     def add_event(self, now: float, kind: str, text: str) -> None:
         if kind == "sweep" and text.startswith("sweep stopped") and "operator" not in text:
             self._verdict = text  # the story's end stays in view on the hint line
-        recent = list(self._events)[-REPEAT_WITHIN:]
-        for e in reversed(recent):
-            if e.kind == kind and e.text == text:
-                self._events.remove(e)
-                self._events.append(Event(now - self.start_s, kind, text, e.count + 1))
-                return
-        self._events.append(Event(now - self.start_s, kind, text))
-
-    def _drop_event(self, kind: str, prefix: str) -> None:
-        for e in reversed(self._events):
-            if e.kind == kind and e.text.startswith(prefix):
-                self._events.remove(e)
-                return
+        self.events.add(now, kind, text)
 
     # ---- queries ------------------------------------------------------------------------------
     @property
@@ -322,7 +298,7 @@ class Session:
             latency=latency,
             server=server,
             knee=knee,
-            events=tuple(self._events),
+            events=self.events.items(),
             diagnosis=self.causes.causes + _baseline_causes(view),
             baseline=view,
             gpu=self.gpus.view(),
@@ -353,37 +329,36 @@ class Session:
     def _build_views(self, t: float) -> tuple[ThroughputView, LatencyView, ServerView, KneeView]:
         return (
             self._throughput_view(t),
-            self._latency_view(t),
+            latency_view(self.windows, self.config.window_s, self.config.slo, self.series, t),
             self._server_view(t),
             self._knee_view(t),
         )
 
     def _advance(self, now: float) -> None:
         """Close every whole second up to ``now`` into the over-time series."""
-        due = int((now - self.start_s) / SAMPLE_PERIOD_S)
-        if due <= self._samples_taken:
-            return
-        self._samples_taken = max(self._samples_taken, due - self.config.history_samples)
-        while self._samples_taken < due:
-            self._samples_taken += 1
-            t = self.start_s + self._samples_taken * SAMPLE_PERIOD_S
-            self._take_sample(t, diagnose_now=self._samples_taken == due)
+        for t, last in self.series.due(now):
+            self._take_sample(t, diagnose_now=last)
 
     def _take_sample(self, t: float, diagnose_now: bool = True) -> None:
-        tv, lat, server = self._throughput_view(t), self._latency_view(t), self._server_view(t)
+        tv, lat, server = (
+            self._throughput_view(t),
+            latency_view(self.windows, self.config.window_s, self.config.slo, self.series, t),
+            self._server_view(t),
+        )
         server_rate = tv.server_generation_tokens_per_s
         if self._paused and not self.windows.inflight and server_rate < PAUSED_SERVER_FLOOR_TOK_S:
             server_rate = NAN
-        for key, value in (
-            ("client", tv.client_output_tokens_per_s),
-            ("server", server_rate),
-            ("ttft", lat.ttft.p90_s),
-            ("tpot", lat.tpot.p90_s),
-            ("itl", lat.itl.p90_s),
-            ("e2el", lat.e2el.p90_s),
-            ("kv", server.kv_usage_fraction),
-        ):
-            self._series[key].append(value)
+        self.series.append(
+            {
+                "client": tv.client_output_tokens_per_s,
+                "server": server_rate,
+                "ttft": lat.ttft.p90_s,
+                "tpot": lat.tpot.p90_s,
+                "itl": lat.itl.p90_s,
+                "e2el": lat.e2el.p90_s,
+                "kv": server.kv_usage_fraction,
+            }
+        )
         if diagnose_now:
             self._update_diagnosis(t, server, tv)
         self._views = None
@@ -394,14 +369,14 @@ class Session:
             DiagnosisInputs(
                 server=server,
                 client_output_tokens_per_s=tv.client_output_tokens_per_s,
-                recent_client_series=tuple(self._series["client"])[-30:],
+                recent_client_series=self.series.recent("client", 30),
                 step_age_s=cur.held_s(t) if cur else NAN,
                 load_mode=cur.level.mode if cur else CLOSED,
                 load_level=cur.level.value if cur else 0.0,
                 inflight_requests=self.windows.inflight,
                 paused=self._paused,
                 gpu=self.gpus.evidence(),
-                ttft_p90_series=tuple(self._series["ttft"])[-30:],
+                ttft_p90_series=self.series.recent("ttft", 30),
             )
         )
         self.causes.update(lines, cur.index if cur else None, t - self.start_s)
@@ -422,11 +397,11 @@ class Session:
             if not self.config.slo.empty and rates.span_s > 0
             else NAN,
             error_fraction=rates.error_fraction,
-            client_series=tuple(self._series["client"]),
-            server_series=tuple(self._series["server"]),
-            mark_offsets=self._mark_offsets(),
+            client_series=self.series["client"],
+            server_series=self.series["server"],
+            mark_offsets=self.series.mark_offsets(),
             baseline_output_tokens_per_s=base_tok_s,
-            step_marks=self._step_marks(),
+            step_marks=self.series.step_marks(),
             baseline=base,
         )
 
@@ -436,42 +411,6 @@ class Session:
         at = view.at(cur.level) if view is not None and cur is not None else None
         d = at.get("tok_s") if at is not None and at.in_baseline else None
         return d.delta.base if d is not None else NAN
-
-    def _first_sample_s(self) -> float:
-        """When the oldest sample of the over-time series closed."""
-        first = self._samples_taken - len(self._series["client"]) + 1
-        return self.start_s + first * SAMPLE_PERIOD_S
-
-    def _mark_offsets(self) -> tuple[int, ...]:
-        first = self._samples_taken - len(self._series["client"])
-        return tuple(s - first - 1 for s in self._mark_samples if s - first - 1 >= 0)
-
-    def _step_marks(self) -> tuple[tuple[int, str], ...]:
-        n = len(self._series["client"])
-        return step_marks(tuple(self._step_starts), self._first_sample_s(), SAMPLE_PERIOD_S, n)
-
-    def _latency_view(self, now: float) -> LatencyView:
-        w, span, slo = self.windows, self.config.window_s, self.config.slo
-        ttft, tpot = (
-            percentiles(w.histogram(now, span, "ttft")),
-            percentiles(w.histogram(now, span, "tpot")),
-        )
-        e2el = percentiles(w.histogram(now, span, "e2el"))
-        return LatencyView(
-            ttft=ttft,
-            tpot=tpot,
-            itl=percentiles(w.histogram(now, span, "itl")),
-            e2el=e2el,
-            slo=slo,
-            ttft_p90_series=tuple(self._series["ttft"]),
-            e2el_p90_series=tuple(self._series["e2el"]),
-            tpot_p90_series=tuple(self._series["tpot"]),
-            itl_p90_series=tuple(self._series["itl"]),
-            step_marks=self._step_marks(),
-            ttft_meets_slo=_within(ttft.p90_s, slo.ttft_s),
-            tpot_meets_slo=_within(tpot.p90_s, slo.tpot_s),
-            e2el_meets_slo=_within(e2el.p90_s, slo.e2el_s),
-        )
 
     def _server_generation(self, now: float, span_s: float) -> float:
         rate = self._server_gen.over(now, span_s)
@@ -495,7 +434,7 @@ class Session:
             no_metrics=h.state == NO_METRICS and not view.has_data,
             stale_s=now - last if last is not None else NAN,
             error=h.last_error,
-            kv_series=tuple(self._series["kv"]),
+            kv_series=self.series["kv"],
         )
 
     def _header_view(self, now: float, server: ServerView) -> HeaderView:
@@ -564,12 +503,6 @@ class Session:
             knee_limit=limit.text,
             baseline=view.levels if view is not None else (),
         )
-
-
-def _within(p90_s: float, slo_s: float | None) -> bool | None:
-    if slo_s is None or math.isnan(p90_s):
-        return None
-    return p90_s <= slo_s
 
 
 def _baseline_causes(view: BaselineView | None) -> tuple[Cause, ...]:

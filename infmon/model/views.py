@@ -10,10 +10,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from infmon.model.dashboard import BaselineStep, Percentiles, StepPoint
+from infmon.model.dashboard import BaselineStep, LatencyView, Percentiles, StepPoint
 from infmon.model.knee import Knee, growth_per_doubling
 from infmon.model.ledger import StepResult
+from infmon.model.live import LiveWindows
 from infmon.model.loghist import LogHistogram
+from infmon.model.measures import SLO
+from infmon.model.series import SampleSeries
 from infmon.model.steps import CLOSED
 
 NAN = math.nan
@@ -98,19 +101,6 @@ def baseline_view(
     )
 
 
-def step_marks(
-    starts: Sequence[tuple[float, str]], first_sample_s: float, period_s: float, count: int
-) -> tuple[tuple[int, str], ...]:
-    """Where each step began on an over-time series of ``count`` samples whose first sample
-    closed at ``first_sample_s``: ``(sample index, "c=4")``, those inside the series only."""
-    out = []
-    for t, label in starts:
-        i = math.ceil((t - first_sample_s) / period_s)
-        if 0 <= i < count:
-            out.append((i, label))
-    return tuple(out)
-
-
 @dataclass(frozen=True, slots=True)
 class Closing:
     """What the monitor says on stdout when it quits: the session in one paragraph."""
@@ -179,3 +169,35 @@ def closing_text(c: Closing) -> str:
     else:
         slo = f"SLO limit c={c.slo_limit}"
     return f"{lead} {peak}; {knee}; {slo}."
+
+
+def latency_view(
+    windows: LiveWindows, span_s: float, slo: SLO, series: SampleSeries, now: float
+) -> LatencyView:
+    """The latency pane: p50/p90/p99 of the requests finished in the last ``span_s`` (the
+    workers' histograms), the SLO verdicts on p90, the p90 series."""
+    ttft, tpot, itl, e2el = (
+        percentiles(windows.histogram(now, span_s, name))
+        for name in ("ttft", "tpot", "itl", "e2el")
+    )
+    return LatencyView(
+        ttft=ttft,
+        tpot=tpot,
+        itl=itl,
+        e2el=e2el,
+        slo=slo,
+        ttft_p90_series=series["ttft"],
+        e2el_p90_series=series["e2el"],
+        tpot_p90_series=series["tpot"],
+        itl_p90_series=series["itl"],
+        step_marks=series.step_marks(),
+        ttft_meets_slo=_within(ttft.p90_s, slo.ttft_s),
+        tpot_meets_slo=_within(tpot.p90_s, slo.tpot_s),
+        e2el_meets_slo=_within(e2el.p90_s, slo.e2el_s),
+    )
+
+
+def _within(p90_s: float, slo_s: float | None) -> bool | None:
+    if slo_s is None or math.isnan(p90_s):
+        return None
+    return p90_s <= slo_s

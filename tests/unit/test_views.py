@@ -10,7 +10,8 @@ import pytest
 
 from infmon.clock import FakeClock
 from infmon.model.diagnose import CauseBook, Diagnosis, steps_label
-from infmon.model.views import baseline_view, knee_points, step_marks
+from infmon.model.series import step_marks
+from infmon.model.views import baseline_view, knee_points
 from infmon.ui import format as f
 from infmon.ui.panes.header import Part, fit
 from tests.ui.fakes import populated_session
