@@ -152,7 +152,7 @@ class WorkerCore:
         self.outbox.meter = client.meter
         if self.spread is not None and len(self.spread.clients) > 1:
             self.outbox.endpoints = self.spread.endpoint_of
-        self.outbox.lags = lambda t0, t1: [lag for t, lag in list(driver._lags) if t0 <= t < t1]
+        self.outbox.lags = driver.check.lags_between
         self.outbox.backoff = lambda: driver.backoff.describe() or None
         seen = [0]
 

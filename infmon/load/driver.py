@@ -18,10 +18,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-import numpy as np
-
 from infmon.clock import Clock, MonotonicClock
 from infmon.load.backoff import Backoff, BackoffSummary, summarise
+from infmon.load.selfcheck import SelfCheck
 from infmon.load.workload.items import Prompt, WorkItem
 from infmon.model.records import ErrorKind, RequestRecord
 from infmon.model.steps import CLOSED, RATE
@@ -109,11 +108,8 @@ class LoadDriver:
         self._slot_freed = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._lag_interval_s = lag_interval_s
-        self._lags: deque[tuple[float, float]] = deque(maxlen=20_000)
-        self._area_s = 0.0
-        self._area_t = self.clock.now()
-        self._area_samples: deque[tuple[float, float]] = deque(maxlen=4096)
+        self.check = SelfCheck(self.clock, lag_interval_s)
+        """Loop lag and achieved concurrency (``infmon.load.selfcheck``)."""
         self._stopping = False
         self._send_budget: int | None = None
         self._on_budget_spent: Callable[[], None] | None = None
@@ -133,7 +129,9 @@ class LoadDriver:
     def start(self) -> None:
         """Start the loop-lag monitor (call from inside the running loop)."""
         if self._lag_task is None:
-            self._lag_task = asyncio.get_running_loop().create_task(self._lag_loop())
+            self._lag_task = asyncio.get_running_loop().create_task(
+                self.check.run(lambda: self.inflight)
+            )
 
     def set_concurrency(self, n: int) -> None:
         """Closed loop with ``n`` streams: grows at once, shrinks as requests finish."""
@@ -272,8 +270,7 @@ class LoadDriver:
 
     def loop_lag_p99_s(self, since_s: float | None = None) -> float:
         """p99 of how late the event loop woke a 50 ms timer (nan when not measured)."""
-        lags = [lag for t, lag in self._lags if since_s is None or t >= since_s]
-        return float(np.percentile(lags, 99)) if lags else math.nan
+        return self.check.lag_p99_s(since_s)
 
     @property
     def backoff(self) -> BackoffSummary:
@@ -286,16 +283,11 @@ class LoadDriver:
 
     def inflight_area_s(self) -> float:
         """∫ inflight dt since creation (request-seconds); differences give mean concurrency."""
-        now = self.clock.now()
-        return self._area_s + self.inflight * (now - self._area_t)
+        return self.check.area_s(self.inflight)
 
     def achieved_concurrency(self, window_s: float = 10.0) -> float:
         """Time-weighted mean in-flight requests over the last ``window_s`` seconds."""
-        now, area = self.clock.now(), self.inflight_area_s()
-        past = [(t, a) for t, a in self._area_samples if t >= now - window_s]
-        if not past or now - past[0][0] <= 0:
-            return float(self.inflight)
-        return (area - past[0][1]) / (now - past[0][0])
+        return self.check.achieved_concurrency(self.inflight, window_s)
 
     # ------------------------------------------------------------------ internals
 
@@ -305,9 +297,7 @@ class LoadDriver:
             self._scheduler = None
 
     def _inflight_delta(self, d: int) -> None:
-        now = self.clock.now()
-        self._area_s += self.inflight * (now - self._area_t)
-        self._area_t = now
+        self.check.advance(self.inflight)
         self.inflight += d
         if self.inflight == 0:
             self._idle.set()
@@ -527,12 +517,3 @@ class LoadDriver:
         self._lateness.append((rec.sent_s, rec.sent_s - due_s))
         self.lateness_count += 1
         return rec
-
-    async def _lag_loop(self) -> None:
-        interval = self._lag_interval_s
-        while True:
-            t0 = self.clock.now()
-            await asyncio.sleep(interval)
-            t1 = self.clock.now()
-            self._lags.append((t1, max(0.0, t1 - t0 - interval)))
-            self._area_samples.append((t1, self.inflight_area_s()))
