@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -18,10 +18,12 @@ from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
 from infmon.model.stats import figures_of_columns
 from infmon.model.steps import EVENT_KINDS, StepEvent
+from infmon.report.doc import StepEntry
 
 
 def step_events(events: Iterable[Mapping[str, Any]]) -> list[tuple[StepEvent, Mapping[str, Any]]]:
-    """The journal's step events, in order, with their raw lines (for the recorded checks)."""
+    """The journal's step events, in order, with their raw lines (for the recorded checks).
+    ``events`` are the journal's lines as read (each kind has its own fields)."""
     out = []
     for e in events:
         kind = EVENT_KINDS.get(str(e.get("kind")))
@@ -75,7 +77,7 @@ class ReportSteps:
         outside = int((~measured).sum())
         self.ledger.set_figures(index, replace(fig, warmup_excluded=fig.warmup_excluded + outside))
 
-    def entries(self, origin_s: float) -> list[dict[str, Any]]:
+    def entries(self, origin_s: float) -> list[StepEntry]:
         """Every step as a ``steps[]`` entry of ``bench --json`` (plus where it sat in time).
         A step the session never ended (a killed run) ends at its last record, marked
         incomplete; a step that measured nothing at all (paused at once) is left out."""
@@ -90,7 +92,9 @@ class ReportSteps:
             s = r.stats
             if s.duration_s <= 0 and not (s.completed or s.failed or s.cancelled):
                 continue
-            d = r.to_dict(origin_s)
+            # ``StepResult.to_dict`` writes StepEntry's keys with its value types (model/ returns
+            # a plain dict: it knows no report type); the report adds ``complete``.
+            d = cast(StepEntry, r.to_dict(origin_s))
             d["complete"] = r.index not in unfinished
             out.append(d)
         return out
