@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from infmon.journal.reader import SessionReader
 from infmon.journal.writer import JournalStatus
-from infmon.report.doc import ReportDoc, json_ready, write_report_json
+from infmon.report.doc import ReportDoc
+from infmon.report.docjson import json_ready, write_report_json
 
 if TYPE_CHECKING:  # numpy's columns, imported by the summary only when a report is built
     from infmon.model.columns import RecordColumns

@@ -2,27 +2,30 @@
 writers and ``compare`` read.
 
 ``TypedDict`` rather than dataclasses so the document is plain data at both edges: written by
-one ``json.dumps`` (``write_report_json``) and read back by one check (``parse_report``), with
-report.json's shape and key order exactly as the types list them. Numbers are ``float | None``:
+one ``json.dumps`` and read back by one check (``infmon.report.docjson``), report.json's shape
+and key order as the types list them. Numbers are ``float | None``:
 JSON has no NaN, so a missing value is null (``json_ready``).
 
-The top level is complete (every key is always written; ``tests/unit/test_report_doc.py`` holds
-the writer to these types). The parts are ``total=False``: a report.json of the same schema
-from an older infmon, an ``infmon bench --json`` result or a vLLM bench result imported for a
-comparison holds a subset of their keys, so a reader of a part uses ``.get``.
+The types are what ``build_summary`` writes now (``tests/unit/test_report_doc.py`` holds it to
+every key and value type here); a record is ``total=False`` when some sessions lack some of
+its keys (a rate step has no ``concurrency``, a session without GPUs no ``gpu``). A document
+read back (``parse_report``) has the complete top level, but a part written by an older infmon
+of the same schema, an ``infmon bench --json`` result or an imported vLLM result may lack keys
+added since (old server points have no prefix counters), so the readers of loaded runs
+(``runs``, ``compare``, ``explain``) use ``.get``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, NotRequired, TypedDict
-
-from infmon.journal.jsonio import _clean, write_json_atomic
+from typing import Any, TypedDict
 
 JournalLine = dict[str, Any]
-"""An event or scrape as ``SessionReader`` yields it (``{"t", "kind", ...}``, ``{"t", "snap"}``):
-the journal's own format, whose fields vary with the kind and the infmon that wrote it; the
-report reads it by name and checks each value it uses."""
+"""An event or scrape as ``SessionReader`` yields it (``{"t", "kind", ...}``, ``{"t", "snap"}``),
+or a payload inside one: the journal's own format, whose fields vary with the kind and the
+infmon that wrote it; the report reads it by name and checks each value it uses."""
+RecordedConfig = dict[str, Any]
+"""The session's recorded configuration (``Config.to_public_dict``), carried through: its
+values' types are ``infmon.config``'s and the report reads only a few by name."""
 
 SCHEMA = "infmon.report/1"
 BENCH_SCHEMA = "infmon.bench/1"
@@ -83,6 +86,8 @@ class WorkloadInfo(TypedDict, total=False):
     trace: str | None
     schedule: str | None
     server_started_s: float | None
+    wall: float
+    """When the journal wrote the event (wall clock)."""
 
 
 class ServerConfig(TypedDict, total=False):
@@ -278,12 +283,16 @@ class ServerPoint(TypedDict):
 
 
 class EventMark(TypedDict, total=False):
-    """An operator action or notable event: the journal event as written (its fields vary by
-    kind; the ones the report reads are listed) with its session-relative time ``t_s``."""
+    """An operator action or notable event: the journal event as written, its session-relative
+    time ``t_s`` added. Its fields vary by kind: the common ones and those the report reads
+    are named here; any other field of the event is carried through as it was written."""
 
     kind: str
     t: float
+    wall: float
     t_s: float
+    origin: str
+    warmup_s: float
     note: str
     label: str
     step: int
@@ -299,13 +308,24 @@ class EventMark(TypedDict, total=False):
 
 
 class QualityInfo(TypedDict, total=False):
-    """The session's quality run (``infmon quality --json``, ``infmon.quality.runner``)."""
+    """The session's quality run (``infmon quality --json``, ``infmon.quality.runner``); the
+    ``baseline`` … ``baseline_accuracy`` keys only when it ran against a baseline."""
 
+    schema: str
+    url: str
+    model: str | None
+    endpoint: str
+    temperature: float
     probes: int
     correct: int
     errors: int
     accuracy: float | None
+    baseline: str | None
+    compared: int
     agreement: float | None
+    length_ratio: float | None
+    first_divergence: dict[str, int]
+    baseline_accuracy: float | None
     results: list[dict[str, Any]]
     """Per-probe rows as ``infmon.quality`` writes them (their fields vary with the probe and
     its outcome); read by ``infmon.quality.scoring.drift``, which takes such dicts."""
@@ -339,18 +359,23 @@ class GpuSection(TypedDict):
 
 class GpuPart(TypedDict, total=False):
     gpu: GpuSection
+    """Only in a session with GPU data."""
 
 
-class ReportDoc(GpuPart):
-    """The whole document, its keys in report.json's order (``gpu`` only with GPU data)."""
+class _ImportedPart(TypedDict, total=False):
+    imported_from: str
+    """Only in a run imported for a comparison (``vllm bench serve``)."""
+
+
+class ReportDoc(GpuPart, _ImportedPart):
+    """The whole document: every key but the optional parts' always written, in report.json's
+    order (``gpu`` between ``diagnosis`` and ``caveats``)."""
 
     schema: str
     session: SessionInfo
     target: TargetInfo
     workload: WorkloadInfo
-    config: dict[str, Any]
-    """The session's recorded configuration (``Config.to_public_dict``), carried through: its
-    values' types are ``infmon.config``'s and the report reads only a few by name."""
+    config: RecordedConfig
     server: ServerConfig
     memory_budget: MemoryBudget | None
     steps: list[StepEntry]
@@ -362,78 +387,3 @@ class ReportDoc(GpuPart):
     quality: QualityInfo | None
     diagnosis: list[str]
     caveats: list[str]
-    imported_from: NotRequired[str]
-    """Only in a run imported for a comparison (``vllm bench serve``)."""
-
-
-class ReportFormatError(ValueError):
-    """A JSON file that is not a report document (or a bench result of the same shape)."""
-
-
-def json_ready(doc: ReportDoc) -> ReportDoc:
-    """The document with every non-finite float as None (JSON has no NaN): the same keys, and
-    the types already say ``float | None`` wherever a figure can be missing."""
-    cleaned: ReportDoc = _clean(doc)
-    return cleaned
-
-
-def write_report_json(path: Path, doc: ReportDoc) -> None:
-    """``report.json``: the one place a report document becomes JSON on disk (atomically;
-    a NaN left in it is written as null)."""
-    write_json_atomic(path, doc)
-
-
-_OBJECTS = ("session", "target", "workload", "config", "server")
-_LISTS = ("timeline", "server_timeline", "events", "diagnosis", "caveats")
-
-
-def parse_report(raw: object, source: str) -> ReportDoc:
-    """A parsed report.json (or ``infmon bench --json`` result) as the document, checked: the
-    schema, ``steps`` a list of objects, each part of the type it has here. Keys an older
-    report lacks are given the value a reader takes for "not recorded" ({}, [] or None).
-    Raises ``ReportFormatError`` naming ``source`` and what is wrong."""
-    if not isinstance(raw, dict):
-        raise ReportFormatError(f"{source}: not a JSON object")
-    schema = raw.get("schema")
-    if schema not in (SCHEMA, BENCH_SCHEMA):
-        raise ReportFormatError(f"{source}: schema {schema!r} is not {SCHEMA} or {BENCH_SCHEMA}")
-    steps = raw.get("steps")
-    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
-        raise ReportFormatError(f"{source}: `steps` is not a list of objects")
-    for key, kind in [*((k, dict) for k in _OBJECTS), *((k, list) for k in _LISTS)]:
-        if raw.get(key) is not None and not isinstance(raw[key], kind):
-            raise ReportFormatError(f"{source}: `{key}` is not a JSON {kind.__name__}")
-    for key in ("knee", "memory_budget", "quality"):
-        if raw.get(key) is not None and not isinstance(raw[key], dict):
-            raise ReportFormatError(f"{source}: `{key}` is neither an object nor null")
-    return _document(raw, steps, is_report=schema == SCHEMA)
-
-
-def _obj(raw: dict[str, Any], key: str) -> Any:
-    """``raw[key]`` (parsed JSON, an object when present), or {} when absent or null."""
-    return raw.get(key) or {}
-
-
-def _document(raw: dict[str, Any], steps: list[StepEntry], is_report: bool) -> ReportDoc:
-    """The checked JSON as the document (``raw`` is parsed JSON: its values are whatever the
-    file held, their containers checked by ``parse_report``)."""
-    gpu: GpuPart = {"gpu": raw["gpu"]} if isinstance(raw.get("gpu"), dict) else {}
-    return {
-        "schema": raw["schema"],
-        "session": _obj(raw, "session"),
-        "target": _obj(raw, "target"),
-        "workload": _obj(raw, "workload"),
-        "config": _obj(raw, "config"),
-        "server": _obj(raw, "server") if is_report else {},  # a bench result's is its health
-        "memory_budget": raw.get("memory_budget"),
-        "steps": steps,
-        "knee": raw.get("knee"),
-        "slo_max_concurrency": raw.get("slo_max_concurrency"),
-        "timeline": raw.get("timeline") or [],
-        "server_timeline": raw.get("server_timeline") or [],
-        "events": raw.get("events") or [],
-        "quality": raw.get("quality"),
-        "diagnosis": raw.get("diagnosis") or [],
-        **gpu,
-        "caveats": raw.get("caveats") or [],
-    }

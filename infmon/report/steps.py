@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
@@ -18,12 +18,11 @@ from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
 from infmon.model.stats import figures_of_columns
 from infmon.model.steps import EVENT_KINDS, StepEvent
-from infmon.report.doc import StepEntry
+from infmon.report.doc import JournalLine, StepEntry
 
 
-def step_events(events: Iterable[Mapping[str, Any]]) -> list[tuple[StepEvent, Mapping[str, Any]]]:
-    """The journal's step events, in order, with their raw lines (for the recorded checks).
-    ``events`` are the journal's lines as read (each kind has its own fields)."""
+def step_events(events: Iterable[JournalLine]) -> list[tuple[StepEvent, JournalLine]]:
+    """The journal's step events, in order, with their raw lines (for the recorded checks)."""
     out = []
     for e in events:
         kind = EVENT_KINDS.get(str(e.get("kind")))
@@ -35,7 +34,7 @@ def step_events(events: Iterable[Mapping[str, Any]]) -> list[tuple[StepEvent, Ma
 class ReportSteps:
     """Build the ledger from the events first, then stream records and scrapes into it."""
 
-    def __init__(self, events: Iterable[Mapping[str, Any]], slo: SLO | None) -> None:
+    def __init__(self, events: Iterable[JournalLine], slo: SLO | None) -> None:
         self.ledger = StepLedger(slo)
         self.has_steps = False
         self._last_s = -math.inf
@@ -45,7 +44,7 @@ class ReportSteps:
             if ev.kind == "end" and isinstance(raw.get("stats"), dict):
                 self.ledger.set_check(ev.index, ClientCheck.from_payload(raw["stats"]))
 
-    def add_scrapes(self, scrapes: Iterable[Mapping[str, Any]]) -> None:
+    def add_scrapes(self, scrapes: Iterable[JournalLine]) -> None:
         for s in scrapes:
             t, snap = s.get("t"), s.get("snap")
             if isinstance(t, (int, float)) and isinstance(snap, Mapping):

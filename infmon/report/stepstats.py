@@ -8,29 +8,28 @@ same figures, held together by a test), so a report's ``steps`` array equals the
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import cast
 
 from infmon.model.columns import RecordColumns
 from infmon.model.knee import Knee, find_knee, slo_max_concurrency
 from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
 from infmon.model.stats import summarize_columns
-from infmon.report.doc import KneeInfo, StepEntry
+from infmon.report.doc import JournalLine, KneeInfo, StepEntry
 
 
 def step_entry(
     records: RecordColumns | Sequence[RequestRecord],
     duration_s: float,
     slo: SLO | None,
-    recorded: Mapping[str, Any] | None = None,
+    recorded: JournalLine | None = None,
 ) -> StepEntry:
     """One ``steps[]`` entry of ``infmon bench --json`` for these records.
 
     ``recorded`` is the step's stats as written at the time (when the step finished): the
     load level and the client's own measurements (achieved concurrency, loop lag) come from
-    it, since they cannot be recomputed from records. It is the journal event's payload, as
-    read (its fields varied with infmon's version).
+    it, since they cannot be recomputed from records.
     """
     rec = recorded or {}
     lag_ms = rec.get("loop_lag_p99_ms")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
@@ -26,9 +26,11 @@ from infmon.report.doc import (
     EventMark,
     JournalLine,
     QualityInfo,
+    RecordedConfig,
     ReportDoc,
     ServerPoint,
     SessionInfo,
+    StepEntry,
     TargetInfo,
     WorkloadInfo,
 )
@@ -102,7 +104,7 @@ def _marks(events: list[JournalLine], origin_s: float) -> list[EventMark]:
 
 
 def _target(
-    config: dict[str, Any], events: list[JournalLine], reader: SessionReader | None = None
+    config: RecordedConfig, events: list[JournalLine], reader: SessionReader | None = None
 ) -> TargetInfo:
     """URL, model and endpoint: the resolved ones (``target`` event) over the configured ones;
     with several endpoints, ``url`` names them all and ``endpoints`` counts each one's requests."""
@@ -182,16 +184,15 @@ class _Scrapes:
             yield s
 
 
-def build_summary(
-    session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
-) -> ReportDoc:
-    """The report document of a session; ``on_columns`` sees every step's records once (CSV)."""
-    reader = SessionReader(Path(session_dir))
-    config, origin_s = reader.config, reader.origin_s()
-    events = list(reader.iter_events())
-    slo = stepstats.parse_slo(config.get("slo"))
-    steps = ReportSteps(events, slo)
-    legacy = None if steps.has_steps else LegacySteps(step_events(events), slo, origin_s)
+def _read_records(
+    reader: SessionReader,
+    steps: ReportSteps,
+    legacy: LegacySteps | None,
+    origin_s: float,
+    on_columns: Callable[[RecordColumns], None] | None,
+) -> tuple[ClientTimeline, _Totals]:
+    """One pass over the records, a step of columns at a time, into the steps, the client
+    timeline and the totals (each step then dropped: memory follows the largest step)."""
     timeline, totals = ClientTimeline(origin_s), _Totals()
     for idx, records in reader.iter_step_columns():
         totals.add(records)
@@ -202,13 +203,25 @@ def build_summary(
             steps.add_columns(idx, records)
         if on_columns is not None:
             on_columns(records)
+    return timeline, totals
+
+
+def build_summary(
+    session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
+) -> ReportDoc:
+    """The report document of a session; ``on_columns`` sees every step's records once (CSV)."""
+    reader = SessionReader(Path(session_dir))
+    config, origin_s = reader.config, reader.origin_s()
+    events = list(reader.iter_events())
+    slo = stepstats.parse_slo(config.get("slo"))
+    steps = ReportSteps(events, slo)
+    legacy = None if steps.has_steps else LegacySteps(step_events(events), slo, origin_s)
+    timeline, totals = _read_records(reader, steps, legacy, origin_s, on_columns)
     scrapes = _Scrapes(reader, origin_s, steps)
     server_cfg = server_config(scrapes)
     step_list = legacy.finish() if legacy is not None else steps.entries(origin_s)
     series = ServerSeries(scrapes.points)
-    for entry in step_list:
-        end = entry["end_s"]
-        entry["server"] = series.window(entry["start_s"], math.inf if end is None else end)
+    _add_server_windows(step_list, series)
     knee, slo_max = stepstats.knee_and_slo_limit(step_list) if step_list else (None, None)
     gpu_lines, gpu_section = gpu.attach(step_list, scrapes.gpus)
     session = _session(session_dir, reader, totals, events)
@@ -239,3 +252,10 @@ def build_summary(
 
 def _or_zero(x: float) -> float:
     return 0.0 if math.isnan(x) else x
+
+
+def _add_server_windows(steps: list[StepEntry], series: ServerSeries) -> None:
+    """Each step's ``server``: the server timeline's figures over its time."""
+    for entry in steps:
+        end = entry["end_s"]
+        entry["server"] = series.window(entry["start_s"], math.inf if end is None else end)
