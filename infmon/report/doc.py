@@ -3,8 +3,8 @@ writers and ``compare`` read.
 
 ``TypedDict`` rather than dataclasses so the document is plain data at both edges: written by
 one ``json.dumps`` and read back by one check (``infmon.report.docjson``), report.json's shape
-and key order as the types list them. Numbers are ``float | None``:
-JSON has no NaN, so a missing value is null (``json_ready``).
+and key order as the types list them. Numbers are ``float | None``: JSON has no NaN, so a
+missing value is null (``docjson.json_ready``).
 
 The types are what ``build_summary`` writes now (``tests/unit/test_report_doc.py`` holds it to
 every key and value type here); a record is ``total=False`` when some sessions lack some of

@@ -34,8 +34,9 @@ _LISTS = ("timeline", "server_timeline", "events", "diagnosis", "caveats")
 
 def parse_report(raw: object, source: str) -> ReportDoc:
     """A parsed report.json (or ``infmon bench --json`` result) as the document, checked: the
-    schema, ``steps`` a list of objects, each part of the type it has here. Keys an older
-    report lacks are given the value a reader takes for "not recorded" ({}, [] or None).
+    schema, ``steps`` a list of objects, each top-level part an object or a list as the types
+    say. Top-level keys an older report lacks get the value a reader takes for "not recorded"
+    ({}, [] or None); inside the parts, values are the file's (see ``infmon.report.doc``).
     Raises ``ReportFormatError`` naming ``source`` and what is wrong."""
     if not isinstance(raw, dict):
         raise ReportFormatError(f"{source}: not a JSON object")

@@ -9,7 +9,7 @@ report says what the screen said, step by step. A session without GPU data has n
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import cast
 
 from infmon.model.gpu_steps import GpuTimeline, StepGpu, step_lines
@@ -44,7 +44,6 @@ MarkdownTable = Callable[[tuple[str, ...], list[list[str]]], list[str]]
 """The Markdown writer's table function (header, rows → lines)."""
 HtmlTable = Callable[[list[str], list[list[str]]], str]
 """The HTML writer's table function (header, rows → one element)."""
-Column = tuple[float | None, ...]
 
 
 def attach(steps: list[StepEntry], timeline: GpuTimeline) -> tuple[list[str], GpuPart]:
@@ -175,11 +174,6 @@ def _series(doc: ReportDoc) -> list[tuple[str, list[GpuPoint]]]:
     ]
 
 
-def column(points: Sequence[Mapping[str, object]], key: str, scale: float = 1.0) -> Column:
-    """One figure of each point (None where missing), times ``scale``."""
-    return tuple(v * scale if isinstance(v := p.get(key), (int, float)) else None for p in points)
-
-
 def _figures_of(step: StepEntry, label: str) -> StepGpuInfo | None:
     return next((g for g in step.get("gpu") or [] if g["label"] == label), None)
 
@@ -201,14 +195,20 @@ def _per_step(doc: ReportDoc) -> str | None:
     series = []
     for label, _ in _series(doc):
         figs: list[Mapping[str, object]] = [_figures_of(s, label) or {} for s in steps]
-
-        def col(key: str, scale: float = 1.0, f: list[Mapping[str, object]] = figs) -> Column:
-            return column(f, key, scale)
-
+        activity, dram = (
+            svg.column(figs, "activity_mean", 100.0),
+            svg.column(figs, "dram_mean", 100.0),
+        )
         series += [
-            svg.Series(f"{label} activity %", xs, col("activity_mean", 100.0), points=True),
-            svg.Series(f"{label} DRAM %", xs, col("dram_mean", 100.0), points=True),
-            svg.Series(f"{label} power W", xs, col("power_w_mean"), points=True, right_axis=True),
+            svg.Series(f"{label} activity %", xs, activity, points=True),
+            svg.Series(f"{label} DRAM %", xs, dram, points=True),
+            svg.Series(
+                f"{label} power W",
+                xs,
+                svg.column(figs, "power_w_mean"),
+                points=True,
+                right_axis=True,
+            ),
         ]
     chart = svg.Chart(
         "GPU per step",
@@ -232,12 +232,12 @@ def charts(doc: ReportDoc) -> list[str]:
     for label, pts in per:
         t = tuple(p["t_s"] for p in pts)
         busy += [
-            svg.Series(f"{label} activity %", t, column(pts, "activity", 100.0)),
-            svg.Series(f"{label} DRAM %", t, column(pts, "dram", 100.0)),
+            svg.Series(f"{label} activity %", t, svg.column(pts, "activity", 100.0)),
+            svg.Series(f"{label} DRAM %", t, svg.column(pts, "dram", 100.0)),
         ]
         power += [
-            svg.Series(f"{label} power W", t, column(pts, "power_w")),
-            svg.Series(f"{label} memory GiB", t, column(pts, "mem_used_gib"), right_axis=True),
+            svg.Series(f"{label} power W", t, svg.column(pts, "power_w")),
+            svg.Series(f"{label} memory GiB", t, svg.column(pts, "mem_used_gib"), right_axis=True),
         ]
     step_chart = _per_step(doc)
     return [

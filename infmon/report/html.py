@@ -88,8 +88,8 @@ def charts(doc: ReportDoc) -> list[str]:
                 "session time (s)",
                 "output tokens/s",
                 (
-                    svg.Series("client out tok/s", t, gpu.column(tl, "out_tok_s")),
-                    svg.Series("server gen tok/s", ts, gpu.column(stl, "gen_tok_s")),
+                    svg.Series("client out tok/s", t, svg.column(tl, "out_tok_s")),
+                    svg.Series("server gen tok/s", ts, svg.column(stl, "gen_tok_s")),
                 ),
                 marks,
             )
@@ -102,9 +102,9 @@ def charts(doc: ReportDoc) -> list[str]:
                 "session time (s)",
                 "TTFT mean (ms)",
                 (
-                    svg.Series("TTFT mean ms", t, gpu.column(tl, "ttft_ms_mean")),
+                    svg.Series("TTFT mean ms", t, svg.column(tl, "ttft_ms_mean")),
                     svg.Series(
-                        "E2EL mean s", t, gpu.column(tl, "e2el_ms_mean", 1e-3), right_axis=True
+                        "E2EL mean s", t, svg.column(tl, "e2el_ms_mean", 1e-3), right_axis=True
                     ),
                 ),
                 marks,
@@ -153,9 +153,9 @@ def charts(doc: ReportDoc) -> list[str]:
                 "session time (s)",
                 "KV usage (%)",
                 (
-                    svg.Series("KV usage %", ts, gpu.column(stl, "kv_usage", 100.0)),
-                    svg.Series("running", ts, gpu.column(stl, "running"), right_axis=True),
-                    svg.Series("waiting", ts, gpu.column(stl, "waiting"), right_axis=True),
+                    svg.Series("KV usage %", ts, svg.column(stl, "kv_usage", 100.0)),
+                    svg.Series("running", ts, svg.column(stl, "running"), right_axis=True),
+                    svg.Series("waiting", ts, svg.column(stl, "waiting"), right_axis=True),
                 ),
                 marks,
                 y2_label="requests",
@@ -170,11 +170,11 @@ def charts(doc: ReportDoc) -> list[str]:
                     "session time (s)",
                     "acceptance rate",
                     (
-                        svg.Series("acceptance rate", ts, gpu.column(stl, "acceptance_rate")),
+                        svg.Series("acceptance rate", ts, svg.column(stl, "acceptance_rate")),
                         svg.Series(
                             "mean acceptance length",
                             ts,
-                            gpu.column(stl, "mean_acceptance_length"),
+                            svg.column(stl, "mean_acceptance_length"),
                             right_axis=True,
                         ),
                     ),
