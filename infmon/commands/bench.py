@@ -49,10 +49,9 @@ from infmon.journal import JournalWriter
 from infmon.load.runtime import tune_for_load
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
+from infmon.report.doc import BENCH_SCHEMA as SCHEMA
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
-
-SCHEMA = "infmon.bench/1"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

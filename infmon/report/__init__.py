@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from infmon.journal.reader import SessionReader
-from infmon.journal.writer import JournalStatus, _clean, write_json_atomic
+from infmon.journal.writer import JournalStatus
+from infmon.report.doc import ReportDoc
+from infmon.report.docjson import json_ready, write_report_json
+
+if TYPE_CHECKING:  # numpy's columns, imported by the summary only when a report is built
+    from infmon.model.columns import RecordColumns
 
 __all__ = ["build_summary", "fallback_dir", "report_dir", "write_reports"]
 
 
-def build_summary(session_dir: Path, on_columns: Any = None) -> dict[str, Any]:
+def build_summary(
+    session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
+) -> ReportDoc:
+    """The report document of a session (``infmon.report.summary.build_summary``)."""
     from infmon.report.summary import build_summary as build
 
     return build(Path(session_dir), on_columns)
@@ -73,7 +82,7 @@ def _write_reports(
         doc = build_summary(session_dir, RequestsCsv(f, origin).add_columns)
     tmp_csv.replace(csv_path)
     _note_journal(doc, journal_status, out, session_dir)
-    doc = _clean(doc)
+    doc = json_ready(doc)
     written = [csv_path]
     shot = None
     if screenshot_svg is not None:
@@ -84,7 +93,7 @@ def _write_reports(
         )
         (out / "screenshot.svg").write_text(shot, encoding="utf-8")
         written.append(out / "screenshot.svg")
-    write_json_atomic(out / "report.json", doc)
+    write_report_json(out / "report.json", doc)
     for name, text in (
         ("report.md", render_markdown(doc)),
         ("report.html", render_html(doc, shot)),
@@ -97,7 +106,7 @@ def _write_reports(
 
 
 def _note_journal(
-    doc: dict[str, Any], status: JournalStatus | None, out: Path, session_dir: Path
+    doc: ReportDoc, status: JournalStatus | None, out: Path, session_dir: Path
 ) -> None:
     """What the disk refused, in the document and first among its caveats."""
     notes = []

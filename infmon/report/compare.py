@@ -9,8 +9,8 @@ explanations read the same numbers. JSON (schema ``infmon.compare/2``) is made a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from infmon.model import noise
 from infmon.model.baseline import (
@@ -28,15 +28,26 @@ from infmon.model.levels import LevelSample, by_level
 from infmon.model.spec_econ import MODEL as SPEC_MODEL
 from infmon.model.steps import Level
 from infmon.report import explain
+from infmon.report.doc import KneeInfo, QualityInfo, ReportDoc
 from infmon.report.runs import Run
 
 SCHEMA = "infmon.compare/2"
+JsonObject = dict[str, object]
+"""A part of ``compare.json`` as it is written (JSON-ready values; no code reads it back)."""
+
+
+class KneeWithLimit(KneeInfo, total=False):
+    """A run's knee and which limit it came from (``infmon.model.kv_fill.knee_limit``)."""
+
+    limit: str | None
+    limit_text: str | None
 
 
 @dataclass(frozen=True)
 class ConfigRow:
     key: str
-    values: tuple[Any, ...]
+    values: tuple[object, ...]
+    """Each run's value (None: unknown), as its report recorded it."""
 
     @property
     def differs(self) -> bool:
@@ -69,7 +80,8 @@ class Comparison:
             return compare_level(None, s) if s is not None else None
         return self.views[run_index - 1].at(level)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
+        """``compare.json`` (schema ``infmon.compare/2``)."""
         return _document(self)
 
 
@@ -78,10 +90,10 @@ def _opt(x: float) -> float | None:
 
 
 def config_rows(runs: tuple[Run, ...]) -> tuple[ConfigRow, ...]:
-    def row(key: str, fn: Any) -> ConfigRow:
+    def row(key: str, fn: Callable[[RunFacts, ReportDoc], object]) -> ConfigRow:
         return ConfigRow(key, tuple(fn(r.facts, r.doc) for r in runs))
 
-    def spec(f: RunFacts, _d: Any) -> str | None:
+    def spec(f: RunFacts, _d: ReportDoc) -> str | None:
         return (
             None
             if f.spec_k is None
@@ -109,7 +121,7 @@ def config_rows(runs: tuple[Run, ...]) -> tuple[ConfigRow, ...]:
     return tuple(r for r in rows if any(v is not None for v in r.values))
 
 
-def _cache_config(run: Run) -> dict[str, Any]:
+def _cache_config(run: Run) -> dict[str, str]:
     return dict((run.doc.get("server") or {}).get("cache_config") or {})
 
 
@@ -156,7 +168,7 @@ def warm_cache_warnings(runs: list[Run]) -> tuple[str, ...]:
 # ---- JSON -----------------------------------------------------------------------------------
 
 
-def delta_dict(d: MetricDelta) -> dict[str, Any]:
+def delta_dict(d: MetricDelta) -> JsonObject:
     x = d.delta
     return {
         "value": _opt(x.value),
@@ -168,7 +180,7 @@ def delta_dict(d: MetricDelta) -> dict[str, Any]:
     }
 
 
-def _server_figures(s: LevelSample | None) -> dict[str, Any]:
+def _server_figures(s: LevelSample | None) -> JsonObject:
     ev = s.server if s is not None else None
     spec = s.spec if s is not None else None
     return {
@@ -180,8 +192,8 @@ def _server_figures(s: LevelSample | None) -> dict[str, Any]:
     }
 
 
-def level_dict(c: LevelComparison, sample: LevelSample | None) -> dict[str, Any]:
-    d: dict[str, Any] = {
+def level_dict(c: LevelComparison, sample: LevelSample | None) -> JsonObject:
+    d: JsonObject = {
         "in_baseline": c.in_baseline,
         "requests": c.requests,
         "base_requests": c.base_requests,
@@ -207,10 +219,13 @@ def level_dict(c: LevelComparison, sample: LevelSample | None) -> dict[str, Any]
     return d
 
 
-def knee_with_limit(run: Run) -> dict[str, Any] | None:
+def knee_with_limit(run: Run) -> KneeWithLimit | None:
+    """The run's knee with the limit it came from (KV cache, max_num_seqs…), or None."""
     k = run.doc.get("knee")
-    if not isinstance(k, dict) or not isinstance(k.get("concurrency"), int):
-        return k
+    if k is None:
+        return None
+    if not isinstance(k.get("concurrency"), int):  # a report.json's knee without its level
+        return {**k}
     knee = Knee(
         k["concurrency"],
         str(k.get("reason", "")),
@@ -221,22 +236,17 @@ def knee_with_limit(run: Run) -> dict[str, Any] | None:
     return {**k, "limit": limit.kind or None, "limit_text": limit.text or None}
 
 
-def _document(cmp: Comparison) -> dict[str, Any]:
-    steps = []
+def _document(cmp: Comparison) -> JsonObject:
+    steps: list[JsonObject] = []
     for level in cmp.levels():
-        entry: dict[str, Any] = {
-            "x": level.value,
-            "mode": level.mode,
-            "level": level.label,
-            "runs": [],
-        }
+        runs: list[JsonObject] = []
         for i, run in enumerate(cmp.runs):
             c = cmp.cell(i, level)
-            row: dict[str, Any] = {"name": run.name, "present": c is not None}
+            row: JsonObject = {"name": run.name, "present": c is not None}
             if c is not None:
                 row.update(level_dict(c, by_level(run.levels).get(level)))
-            entry["runs"].append(row)
-        steps.append(entry)
+            runs.append(row)
+        steps.append({"x": level.value, "mode": level.mode, "level": level.label, "runs": runs})
     return {
         "schema": SCHEMA,
         "baseline": cmp.base.name,
@@ -264,7 +274,7 @@ def _document(cmp: Comparison) -> dict[str, Any]:
     }
 
 
-def _quality_brief(q: dict[str, Any] | None) -> dict[str, Any] | None:
+def _quality_brief(q: QualityInfo | None) -> JsonObject | None:
     if not q:
         return None
     return {k: q.get(k) for k in ("probes", "correct", "accuracy", "agreement")}

@@ -61,10 +61,11 @@ def _headers(keys: tuple[str, ...], server: bool) -> list[str]:
 def _knees(cmp: Comparison) -> list[str]:
     out = []
     for r in cmp.runs:
-        k = knee_with_limit(r) or {}
+        k = knee_with_limit(r)
         slo = r.doc.get("slo_max_concurrency")
-        text = f"  {r.name}: knee {'c=' + str(k['concurrency']) if k.get('concurrency') else DASH}"
-        if k.get("limit_text"):
+        at = k.get("concurrency") if k else None
+        text = f"  {r.name}: knee {'c=' + str(at) if at else DASH}"
+        if k and k.get("limit_text"):
             text += f" ({k['limit_text']})"
         text += f"; SLO limit {'c=' + str(slo) if slo is not None else DASH}"
         out.append(text)

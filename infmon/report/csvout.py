@@ -75,7 +75,8 @@ _WHOLE_DOT = np.array([f"{i}." for i in range(_TABLE)], dtype=object)
 def _whole_dot(whole: np.ndarray) -> np.ndarray:
     """``f"{w}."`` for each non-negative integer (one lookup when below ``_TABLE``)."""
     if whole.size and int(whole.max()) < _TABLE:
-        return _WHOLE_DOT[whole]
+        text: np.ndarray = _WHOLE_DOT[whole]
+        return text
     return _ints(whole) + "."
 
 
@@ -84,6 +85,7 @@ def _fixed(units: np.ndarray, decimals: int, missing: np.ndarray) -> np.ndarray:
     u = np.where(missing, 0, units).astype(np.int64)
     neg = u < 0
     whole, frac = np.divmod(np.abs(u), 10**decimals)
+    text: np.ndarray
     if decimals == 3:
         text = _whole_dot(whole) + _THREE[frac]
     else:
@@ -103,7 +105,8 @@ def _ms(seconds: np.ndarray) -> np.ndarray:
 
 def _text(codes: np.ndarray, vocab: Sequence[str | None]) -> np.ndarray:
     table = np.array(["" if v is None else safe_cell(v) for v in vocab], dtype=object)
-    return table[codes]
+    text: np.ndarray = table[codes]
+    return text
 
 
 def _itl_mean_s(cols: RecordColumns) -> np.ndarray:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 from infmon.model.stats import PROMPT_MISMATCH_FRACTION
+from infmon.report.doc import EventMark, KneeInfo, ServerPoint, SessionInfo, StepEntry, WorkloadInfo
 
 
-def step_label(step: dict[str, Any]) -> str:
+def step_label(step: StepEntry) -> str:
     """A report step by its level: ``c=16``, ``rate=2/s``, else ``step 3``."""
     if step.get("concurrency") is not None:
         return f"c={step['concurrency']}"
@@ -17,23 +18,28 @@ def step_label(step: dict[str, Any]) -> str:
     return f"step {step.get('step')}"
 
 
-def as_number(v: Any) -> float | None:
+def as_number(v: object) -> float | None:
     """A report field as a number (None when absent, not a number, or a bool)."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def lines(doc: dict[str, Any]) -> list[str]:
+def lines(
+    knee: KneeInfo | None, slo_max_concurrency: int | None, steps: list[StepEntry]
+) -> list[str]:
     """Diagnosis lines grounded in the measured steps and server metrics."""
     out: list[str] = []
-    knee = doc.get("knee")
     if knee:
         out.append(f"Knee at c={knee.get('concurrency')}: {knee.get('reason', '')}".rstrip(": "))
-    elif len(doc.get("steps") or []) >= 3:
+    elif len(steps) >= 3:
         out.append("No knee within the steps run: throughput was still growing.")
-    if doc.get("slo_max_concurrency") is not None:
-        out.append(f"Highest concurrency meeting the SLO: {doc['slo_max_concurrency']}.")
-    out += _step_causes(doc.get("steps") or [])
+    if slo_max_concurrency is not None:
+        out.append(f"Highest concurrency meeting the SLO: {slo_max_concurrency}.")
+    out += _step_causes(steps)
     return out
+
+
+Render = Callable[[tuple[float, ...], str], str]
+"""A cause's line from its worst figures and its text."""
 
 
 class _Causes:
@@ -44,7 +50,7 @@ class _Causes:
         self.worst: dict[str, tuple[float, ...]] = {}
         self.text: dict[str, str] = {}
 
-    def add(self, key: str, step: dict[str, Any], worst: tuple[float, ...], text: str) -> None:
+    def add(self, key: str, step: StepEntry, worst: tuple[float, ...], text: str) -> None:
         labels = self.steps.setdefault(key, [])
         if step_label(step) not in labels:
             labels.append(step_label(step))
@@ -53,7 +59,7 @@ class _Causes:
         if old is None or worst >= old:
             self.text[key] = text
 
-    def lines(self, render: dict[str, Any]) -> list[str]:
+    def lines(self, render: Mapping[str, Render]) -> list[str]:
         out = []
         for key, labels in self.steps.items():
             where = (
@@ -69,7 +75,7 @@ class _Causes:
         return out
 
 
-def _step_causes(steps: list[dict[str, Any]]) -> list[str]:
+def _step_causes(steps: list[StepEntry]) -> list[str]:
     c = _Causes()
     for step in steps:
         srv = step.get("server") or {}
@@ -111,16 +117,19 @@ def _step_causes(steps: list[dict[str, Any]]) -> list[str]:
     )
 
 
-def caveats(doc: dict[str, Any]) -> list[str]:
+def caveats(
+    s: SessionInfo,
+    work: WorkloadInfo,
+    server_timeline: Sequence[ServerPoint],
+    events: Sequence[EventMark],
+) -> list[str]:
     """What the reader should know before trusting the figures."""
-    s = doc.get("session") or {}
     out = []
     if s.get("tokens_estimated"):
         out.append(
             f"{s['tokens_estimated']} requests had no usage from the server: their output "
             "token counts are estimated from chunks."
         )
-    work = doc.get("workload") or {}
     if work and not work.get("exact"):
         out.append(f"Prompt lengths: {work.get('sizing')}.")
     if work.get("lockstep"):
@@ -137,9 +146,9 @@ def caveats(doc: dict[str, Any]) -> list[str]:
             "The session did not end cleanly (killed or still running): the last step may "
             "be partial."
         )
-    if not doc.get("server_timeline"):
+    if not server_timeline:
         out.append("No server metrics were recorded: server-side figures are unknown.")
-    for e in doc.get("events") or []:
+    for e in events:
         if e.get("kind") == "worker_lost":
             out.append(
                 f"Step {e.get('step')}: at {e.get('t_s', 0.0):.1f} s {e.get('text')} (the step's "

@@ -10,7 +10,6 @@ capacity, contention (throughput fell with queue and KV unchanged), and output q
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from infmon.model.baseline import METRICS, BaselineView, LevelComparison, MetricDelta, fmt_rel
 from infmon.quality.scoring import drift
@@ -97,16 +96,19 @@ def _kv(base: Run, run: Run) -> list[str]:
     fa, fb = base.facts.kv_fill, run.facts.kv_fill
     if math.isfinite(fa) and math.isfinite(fb):
         line += f" (KV holds {fa:,.0f} → {fb:,.0f} sequences of the workload's length)"
-    ka, kb = base.doc.get("knee") or {}, run.doc.get("knee") or {}
-    if ka.get("concurrency") != kb.get("concurrency"):
-        line += (
-            f"; the knee moved from {ka.get('concurrency', 'none')} to "
-            f"{kb.get('concurrency', 'none')}"
-        )
+    ka, kb = _knee_at(base), _knee_at(run)
+    if ka != kb:
+        line += f"; the knee moved from {ka} to {kb}"
     sa, sb = base.doc.get("slo_max_concurrency"), run.doc.get("slo_max_concurrency")
     if sa != sb:
         line += f"; SLO limit {sa} → {sb}"
     return [line]
+
+
+def _knee_at(run: Run) -> object:
+    """The concurrency of the run's knee ("none" without one), as the explanation says it."""
+    knee = run.doc.get("knee")
+    return knee.get("concurrency", "none") if knee else "none"
 
 
 def _contention(
@@ -140,19 +142,18 @@ def _contention(
 
 
 def _quality(base: Run, run: Run) -> str | None:
-    qa: dict[str, Any] | None = base.doc.get("quality")
-    qb: dict[str, Any] | None = run.doc.get("quality")
-    if not qb or qb.get("accuracy") is None:
+    qa, qb = base.doc.get("quality"), run.doc.get("quality")
+    if not qb or (accuracy := qb.get("accuracy")) is None:
         return None
-    text = f"quality: accuracy {qb['accuracy']:.1%}"
-    if qa and qa.get("accuracy") is not None:
-        text += f" vs {qa['accuracy']:.1%} baseline"
+    text = f"quality: accuracy {accuracy:.1%}"
+    if qa and (base_accuracy := qa.get("accuracy")) is not None:
+        text += f" vs {base_accuracy:.1%} baseline"
         wrong = (qb.get("probes") or 0) - (qb.get("correct") or 0)
         text += f" ({wrong} of {qb.get('probes')} probes wrong)"
         d = drift(qb.get("results") or [], qa.get("results") or [])
         if d.agreement is not None:
             text += f", agreement with baseline outputs {d.agreement:.1%}"
-        if qb["accuracy"] < qa["accuracy"]:
+        if accuracy < base_accuracy:
             text = "quality cost: " + text.removeprefix("quality: ")
     return text
 

@@ -7,12 +7,13 @@ through is in the report with its times, not only in the raw record.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+
+from infmon.report.doc import ReportDoc
 
 FAULT_KINDS = ("server_down", "server_up", "restart")
 
 
-def fault_lines(doc: dict[str, Any]) -> list[str]:
+def fault_lines(doc: ReportDoc) -> list[str]:
     """Empty when every request succeeded and the server never went away."""
     kinds: Counter[str] = Counter()
     for step in doc.get("steps") or []:
@@ -24,14 +25,14 @@ def fault_lines(doc: dict[str, Any]) -> list[str]:
             "failed requests by kind: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
         )
     for e in doc.get("events") or []:
-        kind, t = e.get("kind"), e.get("t_s")
-        if kind not in FAULT_KINDS or not isinstance(t, (int, float)):
+        event_kind, t = e.get("kind"), e.get("t_s")
+        if event_kind not in FAULT_KINDS or not isinstance(t, (int, float)):
             continue
-        if kind == "server_down":
+        if event_kind == "server_down":
             what = f"server unreachable ({e.get('error_kind') or 'error'}: {e.get('error') or ''})".replace(
                 ": )", ")"
             )
-        elif kind == "server_up":
+        elif event_kind == "server_up":
             down = e.get("down_s")
             what = "server back" + (
                 f" after {down:.1f} s" if isinstance(down, (int, float)) else ""

@@ -5,13 +5,15 @@ with thousands separators (``62,570``), fractions as percentages
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+
+from infmon.report.doc import EventMark, MemoryBudget, PromptLengths, ReportDoc, StepEntry
 
 DASH = "—"
 LAT_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
 
 
-def num(v: Any, digits: int = 1) -> str:
+def num(v: object, digits: int = 1) -> str:
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
         return DASH
     if isinstance(v, int):
@@ -19,13 +21,17 @@ def num(v: Any, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+def _number(v: object) -> float | None:
+    """``v`` itself when it is a finite number (not a bool), else None."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return v
+    return None
 
 
-def pct(v: Any, digits: int | None = None) -> str:
+def pct(value: object, digits: int | None = None) -> str:
     """A fraction as a percentage: one decimal below 10 % (``7.5%``), none above (``64%``)."""
-    if not _finite(v):
+    v = _number(value)
+    if v is None:
         return DASH
     x = 100 * v
     if digits is None:
@@ -33,25 +39,28 @@ def pct(v: Any, digits: int | None = None) -> str:
     return f"{x:.{digits}f}%"
 
 
-def count(v: Any) -> str:
+def count(value: object) -> str:
     """A count or token total with thousands separators: ``62,570``, ``3,493,012``."""
-    if not _finite(v):
+    v = _number(value)
+    if v is None:
         return DASH
     return f"{v:,.0f}" if v == int(v) or abs(v) >= 100 else f"{v:,.3g}"
 
 
-def rate(v: Any) -> str:
+def rate(value: object) -> str:
     """A per-second rate: ``1,234``, ``58.7``, ``0.42``."""
-    if not _finite(v):
+    v = _number(value)
+    if v is None:
         return DASH
     if abs(v) >= 100:
         return count(v)
     return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2g}" if v else "0"
 
 
-def seconds(v: Any) -> str:
+def seconds(value: object) -> str:
     """A duration given in seconds: ``0.4 ms``, ``64 ms``, ``1.17 s``, ``2,345 s``."""
-    if not _finite(v):
+    v = _number(value)
+    if v is None:
         return DASH
     if abs(v) < 1.0:
         ms = v * 1e3
@@ -59,11 +68,13 @@ def seconds(v: Any) -> str:
     return f"{v:.3g} s" if abs(v) < 100 else f"{v:,.0f} s"
 
 
-def lat(step: dict[str, Any], key: str, q: str) -> str:
-    return num((step.get(key) or {}).get(q))
+def lat(step: StepEntry, key: str, q: str) -> str:
+    """One percentile ``q`` of the step's latency ``key`` (``ttft_ms``…) in ms."""
+    latency = step.get(key)
+    return num(latency.get(q) if isinstance(latency, dict) else None)
 
 
-def x_of(step: dict[str, Any]) -> str:
+def x_of(step: StepEntry) -> str:
     if step.get("concurrency") is not None:
         return str(step["concurrency"])
     if step.get("rate") is not None:
@@ -93,7 +104,7 @@ STEP_HEADER = (
 )
 
 
-def step_row(s: dict[str, Any]) -> list[str]:
+def step_row(s: StepEntry) -> list[str]:
     srv = s.get("server") or {}
     e2el = s.get("e2el_ms") or {}
     sec = [
@@ -121,7 +132,7 @@ def step_row(s: dict[str, Any]) -> list[str]:
     ]
 
 
-def _prompt_cell(p: dict[str, Any]) -> str:
+def _prompt_cell(p: PromptLengths) -> str:
     """Requested mean / server-counted mean (p50, p99) prompt tokens."""
     if not p.get("count"):
         return DASH
@@ -131,7 +142,7 @@ def _prompt_cell(p: dict[str, Any]) -> str:
     )
 
 
-def mark_text(e: dict[str, Any]) -> str:
+def mark_text(e: EventMark) -> str:
     """An event of the report's list as its line reads: ``mark: the note`` (the journal keeps
     a mark's note under ``note``), ``baseline: step 3``, a step's level (``c=16``)."""
     kind = str(e.get("kind") or "")
@@ -151,10 +162,11 @@ def mark_text(e: dict[str, Any]) -> str:
     return kind
 
 
-def server_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
-    cfg, mb = doc.get("server") or {}, doc.get("memory_budget") or {}
-    target = doc.get("target") or {}
-    models = cfg.get("models") or ([target["model"]] if target.get("model") else [])
+def server_rows(doc: ReportDoc) -> list[tuple[str, str]]:
+    cfg, target = doc.get("server") or {}, doc.get("target") or {}
+    mb: MemoryBudget | dict[str, None] = doc.get("memory_budget") or {}
+    model = target.get("model")
+    models = cfg.get("models") or ([model] if model else [])
     eps = target.get("endpoints") or []
     rows = [
         ("URL", str(target.get("url") or DASH)),
@@ -194,3 +206,9 @@ def server_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if value is not None:
             rows.append((key, str(value)))
     return rows
+
+
+def concurrency_axis(steps: Sequence[StepEntry]) -> tuple[float, ...] | None:
+    """Each step's concurrency, for a chart against it; None when a step has none (a rate)."""
+    xs = tuple(c for s in steps if isinstance(c := s.get("concurrency"), (int, float)))
+    return xs if len(xs) == len(steps) else None

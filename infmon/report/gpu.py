@@ -9,12 +9,21 @@ report says what the screen said, step by step. A session without GPU data has n
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import cast
 
-from infmon.model.gpu_steps import GpuTimeline, step_lines
+from infmon.model.gpu_steps import GpuTimeline, StepGpu, step_lines
 from infmon.report import svg
 from infmon.report.diagnosis import as_number, step_label
-from infmon.report.fmt import DASH, num, pct
+from infmon.report.doc import (
+    GpuInfo,
+    GpuPart,
+    GpuPoint,
+    ReportDoc,
+    StepEntry,
+    StepGpuInfo,
+)
+from infmon.report.fmt import DASH, concurrency_axis, num, pct
 
 MAX_POINTS = 600
 """Timeline points kept per GPU."""
@@ -31,21 +40,25 @@ HEADER = (
     "throttle",
     "other holders (mem, SM mean)",
 )
+MarkdownTable = Callable[[tuple[str, ...], list[list[str]]], list[str]]
+"""The Markdown writer's table function (header, rows → lines)."""
+HtmlTable = Callable[[list[str], list[list[str]]], str]
+"""The HTML writer's table function (header, rows → one element)."""
 
 
-def attach(doc: dict[str, Any], timeline: GpuTimeline) -> None:
-    """Each step's GPU figures into ``steps[].gpu``, the GPU section into ``doc["gpu"]`` and
-    the steps' GPU lines into ``doc["diagnosis"]``; nothing when the session has no GPU data."""
+def attach(steps: list[StepEntry], timeline: GpuTimeline) -> tuple[list[str], GpuPart]:
+    """Each step's GPU figures into ``steps[].gpu``; returns the steps' GPU diagnosis lines and
+    the document's GPU section (both empty when the session has no GPU data)."""
     if not timeline:
-        return
+        return [], {}
     lines: list[str] = []
     low: float | None = None
-    for step in doc.get("steps") or []:
+    for step in steps:
         start, end = as_number(step.get("start_s")), as_number(step.get("end_s"))
         if start is None or end is None:
             continue
         gpus = timeline.step(start, end)
-        step["gpu"] = [g.to_dict() for g in gpus]
+        step["gpu"] = [_figures(g) for g in gpus]
         ttft = as_number((step.get("ttft_ms") or {}).get("p90"))
         waiting = as_number((step.get("server") or {}).get("waiting_max"))
         found = step_lines(
@@ -54,8 +67,13 @@ def attach(doc: dict[str, Any], timeline: GpuTimeline) -> None:
         lines += [f"{step_label(step)}: {line}" for line in found]
         if ttft is not None:
             low = ttft if low is None else min(low, ttft)
-    doc["gpu"] = {"gpus": _gpus(timeline), "timeline": _points(timeline)}
-    doc["diagnosis"] = list(doc.get("diagnosis") or []) + _summary(lines)
+    return _summary(lines), {"gpu": {"gpus": _gpus(timeline), "timeline": _points(timeline)}}
+
+
+def _figures(g: StepGpu) -> StepGpuInfo:
+    """``StepGpu.to_dict()``, whose keys and value types are StepGpuInfo's (model/ returns it
+    as a plain dict: it names no report type)."""
+    return cast(StepGpuInfo, g.to_dict())
 
 
 def _summary(lines: list[str]) -> list[str]:
@@ -63,8 +81,8 @@ def _summary(lines: list[str]) -> list[str]:
     return lines[:20] + ([f"… {len(lines) - 20} more GPU findings"] if len(lines) > 20 else [])
 
 
-def _gpus(timeline: GpuTimeline) -> list[dict[str, Any]]:
-    out = []
+def _gpus(timeline: GpuTimeline) -> list[GpuInfo]:
+    out: list[GpuInfo] = []
     for r in timeline.last_rows():
         out.append(
             {
@@ -83,9 +101,9 @@ def _v(x: float, digits: int = 4) -> float | None:
     return None if math.isnan(x) else round(x, digits)
 
 
-def _points(timeline: GpuTimeline) -> list[dict[str, Any]]:
+def _points(timeline: GpuTimeline) -> list[GpuPoint]:
     """Per GPU, every n-th scrape so that at most ``MAX_POINTS`` remain per GPU."""
-    out = []
+    out: list[GpuPoint] = []
     for key in timeline.gpu_keys():
         pts = timeline.points(key)
         for t, v in pts[:: max(1, math.ceil(len(pts) / MAX_POINTS))]:
@@ -103,7 +121,7 @@ def _points(timeline: GpuTimeline) -> list[dict[str, Any]]:
     return sorted(out, key=lambda p: (p["t_s"], p["key"]))
 
 
-def _others(g: dict[str, Any]) -> str:
+def _others(g: StepGpuInfo) -> str:
     parts = []
     for h in g.get("others") or []:
         mem = h.get("mem_gib_max")
@@ -116,7 +134,7 @@ def _others(g: dict[str, Any]) -> str:
     return "; ".join(parts) or DASH
 
 
-def rows(doc: dict[str, Any]) -> list[list[str]]:
+def rows(doc: ReportDoc) -> list[list[str]]:
     """The per-step GPU table: one row per step and GPU."""
     out = []
     for step in doc.get("steps") or []:
@@ -137,32 +155,30 @@ def rows(doc: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-def markdown_lines(doc: dict[str, Any], table: Any) -> list[str]:
+def markdown_lines(doc: ReportDoc, table: MarkdownTable) -> list[str]:
     """``## GPU`` with the per-step table (``table`` is the writer's table function)."""
     if not doc.get("gpu"):
         return []
     return ["## GPU", "", *table(HEADER, rows(doc)), ""]
 
 
-def _series(doc: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
-    section = doc.get("gpu") or {}
-    gpus = [g for g in section.get("gpus") or [] if g.get("serving")] or section.get("gpus") or []
-    pts = section.get("timeline") or []
+def _series(doc: ReportDoc) -> list[tuple[str, list[GpuPoint]]]:
+    section = doc.get("gpu")
+    if section is None:
+        return []
+    gpus = [g for g in section["gpus"] if g["serving"]] or section["gpus"]
+    pts = section["timeline"]
     return [
         (str(g.get("label")), [p for p in pts if p.get("key") == g.get("key")])
         for g in gpus[:CHART_GPUS]
     ]
 
 
-def _col(points: list[dict[str, Any]], key: str, scale: float = 1.0) -> tuple[float | None, ...]:
-    return tuple(None if p.get(key) is None else p[key] * scale for p in points)
+def _figures_of(step: StepEntry, label: str) -> StepGpuInfo | None:
+    return next((g for g in step.get("gpu") or [] if g["label"] == label), None)
 
 
-def _figures_of(step: dict[str, Any], label: str) -> dict[str, Any]:
-    return next((g for g in step.get("gpu") or [] if g.get("label") == label), {})
-
-
-def _step_marks(doc: dict[str, Any]) -> tuple[tuple[float, str], ...]:
+def _step_marks(doc: ReportDoc) -> tuple[tuple[float, str], ...]:
     marks = []
     for step in doc.get("steps") or []:
         if (start := as_number(step.get("start_s"))) is not None:
@@ -170,23 +186,29 @@ def _step_marks(doc: dict[str, Any]) -> tuple[tuple[float, str], ...]:
     return tuple(marks[-40:])
 
 
-def _per_step(doc: dict[str, Any]) -> str | None:
+def _per_step(doc: ReportDoc) -> str | None:
     """The serving GPUs' mean activity, DRAM and power at each step's concurrency."""
     steps = [s for s in doc.get("steps") or [] if s.get("gpu")]
-    xs = tuple(s.get("concurrency") for s in steps)
-    if not steps or not all(isinstance(x, (int, float)) for x in xs):
+    xs = concurrency_axis(steps)
+    if not steps or xs is None:
         return None
     series = []
     for label, _ in _series(doc):
-        figs = [_figures_of(s, label) for s in steps]
-
-        def col(key: str, scale: float = 1.0, f: list[dict[str, Any]] = figs) -> tuple:
-            return _col(f, key, scale)
-
+        figs: list[Mapping[str, object]] = [_figures_of(s, label) or {} for s in steps]
+        activity, dram = (
+            svg.column(figs, "activity_mean", 100.0),
+            svg.column(figs, "dram_mean", 100.0),
+        )
         series += [
-            svg.Series(f"{label} activity %", xs, col("activity_mean", 100.0), points=True),
-            svg.Series(f"{label} DRAM %", xs, col("dram_mean", 100.0), points=True),
-            svg.Series(f"{label} power W", xs, col("power_w_mean"), points=True, right_axis=True),
+            svg.Series(f"{label} activity %", xs, activity, points=True),
+            svg.Series(f"{label} DRAM %", xs, dram, points=True),
+            svg.Series(
+                f"{label} power W",
+                xs,
+                svg.column(figs, "power_w_mean"),
+                points=True,
+                right_axis=True,
+            ),
         ]
     chart = svg.Chart(
         "GPU per step",
@@ -199,7 +221,7 @@ def _per_step(doc: dict[str, Any]) -> str | None:
     return svg.render(chart)
 
 
-def charts(doc: dict[str, Any]) -> list[str]:
+def charts(doc: ReportDoc) -> list[str]:
     """Per step (at each concurrency) and over time with the steps marked: activity and DRAM
     (%), power (W) and memory (GiB) of the serving GPUs."""
     per = _series(doc)
@@ -210,12 +232,12 @@ def charts(doc: dict[str, Any]) -> list[str]:
     for label, pts in per:
         t = tuple(p["t_s"] for p in pts)
         busy += [
-            svg.Series(f"{label} activity %", t, _col(pts, "activity", 100.0)),
-            svg.Series(f"{label} DRAM %", t, _col(pts, "dram", 100.0)),
+            svg.Series(f"{label} activity %", t, svg.column(pts, "activity", 100.0)),
+            svg.Series(f"{label} DRAM %", t, svg.column(pts, "dram", 100.0)),
         ]
         power += [
-            svg.Series(f"{label} power W", t, _col(pts, "power_w")),
-            svg.Series(f"{label} memory GiB", t, _col(pts, "mem_used_gib"), right_axis=True),
+            svg.Series(f"{label} power W", t, svg.column(pts, "power_w")),
+            svg.Series(f"{label} memory GiB", t, svg.column(pts, "mem_used_gib"), right_axis=True),
         ]
     step_chart = _per_step(doc)
     return [
@@ -236,7 +258,7 @@ def charts(doc: dict[str, Any]) -> list[str]:
     ]
 
 
-def html_parts(doc: dict[str, Any], table: Any) -> list[str]:
+def html_parts(doc: ReportDoc, table: HtmlTable) -> list[str]:
     """``<h2>GPU</h2>``: the per-step table and the charts (``table`` is the writer's)."""
     if not doc.get("gpu"):
         return []

@@ -7,12 +7,20 @@ escaped, and the page's Content-Security-Policy forbids scripts outright.
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from infmon.model.sanitize import html_text
 from infmon.report import gpu, svg
+from infmon.report.doc import QualityInfo, ReportDoc
 from infmon.report.faults import fault_lines
-from infmon.report.fmt import STEP_HEADER, mark_text, num, pct, server_rows, step_row
+from infmon.report.fmt import (
+    STEP_HEADER,
+    concurrency_axis,
+    mark_text,
+    num,
+    pct,
+    server_rows,
+    step_row,
+)
 from infmon.report.markdown import _knee_text
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -45,20 +53,17 @@ def _table(
     return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
 
 
-def _knee_row(doc: dict[str, Any]) -> int | None:
+def _knee_row(doc: ReportDoc) -> int | None:
     """The steps table's row of the knee (its concurrency's first step)."""
-    c = (doc.get("knee") or {}).get("concurrency")
+    knee = doc.get("knee")
+    c = knee["concurrency"] if knee else None
     steps = doc.get("steps") or []
     return next(
         (i for i, s in enumerate(steps) if c is not None and s.get("concurrency") == c), None
     )
 
 
-def _col(points: list[dict[str, Any]], key: str, scale: float = 1.0) -> tuple:
-    return tuple(None if p.get(key) is None else p[key] * scale for p in points)
-
-
-def _marks(doc: dict[str, Any]) -> tuple[tuple[float, str], ...]:
+def _marks(doc: ReportDoc) -> tuple[tuple[float, str], ...]:
     out = []
     for e in doc.get("events") or []:
         kind = e.get("kind")
@@ -67,11 +72,11 @@ def _marks(doc: dict[str, Any]) -> tuple[tuple[float, str], ...]:
     return tuple(out[-40:])
 
 
-def _s(ms: Any) -> float | None:
+def _s(ms: object) -> float | None:
     return ms / 1e3 if isinstance(ms, (int, float)) else None
 
 
-def charts(doc: dict[str, Any]) -> list[str]:
+def charts(doc: ReportDoc) -> list[str]:
     tl, stl, steps = doc.get("timeline") or [], doc.get("server_timeline") or [], doc["steps"]
     marks, out = _marks(doc), []
     t = tuple(p["t_s"] for p in tl)
@@ -83,8 +88,8 @@ def charts(doc: dict[str, Any]) -> list[str]:
                 "session time (s)",
                 "output tokens/s",
                 (
-                    svg.Series("client out tok/s", t, _col(tl, "out_tok_s")),
-                    svg.Series("server gen tok/s", ts, _col(stl, "gen_tok_s")),
+                    svg.Series("client out tok/s", t, svg.column(tl, "out_tok_s")),
+                    svg.Series("server gen tok/s", ts, svg.column(stl, "gen_tok_s")),
                 ),
                 marks,
             )
@@ -97,21 +102,23 @@ def charts(doc: dict[str, Any]) -> list[str]:
                 "session time (s)",
                 "TTFT mean (ms)",
                 (
-                    svg.Series("TTFT mean ms", t, _col(tl, "ttft_ms_mean")),
-                    svg.Series("E2EL mean s", t, _col(tl, "e2el_ms_mean", 1e-3), right_axis=True),
+                    svg.Series("TTFT mean ms", t, svg.column(tl, "ttft_ms_mean")),
+                    svg.Series(
+                        "E2EL mean s", t, svg.column(tl, "e2el_ms_mean", 1e-3), right_axis=True
+                    ),
                 ),
                 marks,
                 y2_label="E2EL mean (s)",
             )
         )
     )
-    xs = tuple(s.get("concurrency") for s in steps)
-    if steps and all(isinstance(x, (int, float)) for x in xs):
-        vmarks = []
-        if doc.get("knee"):
-            vmarks.append((doc["knee"].get("concurrency"), "knee"))
-        if doc.get("slo_max_concurrency") is not None:
-            vmarks.append((doc["slo_max_concurrency"], "SLO limit"))
+    xs = concurrency_axis(steps)
+    if steps and xs is not None:
+        vmarks: list[tuple[float, str]] = []
+        if knee := doc.get("knee"):
+            vmarks.append((knee["concurrency"], "knee"))
+        if (slo := doc.get("slo_max_concurrency")) is not None:
+            vmarks.append((slo, "SLO limit"))
         out.append(
             svg.render(
                 svg.Chart(
@@ -146,9 +153,9 @@ def charts(doc: dict[str, Any]) -> list[str]:
                 "session time (s)",
                 "KV usage (%)",
                 (
-                    svg.Series("KV usage %", ts, _col(stl, "kv_usage", 100.0)),
-                    svg.Series("running", ts, _col(stl, "running"), right_axis=True),
-                    svg.Series("waiting", ts, _col(stl, "waiting"), right_axis=True),
+                    svg.Series("KV usage %", ts, svg.column(stl, "kv_usage", 100.0)),
+                    svg.Series("running", ts, svg.column(stl, "running"), right_axis=True),
+                    svg.Series("waiting", ts, svg.column(stl, "waiting"), right_axis=True),
                 ),
                 marks,
                 y2_label="requests",
@@ -163,11 +170,11 @@ def charts(doc: dict[str, Any]) -> list[str]:
                     "session time (s)",
                     "acceptance rate",
                     (
-                        svg.Series("acceptance rate", ts, _col(stl, "acceptance_rate")),
+                        svg.Series("acceptance rate", ts, svg.column(stl, "acceptance_rate")),
                         svg.Series(
                             "mean acceptance length",
                             ts,
-                            _col(stl, "mean_acceptance_length"),
+                            svg.column(stl, "mean_acceptance_length"),
                             right_axis=True,
                         ),
                     ),
@@ -181,7 +188,7 @@ def charts(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def _quality(q: dict[str, Any] | None) -> str:
+def _quality(q: QualityInfo | None) -> str:
     if not q:
         return '<p class="muted">No quality run in this session.</p>'
     head = (
@@ -207,14 +214,14 @@ def _quality(q: dict[str, Any] | None) -> str:
     return head + table
 
 
-def _faults(doc: dict[str, Any]) -> list[str]:
+def _faults(doc: ReportDoc) -> list[str]:
     lines = fault_lines(doc)
     if not lines:
         return []
     return ["<h2>Faults</h2><ul>", *(f"<li>{html_text(x)}</li>" for x in lines), "</ul>"]
 
 
-def render_html(doc: dict[str, Any], screenshot_svg: str | None = None) -> str:
+def render_html(doc: ReportDoc, screenshot_svg: str | None = None) -> str:
     s, target = doc.get("session") or {}, doc.get("target") or {}
     title = html_text(f"infmon report: {s.get('label') or s.get('dir') or 'session'}")
     parts = [

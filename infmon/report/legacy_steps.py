@@ -4,20 +4,21 @@ infmon reported them then (``tests/fixtures/sessions/jsonl-v1`` holds such a ses
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from infmon.model.columns import MISSING, RecordColumns
+from infmon.model.measures import SLO
 from infmon.report import stepstats
+from infmon.report.doc import JournalLine as Event
+from infmon.report.doc import StepEntry
 
 
-def step_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def step_events(events: list[Event]) -> list[Event]:
     """Finished steps in order: ``step`` events (bench) or ``step_end`` events, with stats."""
     return [e for e in events if e.get("kind") in ("step", "step_end")]
 
 
-def _duration_s(records: RecordColumns, ev: dict[str, Any]) -> float:
+def _duration_s(records: RecordColumns, ev: Event) -> float:
     """The step's measured duration: as recorded when it ended, else from its records."""
     for src in (ev.get("stats") or {}, ev):
         if isinstance(src.get("duration_s"), (int, float)):
@@ -28,7 +29,7 @@ def _duration_s(records: RecordColumns, ev: dict[str, Any]) -> float:
     return max(last - float(measured.sent_s.min()), 1e-9)
 
 
-def _label(records: RecordColumns, key: str) -> Any:
+def _label(records: RecordColumns, key: str) -> int | float | None:
     """The most common load level among the step's records (the smallest on a tie)."""
     values = records.concurrency if key == "concurrency" else records.rate
     known = values[values != MISSING] if key == "concurrency" else values[~np.isnan(values)]
@@ -42,7 +43,7 @@ def _label(records: RecordColumns, key: str) -> Any:
 class LegacySteps:
     """Summarises each step's records (grouped by ``record.step``) against the step events."""
 
-    def __init__(self, step_events: list[dict[str, Any]], slo: Any, origin_s: float) -> None:
+    def __init__(self, step_events: list[Event], slo: SLO | None, origin_s: float) -> None:
         self.step_events, self.slo, self.origin_s = step_events, slo, origin_s
         self.ends_by_index = {
             e["index"]: e
@@ -52,7 +53,7 @@ class LegacySteps:
         """``step_end`` events carry the records' own step index (the monitor may leave a step
         with no records, so counting would pair a step with its neighbour's end)."""
         self.order: list[int] = []
-        self.done: dict[int, dict[str, Any]] = {}
+        self.done: dict[int, StepEntry] = {}
 
     def add(self, idx: int, records: RecordColumns) -> None:
         """One step's records, complete."""
@@ -61,7 +62,7 @@ class LegacySteps:
         self.order.append(idx)
         self._close(idx, records)
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> list[StepEntry]:
         return [self.done[i] for i in sorted(self.done)]
 
     def _close(self, idx: int, records: RecordColumns) -> None:
@@ -82,7 +83,7 @@ class LegacySteps:
         entry["complete"] = bool(ev)
         self.done[idx] = entry
 
-    def _event_of(self, idx: int) -> dict[str, Any]:
+    def _event_of(self, idx: int) -> Event:
         """The step's end event: by its index, else (bench ``step`` events count from 0) by order."""
         if self.ends_by_index:
             return self.ends_by_index.get(idx, {})

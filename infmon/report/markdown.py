@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from infmon.model.sanitize import clean
 from infmon.report import gpu
+from infmon.report.doc import KneeInfo, ReportDoc, WorkloadInfo
 from infmon.report.faults import fault_lines
 from infmon.report.fmt import DASH, STEP_HEADER, mark_text, num, pct, server_rows, step_row
 
 
-def md_escape(text: Any) -> str:
+def md_escape(text: object) -> str:
     """Untrusted text inside a Markdown table: no HTML, no pipes, one line, and no control or
     bidi characters (they are shown escaped, ``\\x1b``)."""
     s = clean(str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "), None)
@@ -24,7 +23,7 @@ def _table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[s
     return out
 
 
-def _workload_lines(w: dict[str, Any]) -> list[str]:
+def _workload_lines(w: WorkloadInfo) -> list[str]:
     """One line naming what was sent (the trace, when one was replayed)."""
     if not w:
         return []
@@ -44,7 +43,7 @@ def _workload_lines(w: dict[str, Any]) -> list[str]:
     return [md_escape(" · ".join(parts)), ""]
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
+def render_markdown(doc: ReportDoc) -> str:
     s = doc.get("session") or {}
     target = doc.get("target") or {}
     out = [
@@ -96,7 +95,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _knee_text(knee: dict[str, Any] | None) -> str:
+def _knee_text(knee: KneeInfo | None) -> str:
     if not knee:
         return "not found within these steps"
     tail = "" if knee.get("confirmed", True) else " — not yet confirmed: no higher level held"

@@ -29,6 +29,8 @@ from infmon.model.evidence import ServerEvidence
 from infmon.model.kv_fill import max_num_seqs_seen
 from infmon.model.levels import LevelBuilder, LevelSample, by_level
 from infmon.model.steps import CLOSED, RATE, Level, StepBook, StepEvent, StepSpan
+from infmon.report.doc import SCHEMA, Latency, ReportDoc, StepEntry
+from infmon.report.docjson import ReportFormatError, json_ready, parse_report
 from infmon.report.steps import step_events
 from infmon.report.stepstats import parse_slo
 
@@ -40,7 +42,7 @@ class RunLoadError(ValueError):
 @dataclass
 class Run:
     name: str
-    doc: dict[str, Any]
+    doc: ReportDoc
     levels: tuple[LevelSample, ...] = ()
     facts: RunFacts = field(default_factory=RunFacts)
     source: str = ""
@@ -50,11 +52,11 @@ class Run:
         return Reference(self.name, self.source, by_level(self.levels), self.facts)
 
 
-def _f(x: Any) -> float:
+def _f(x: object) -> float:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
 
 
-def facts_of(doc: Mapping[str, Any]) -> RunFacts:
+def facts_of(doc: ReportDoc) -> RunFacts:
     """The server's facts as a report recorded them."""
     server = doc.get("server") or {}
     cache = server.get("cache_config") or {}
@@ -128,7 +130,7 @@ class _SessionLevels:
                     self.builders[span.index].spec.observe(snap.get("spec_decode"))
                     break
 
-    def samples(self, doc: Mapping[str, Any]) -> tuple[LevelSample, ...]:
+    def samples(self, doc: ReportDoc) -> tuple[LevelSample, ...]:
         cur = self.book.current
         if cur is not None:  # a killed run: its last step ends at its last record (the report's)
             self.book.apply(StepEvent("end", cur.index, max(self.last_s, cur.start_s)))
@@ -146,31 +148,30 @@ class _SessionLevels:
 
 
 def _from_session(path: Path) -> Run:
-    from infmon.journal.writer import _clean
     from infmon.report import build_summary
 
     reader = SessionReader(path)
     levels = _SessionLevels(reader)
-    doc = _clean(build_summary(path, levels.add))
+    doc = json_ready(build_summary(path, levels.add))
     levels.add_scrapes(reader)
     return Run(_name(doc, path), doc, levels.samples(doc), facts_of(doc), str(path))
 
 
-def _level(step: Mapping[str, Any]) -> Level | None:
-    if isinstance(step.get("concurrency"), (int, float)):
-        return Level(CLOSED, float(step["concurrency"]))
-    if isinstance(step.get("rate"), (int, float)):
-        return Level(RATE, float(step["rate"]))
+def _level(step: StepEntry) -> Level | None:
+    if isinstance(c := step.get("concurrency"), (int, float)):
+        return Level(CLOSED, float(c))
+    if isinstance(r := step.get("rate"), (int, float)):
+        return Level(RATE, float(r))
     return None
 
 
 def sample_of_requests(
-    step: Mapping[str, Any],
+    step: StepEntry,
     ttft_s: list[float],
     e2el_s: list[float],
     tokens: list[float],
     itls_s: list[list[float]] | None = None,
-    slo: Any = None,
+    slo: object = None,
 ) -> LevelSample | None:
     """A level from per-request figures (a report's CSV, a vLLM bench file): the throughput
     is the one recorded (one bin: no noise test), ITL from per-request gaps when given."""
@@ -196,7 +197,7 @@ def sample_of_requests(
     )
 
 
-def _csv_levels(path: Path, doc: dict[str, Any]) -> tuple[LevelSample, ...]:
+def _csv_levels(path: Path, doc: ReportDoc) -> tuple[LevelSample, ...]:
     rows: dict[int, tuple[list[float], list[float], list[float]]] = {}
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
@@ -207,51 +208,75 @@ def _csv_levels(path: Path, doc: dict[str, Any]) -> tuple[LevelSample, ...]:
             r[1].append(float(row["e2el_ms"]) / 1e3)
             r[2].append(float(row.get("output_tokens") or "nan"))
     out = []
-    for step in doc.get("steps") or []:
-        if step.get("step") in rows:
-            slo = doc.get("slo") or (doc.get("config") or {}).get("slo")
-            s = sample_of_requests(step, *rows[step["step"]], slo=slo)
+    slo = doc["config"].get("slo")
+    for step in doc["steps"]:
+        if (index := step.get("step")) in rows:
+            s = sample_of_requests(step, *rows[index], slo=slo)
             if s is not None:
                 out.append(s)
     return tuple(out)
 
 
-def _name(doc: dict[str, Any], path: Path) -> str:
+def _name(doc: ReportDoc, path: Path) -> str:
     s = doc.get("session") or {}
     return str(s.get("label") or s.get("dir") or path.stem)
 
 
-def from_vllm_bench(d: dict[str, Any], path: Path) -> Run:
-    """A ``vllm bench serve --save-result`` file as a one-step run."""
+VllmResult = Mapping[str, Any]
+"""A ``vllm bench serve`` result file as parsed: vLLM's format (its keys vary with its version
+and options), read key by key."""
+
+
+def _latency(d: VllmResult, metric: str) -> Latency:
+    """One latency of a vLLM result: its mean, median and the percentiles it holds (ms)."""
+    out: Latency = {"mean": d.get(f"mean_{metric}_ms"), "p50": d.get(f"median_{metric}_ms")}
+    if f"p50_{metric}_ms" in d:
+        out["p50"] = d[f"p50_{metric}_ms"]
+    if f"p90_{metric}_ms" in d:
+        out["p90"] = d[f"p90_{metric}_ms"]
+    if f"p95_{metric}_ms" in d:
+        out["p95"] = d[f"p95_{metric}_ms"]
+    if f"p99_{metric}_ms" in d:
+        out["p99"] = d[f"p99_{metric}_ms"]
+    return out
+
+
+def _vllm_step(d: VllmResult) -> StepEntry:
+    """A vLLM result's one step: its load level, counts, throughputs and latencies."""
     rate = d.get("request_rate")
-    step: dict[str, Any] = {
+    step: StepEntry = {
         "concurrency": d.get("max_concurrency"),
         "duration_s": d.get("duration"),
-        "completed": d.get("completed"),
-        "failed": d.get("failed"),
+        "completed": d["completed"],
+        "failed": d.get("failed") or 0,
         "output_throughput_tok_s": d.get("output_throughput"),
         "request_throughput_req_s": d.get("request_throughput"),
         "goodput_req_s": d.get("request_goodput"),
+        "ttft_ms": _latency(d, "ttft"),
+        "tpot_ms": _latency(d, "tpot"),
+        "itl_ms": _latency(d, "itl"),
+        "e2el_ms": _latency(d, "e2el"),
     }
     if step["concurrency"] is None and rate not in (None, "inf", float("inf")):
         step["rate"] = float(rate)
-    for metric in ("ttft", "tpot", "itl", "e2el"):
-        stats = {"mean": d.get(f"mean_{metric}_ms"), "p50": d.get(f"median_{metric}_ms")}
-        stats.update(
-            {
-                k.split("_")[0]: v
-                for k, v in d.items()
-                if k.startswith("p") and k.endswith(f"_{metric}_ms")
-            }
-        )
-        step[f"{metric}_ms"] = stats
     lat = [float(x) for x in d.get("latencies") or []]
     if lat and step["e2el_ms"].get("p50") is None:
         arr = 1e3 * np.asarray(lat)
+        p50, p90, p95, p99 = (float(np.percentile(arr, q)) for q in (50, 90, 95, 99))
         step["e2el_ms"] = {
             "mean": float(arr.mean()),
-            **{f"p{q}": float(np.percentile(arr, q)) for q in (50, 90, 95, 99)},
+            "p50": p50,
+            "p90": p90,
+            "p95": p95,
+            "p99": p99,
         }
+    return step
+
+
+def from_vllm_bench(d: VllmResult, path: Path) -> Run:
+    """A ``vllm bench serve --save-result`` file as a one-step run."""
+    step = _vllm_step(d)
+    lat = [float(x) for x in d.get("latencies") or []]
     ttfts = [float(x) for x in d.get("ttfts") or []]
     outs = [float(x) for x in d.get("output_lens") or []]
     itls = d.get("itls") if isinstance(d.get("itls"), list) else None
@@ -265,22 +290,24 @@ def from_vllm_bench(d: dict[str, Any], path: Path) -> Run:
             itls if itls is not None and len(itls) == len(lat) else None,
         )
     label = str(d.get("label") or f"vllm-bench {d.get('date', '')}".strip())
-    doc: dict[str, Any] = {
-        "schema": "infmon.report/1",
-        "imported_from": "vllm bench serve",
-        "session": {"label": label},
-        "target": {"model": d.get("model_id"), "url": None, "endpoint": d.get("endpoint_type")},
-        "config": {"model": d.get("model_id"), "backend": d.get("backend")},
-        "server": {},
-        "steps": [step],
-        "knee": None,
-        "slo_max_concurrency": None,
-    }
+    doc = parse_report(
+        {
+            "schema": SCHEMA,
+            "session": {"label": label},
+            "target": {"model": d.get("model_id"), "url": None, "endpoint": d.get("endpoint_type")},
+            "config": {"model": d.get("model_id"), "backend": d.get("backend")},
+            "steps": [step],
+        },
+        str(path),
+    )
+    doc["imported_from"] = "vllm bench serve"
     levels = (sample,) if sample is not None else ()
     return Run(label, doc, levels, facts_of(doc), str(path))
 
 
 def load_run(path: Path) -> Run:
+    """A session directory, a report.json (with its requests.csv when beside it), an ``infmon
+    bench --json`` result or a ``vllm bench serve`` result; ``RunLoadError`` otherwise."""
     path = Path(path)
     if is_session_dir(path):
         return _from_session(path)
@@ -290,11 +317,15 @@ def load_run(path: Path) -> Run:
         d = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise RunLoadError(f"{path}: not a session directory or JSON file ({exc})") from None
-    if isinstance(d, dict) and "steps" in d and isinstance(d["steps"], list):
+    if isinstance(d, dict) and ("schema" in d or "steps" in d):
+        try:
+            doc = parse_report(d, str(path))
+        except ReportFormatError as exc:
+            raise RunLoadError(str(exc)) from None
         csv_path = path.with_name("requests.csv")
-        levels = _csv_levels(csv_path, d) if csv_path.exists() else ()
-        name = _name(d, path.parent if path.name == "report.json" else path)
-        return Run(name, d, levels, facts_of(d), str(path))
+        levels = _csv_levels(csv_path, doc) if csv_path.exists() else ()
+        name = _name(doc, path.parent if path.name == "report.json" else path)
+        return Run(name, doc, levels, facts_of(doc), str(path))
     if isinstance(d, dict) and "output_throughput" in d and "completed" in d:
         return from_vllm_bench(d, path)
     raise RunLoadError(f"{path}: not an infmon report, bench JSON or vllm bench serve result")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -18,9 +18,10 @@ from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
 from infmon.model.stats import figures_of_columns
 from infmon.model.steps import EVENT_KINDS, StepEvent
+from infmon.report.doc import JournalLine, StepEntry
 
 
-def step_events(events: Iterable[Mapping[str, Any]]) -> list[tuple[StepEvent, Mapping[str, Any]]]:
+def step_events(events: Iterable[JournalLine]) -> list[tuple[StepEvent, JournalLine]]:
     """The journal's step events, in order, with their raw lines (for the recorded checks)."""
     out = []
     for e in events:
@@ -33,7 +34,7 @@ def step_events(events: Iterable[Mapping[str, Any]]) -> list[tuple[StepEvent, Ma
 class ReportSteps:
     """Build the ledger from the events first, then stream records and scrapes into it."""
 
-    def __init__(self, events: Iterable[Mapping[str, Any]], slo: SLO | None) -> None:
+    def __init__(self, events: Iterable[JournalLine], slo: SLO | None) -> None:
         self.ledger = StepLedger(slo)
         self.has_steps = False
         self._last_s = -math.inf
@@ -43,7 +44,7 @@ class ReportSteps:
             if ev.kind == "end" and isinstance(raw.get("stats"), dict):
                 self.ledger.set_check(ev.index, ClientCheck.from_payload(raw["stats"]))
 
-    def add_scrapes(self, scrapes: Iterable[Mapping[str, Any]]) -> None:
+    def add_scrapes(self, scrapes: Iterable[JournalLine]) -> None:
         for s in scrapes:
             t, snap = s.get("t"), s.get("snap")
             if isinstance(t, (int, float)) and isinstance(snap, Mapping):
@@ -75,7 +76,7 @@ class ReportSteps:
         outside = int((~measured).sum())
         self.ledger.set_figures(index, replace(fig, warmup_excluded=fig.warmup_excluded + outside))
 
-    def entries(self, origin_s: float) -> list[dict[str, Any]]:
+    def entries(self, origin_s: float) -> list[StepEntry]:
         """Every step as a ``steps[]`` entry of ``bench --json`` (plus where it sat in time).
         A step the session never ended (a killed run) ends at its last record, marked
         incomplete; a step that measured nothing at all (paused at once) is left out."""
@@ -90,7 +91,9 @@ class ReportSteps:
             s = r.stats
             if s.duration_s <= 0 and not (s.completed or s.failed or s.cancelled):
                 continue
-            d = r.to_dict(origin_s)
+            # ``StepResult.to_dict`` writes StepEntry's keys with its value types (model/ returns
+            # a plain dict: it knows no report type); the report adds ``complete``.
+            d = cast(StepEntry, r.to_dict(origin_s))
             d["complete"] = r.index not in unfinished
             out.append(d)
         return out

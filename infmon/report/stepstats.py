@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import cast
 
 from infmon.model.columns import RecordColumns
-from infmon.model.knee import find_knee, slo_max_concurrency
+from infmon.model.knee import Knee, find_knee, slo_max_concurrency
 from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
 from infmon.model.stats import summarize_columns
+from infmon.report.doc import JournalLine, KneeInfo, StepEntry
 
 
 def step_entry(
     records: RecordColumns | Sequence[RequestRecord],
     duration_s: float,
     slo: SLO | None,
-    recorded: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    recorded: JournalLine | None = None,
+) -> StepEntry:
     """One ``steps[]`` entry of ``infmon bench --json`` for these records.
 
     ``recorded`` is the step's stats as written at the time (when the step finished): the
@@ -42,10 +43,10 @@ def step_entry(
         achieved_concurrency=rec.get("achieved_concurrency"),
         loop_lag_p99_s=lag_ms / 1e3 if isinstance(lag_ms, (int, float)) else math.nan,
     )
-    return stats.to_dict()
+    return cast(StepEntry, stats.to_dict())  # StepStats writes StepEntry's keys and types
 
 
-def parse_slo(value: Any) -> SLO | None:
+def parse_slo(value: object) -> SLO | None:
     """The SLO from the session config (``{"ttft_s": …}`` or ``ttft=500ms,…``), or None."""
     if not value:
         return None
@@ -59,7 +60,12 @@ def parse_slo(value: Any) -> SLO | None:
     return None if slo.empty else slo
 
 
-def knee_and_slo_limit(steps: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, int | None]:
+def knee_and_slo_limit(steps: list[StepEntry]) -> tuple[KneeInfo | None, int | None]:
     """``(knee, slo_max_concurrency)`` across the steps, by the bench's own rule."""
     knee = find_knee([s for s in steps if s.get("level", "c=").startswith("c=")])
-    return (knee.to_dict() if knee else None), slo_max_concurrency(steps)
+    return (knee_info(knee) if knee else None), slo_max_concurrency(steps)
+
+
+def knee_info(knee: Knee) -> KneeInfo:
+    """The knee as the document holds it (``Knee.to_dict``: KneeInfo's keys and types)."""
+    return cast(KneeInfo, knee.to_dict())

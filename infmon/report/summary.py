@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -21,12 +21,24 @@ from infmon.journal.reader import SessionReader
 from infmon.model.columns import MISSING, RecordColumns
 from infmon.model.gpu_steps import GpuTimeline
 from infmon.report import diagnosis, gpu, stepstats
+from infmon.report.doc import (
+    SCHEMA,
+    EventMark,
+    JournalLine,
+    QualityInfo,
+    RecordedConfig,
+    ReportDoc,
+    ServerPoint,
+    SessionInfo,
+    StepEntry,
+    TargetInfo,
+    WorkloadInfo,
+)
 from infmon.report.legacy_steps import LegacySteps, step_events
 from infmon.report.server import ServerSeries, memory_budget, server_config
 from infmon.report.steps import ReportSteps
 from infmon.report.timeline import ClientTimeline, server_point, thin
 
-SCHEMA = "infmon.report/1"
 MARK_KINDS = (
     "mark",
     "baseline",
@@ -71,28 +83,45 @@ class _Totals:
         self.output_sum += int(c.output_token_count[ok].sum())
         self.output_n += int(ok.sum())
 
+    def mean_prompt(self) -> float:
+        """Mean prompt tokens of the requests that have them (nan when none)."""
+        return self.prompt_sum / self.prompt_n if self.prompt_n else math.nan
 
-def _marks(events: list[dict[str, Any]], origin_s: float) -> list[dict[str, Any]]:
+    def mean_output(self) -> float:
+        """Mean output tokens of the successful requests (nan when none)."""
+        return self.output_sum / self.output_n if self.output_n else math.nan
+
+
+def _marks(events: list[JournalLine], origin_s: float) -> list[EventMark]:
     """Operator actions and notable events, with session-relative times (last 500)."""
     out = []
     for e in events:
         if e.get("kind") in MARK_KINDS and isinstance(e.get("t"), (int, float)):
             item = {k: v for k, v in e.items() if k != "stats"}
             item["t_s"] = e["t"] - origin_s
-            out.append(item)
+            out.append(cast(EventMark, item))  # the journal event's fields, as EventMark says
     return out[-500:]
 
 
 def _target(
-    config: dict[str, Any], events: list[dict[str, Any]], reader: SessionReader | None = None
-) -> dict[str, Any]:
+    config: RecordedConfig, events: list[JournalLine], reader: SessionReader | None = None
+) -> TargetInfo:
     """URL, model and endpoint: the resolved ones (``target`` event) over the configured ones;
     with several endpoints, ``url`` names them all and ``endpoints`` counts each one's requests."""
-    out = {k: config.get(k) for k in ("url", "model", "endpoint")}
-    urls: list[Any] = []
+    out: TargetInfo = {
+        "url": config.get("url"),
+        "model": config.get("model"),
+        "endpoint": config.get("endpoint"),
+    }
+    urls: list[str] = []
     for e in events:
         if e.get("kind") == "target":
-            out.update({k: e[k] for k in out if e.get(k) is not None})
+            if e.get("url") is not None:
+                out["url"] = e["url"]
+            if e.get("model") is not None:
+                out["model"] = e["model"]
+            if e.get("endpoint") is not None:
+                out["endpoint"] = e["endpoint"]
             urls = e.get("urls") or urls
     if len(urls) > 1:
         counts = reader.endpoint_counts() if reader is not None else {}
@@ -104,25 +133,66 @@ def _target(
     return out
 
 
-def _workload(events: list[dict[str, Any]]) -> dict[str, Any]:
+def _workload(events: list[JournalLine]) -> WorkloadInfo:
     """What was sent (``workload`` event): kind, sizing, seed, lengths, prefixes, trace."""
     for e in events:
         if e.get("kind") == "workload":
-            return {k: v for k, v in e.items() if k not in ("kind", "t")}
+            fields = {k: v for k, v in e.items() if k not in ("kind", "t")}
+            return cast(WorkloadInfo, fields)  # bench writes ``WorkloadInfo.to_dict()`` here
     return {}
 
 
-def build_summary(
-    session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
-) -> dict[str, Any]:
-    """The report document of a session; ``on_columns`` sees every step's records once (CSV)."""
-    reader = SessionReader(Path(session_dir))
-    meta, config = reader.meta, reader.config
-    origin_s = reader.origin_s()
-    events = list(reader.iter_events())
-    slo = stepstats.parse_slo(config.get("slo"))
-    steps = ReportSteps(events, slo)
-    legacy = None if steps.has_steps else LegacySteps(step_events(events), slo, origin_s)
+def _session(
+    session_dir: Path, reader: SessionReader, totals: _Totals, events: list[JournalLine]
+) -> SessionInfo:
+    """Counts over the whole session (warm-up included) and how its record ended."""
+    return {
+        "dir": Path(session_dir).name,
+        "started_wall_s": (reader.meta.get("clock_origin") or {}).get("wall_s"),
+        "label": reader.config.get("label"),
+        "requests": totals.requests,
+        "failed": totals.failed,
+        "cancelled": totals.cancelled,
+        "warmup_excluded": totals.warmup,
+        "tokens_estimated": totals.estimated,
+        "mean_prompt_tokens": _or_none(totals.mean_prompt()),
+        "mean_output_tokens": _or_none(totals.mean_output()),
+        "skipped_lines": reader.skipped[0],
+        "ended_cleanly": any(e.get("kind") == "session_end" for e in events),
+    }
+
+
+def _or_none(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+class _Scrapes:
+    """One pass over the journal's scrapes feeds every use: the server timeline, the steps'
+    server evidence and the GPUs; ``server_config`` consumes the pass."""
+
+    def __init__(self, reader: SessionReader, origin_s: float, steps: ReportSteps) -> None:
+        self.reader, self.origin_s, self.steps = reader, origin_s, steps
+        self.points: list[ServerPoint] = []
+        self.gpus = GpuTimeline(origin_s)
+
+    def __iter__(self) -> Iterator[JournalLine]:
+        for s in self.reader.iter_scrapes():
+            if p := server_point(s, self.origin_s):
+                self.points.append(p)
+            self.steps.add_scrapes((s,))
+            self.gpus.add_scrape(s)
+            yield s
+
+
+def _read_records(
+    reader: SessionReader,
+    steps: ReportSteps,
+    legacy: LegacySteps | None,
+    origin_s: float,
+    on_columns: Callable[[RecordColumns], None] | None,
+) -> tuple[ClientTimeline, _Totals]:
+    """One pass over the records, a step of columns at a time, into the steps, the client
+    timeline and the totals (each step then dropped: memory follows the largest step)."""
     timeline, totals = ClientTimeline(origin_s), _Totals()
     for idx, records in reader.iter_step_columns():
         totals.add(records)
@@ -133,59 +203,59 @@ def build_summary(
             steps.add_columns(idx, records)
         if on_columns is not None:
             on_columns(records)
-    points: list[dict[str, Any]] = []
-    gpus = GpuTimeline(origin_s)
+    return timeline, totals
 
-    def scrapes() -> Iterator[dict[str, Any]]:  # one pass over the scrapes for all uses
-        for s in reader.iter_scrapes():
-            if p := server_point(s, origin_s):
-                points.append(p)
-            steps.add_scrapes((s,))
-            gpus.add_scrape(s)
-            yield s
 
-    server_cfg = server_config(scrapes())
+def build_summary(
+    session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
+) -> ReportDoc:
+    """The report document of a session; ``on_columns`` sees every step's records once (CSV)."""
+    reader = SessionReader(Path(session_dir))
+    config, origin_s = reader.config, reader.origin_s()
+    events = list(reader.iter_events())
+    slo = stepstats.parse_slo(config.get("slo"))
+    steps = ReportSteps(events, slo)
+    legacy = None if steps.has_steps else LegacySteps(step_events(events), slo, origin_s)
+    timeline, totals = _read_records(reader, steps, legacy, origin_s, on_columns)
+    scrapes = _Scrapes(reader, origin_s, steps)
+    server_cfg = server_config(scrapes)
     step_list = legacy.finish() if legacy is not None else steps.entries(origin_s)
-    series = ServerSeries(points)
-    for entry in step_list:
-        entry["server"] = series.window(entry["start_s"], entry["end_s"])
+    series = ServerSeries(scrapes.points)
+    _add_server_windows(step_list, series)
     knee, slo_max = stepstats.knee_and_slo_limit(step_list) if step_list else (None, None)
-    mean_prompt = totals.prompt_sum / totals.prompt_n if totals.prompt_n else math.nan
-    mean_output = totals.output_sum / totals.output_n if totals.output_n else math.nan
-    doc: dict[str, Any] = {
+    gpu_lines, gpu_section = gpu.attach(step_list, scrapes.gpus)
+    session = _session(session_dir, reader, totals, events)
+    workload, server_timeline = _workload(events), thin(series.points)
+    marks = _marks(events, origin_s)
+    return {
         "schema": SCHEMA,
-        "session": {
-            "dir": Path(session_dir).name,
-            "started_wall_s": (meta.get("clock_origin") or {}).get("wall_s"),
-            "label": config.get("label"),
-            "requests": totals.requests,
-            "failed": totals.failed,
-            "cancelled": totals.cancelled,
-            "warmup_excluded": totals.warmup,
-            "tokens_estimated": totals.estimated,
-            "mean_prompt_tokens": None if math.isnan(mean_prompt) else mean_prompt,
-            "mean_output_tokens": None if math.isnan(mean_output) else mean_output,
-            "skipped_lines": reader.skipped[0],
-            "ended_cleanly": any(e.get("kind") == "session_end" for e in events),
-        },
+        "session": session,
         "target": _target(config, events, reader),
-        "workload": _workload(events),
+        "workload": workload,
         "config": config,
         "server": server_cfg,
         "memory_budget": memory_budget(
-            server_cfg,
-            0.0 if math.isnan(mean_prompt) else mean_prompt,
-            0.0 if math.isnan(mean_output) else mean_output,
+            server_cfg, _or_zero(totals.mean_prompt()), _or_zero(totals.mean_output())
         ),
         "steps": step_list,
         "knee": knee,
         "slo_max_concurrency": slo_max,
         "timeline": timeline.series(),
-        "server_timeline": thin(series.points),
-        "events": _marks(events, origin_s),
-        "quality": reader.quality,
+        "server_timeline": server_timeline,
+        "events": marks,
+        "quality": cast(QualityInfo | None, reader.quality),  # ``infmon quality``'s document
+        "diagnosis": diagnosis.lines(knee, slo_max, step_list) + gpu_lines,
+        **gpu_section,
+        "caveats": diagnosis.caveats(session, workload, server_timeline, marks),
     }
-    doc["diagnosis"] = diagnosis.lines(doc)
-    gpu.attach(doc, gpus)
-    doc["caveats"] = diagnosis.caveats(doc)
-    return doc
+
+
+def _or_zero(x: float) -> float:
+    return 0.0 if math.isnan(x) else x
+
+
+def _add_server_windows(steps: list[StepEntry], series: ServerSeries) -> None:
+    """Each step's ``server``: the server timeline's figures over its time."""
+    for entry in steps:
+        end = entry["end_s"]
+        entry["server"] = series.window(entry["start_s"], math.inf if end is None else end)

@@ -4,9 +4,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from infmon.model.sanitize import html_text
+
+Column = tuple[float | None, ...]
+"""A series' values (None: a gap in the line)."""
+
+
+def column(points: Sequence[Mapping[str, object]], key: str, scale: float = 1.0) -> Column:
+    """A series' values: one figure of each point times ``scale`` (None where it is missing)."""
+    return tuple(v * scale if isinstance(v := p.get(key), (int, float)) else None for p in points)
+
 
 PALETTE = ("#2f6fdf", "#e0702a", "#2a9d5c", "#b03aa8", "#8a6d1f", "#d33f49")
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
 from infmon.model.columns import RecordColumns
+from infmon.report.doc import ClientPoint, JournalLine, ServerPoint
 
 MAX_POINTS = 600
 
@@ -66,8 +67,8 @@ class ClientTimeline:
             b.e2el_sum_s += float(sums[5][i])
             b.e2el_n += int(sums[4][i])
 
-    def series(self, max_points: int = MAX_POINTS) -> list[dict[str, Any]]:
-        """Points ``{t_s, out_tok_s, req_s, failed, ttft_ms_mean, e2el_ms_mean}``."""
+    def series(self, max_points: int = MAX_POINTS) -> list[ClientPoint]:
+        """One point per ``max_points``-th of the session (1 s bins merged)."""
         if not self.bins:
             return []
         first, last = min(self.bins), max(self.bins)
@@ -90,7 +91,7 @@ class ClientTimeline:
         return out
 
 
-def _point(start: int, width: int, b: _Bin) -> dict[str, Any]:
+def _point(start: int, width: int, b: _Bin) -> ClientPoint:
     return {
         "t_s": float(start + width / 2),
         "out_tok_s": b.output_tokens / width,
@@ -101,8 +102,10 @@ def _point(start: int, width: int, b: _Bin) -> dict[str, Any]:
     }
 
 
-def server_point(scrape: dict[str, Any], origin_s: float) -> dict[str, Any] | None:
-    """One server-timeline point from a journal scrape line, or None when it holds nothing."""
+def server_point(scrape: JournalLine, origin_s: float) -> ServerPoint | None:
+    """One server-timeline point from a journal scrape line, or None when it holds nothing.
+    ``scrape`` is the journal's line: ``{"t", "snap"}``, the snapshot as
+    ``ServerSnapshot.to_dict()`` wrote it (whose values the point carries)."""
     snap = scrape.get("snap") or {}
     t = scrape.get("t")
     if not isinstance(t, (int, float)) or snap.get("state", "ok") != "ok":
@@ -122,7 +125,10 @@ def server_point(scrape: dict[str, Any], origin_s: float) -> dict[str, Any] | No
     }
 
 
-def thin(points: list[dict[str, Any]], max_points: int = MAX_POINTS) -> list[dict[str, Any]]:
+_Point = TypeVar("_Point")
+
+
+def thin(points: list[_Point], max_points: int = MAX_POINTS) -> list[_Point]:
     """Every n-th point so that at most ``max_points`` remain (server series are 1/s)."""
     if len(points) <= max_points:
         return points

@@ -119,16 +119,14 @@ def test_report_document_and_markdown_have_the_gpu_per_step() -> None:
     quiet = gpus_of_page(sim_page("baseline", 64))
     shared = gpus_of_page(sim_page("contention", 64))
     tl = timeline(*(scrape(t, quiet) for t in (1, 2)), *(scrape(t, shared) for t in (11, 12)))
-    doc: dict[str, Any] = {
-        "steps": [
-            {"step": 1, "concurrency": 8, "start_s": 0.0, "end_s": 10.0, "ttft_ms": {"p90": 80}},
-            {"step": 2, "concurrency": 8, "start_s": 10.0, "end_s": 20.0, "ttft_ms": {"p90": 85}},
-        ],
-        "diagnosis": ["No knee within the steps run: throughput was still growing."],
-    }
-    attach(doc, tl)
+    steps: list[Any] = [
+        {"step": 1, "concurrency": 8, "start_s": 0.0, "end_s": 10.0, "ttft_ms": {"p90": 80}},
+        {"step": 2, "concurrency": 8, "start_s": 10.0, "end_s": 20.0, "ttft_ms": {"p90": 85}},
+    ]
+    lines, section = attach(steps, tl)
+    doc: dict[str, Any] = {"steps": steps, **section}
     assert [len(s["gpu"]) for s in doc["steps"]] == [1, 1]
-    assert doc["diagnosis"][1:] == [
+    assert lines == [
         "c=8: GPU contention: another pod on GPU 0 (noisy-neighbour-0: 3.1 GiB, SM 37%)"
     ]
     assert len(doc["gpu"]["timeline"]) == 4 and doc["gpu"]["gpus"][0]["serving"]
@@ -140,10 +138,10 @@ def test_report_document_and_markdown_have_the_gpu_per_step() -> None:
 
 
 def test_no_gpu_data_no_section() -> None:
-    doc: dict[str, Any] = {"steps": [{"start_s": 0.0, "end_s": 1.0}], "diagnosis": []}
-    attach(doc, timeline(scrape(0.5, ())))
-    assert "gpu" not in doc and "gpu" not in doc["steps"][0] and doc["diagnosis"] == []
-    assert markdown_lines(doc, _table) == []
+    steps: list[Any] = [{"start_s": 0.0, "end_s": 1.0}]
+    lines, section = attach(steps, timeline(scrape(0.5, ())))
+    assert section == {} and "gpu" not in steps[0] and lines == []
+    assert markdown_lines({"steps": steps}, _table) == []
 
 
 def test_html_has_the_gpu_table_and_charts_per_step() -> None:
@@ -151,13 +149,12 @@ def test_html_has_the_gpu_table_and_charts_per_step() -> None:
 
     shared = gpus_of_page(sim_page("contention", 64))
     tl = timeline(*(scrape(t, shared) for t in (1, 2, 11, 12)))
-    doc: dict[str, Any] = {
-        "steps": [
-            {"step": 1, "concurrency": 1, "start_s": 0.0, "end_s": 10.0},
-            {"step": 2, "concurrency": 8, "start_s": 10.0, "end_s": 20.0},
-        ],
-    }
-    attach(doc, tl)
+    steps: list[Any] = [
+        {"step": 1, "concurrency": 1, "start_s": 0.0, "end_s": 10.0},
+        {"step": 2, "concurrency": 8, "start_s": 10.0, "end_s": 20.0},
+    ]
+    _, section = attach(steps, tl)
+    doc: dict[str, Any] = {"steps": steps, **section}
     html = "\n".join(html_parts(doc, html_table))
     assert html.startswith('<h2>GPU</h2>\n<div class="wide"><table>') and html.count("<svg") == 3
     assert "noisy-neighbour-0 (3.1 GiB, SM 37%)" in html and "concurrency (log2)" in html

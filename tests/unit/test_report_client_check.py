@@ -24,10 +24,9 @@ def _step(c: int, notes: list[str], lag_ms: float | None) -> dict:
 
 def test_diagnosis_states_each_client_note():
     late = "event-loop lag p99 215 ms: client timestamps are late"
-    doc = {"steps": [_step(1, [], 2.0), _step(64, [late], 215.0)]}
-    lines = diagnosis.lines(doc)
+    lines = diagnosis.lines(None, None, [_step(1, [], 2.0), _step(64, [late], 215.0)])
     assert lines == [f"c=64: client self-check: {late} (the client may be the bottleneck)."]
-    assert diagnosis.lines({"steps": [_step(1, [], 2.0)]}) == []
+    assert diagnosis.lines(None, None, [_step(1, [], 2.0)]) == []
 
 
 def test_step_row_has_the_loop_lag_column():
@@ -93,7 +92,7 @@ def test_a_cause_seen_in_many_steps_is_one_diagnosis_line_naming_them() -> None:
         }
         for i in range(8)
     ]
-    out = lines({"steps": steps})
+    out = lines(None, None, steps)
     lag = [x for x in out if "event-loop lag" in x]
     assert lag == [
         "c=1 … c=128 (8 steps): client self-check: event-loop lag p99 170 ms: client timestamps "

@@ -1,0 +1,201 @@
+"""The report document against its types (``infmon.report.doc``): every key a TypedDict names
+is in the document ``build_summary`` writes for a recorded session, no key is left untyped, and
+each value has its declared type; report.json parses back into the same document, and a file
+that is not one is refused with its reason."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infmon.journal import JournalWriter
+from infmon.load.feed import WorkloadInfo as Workload
+from infmon.report import build_summary, write_reports
+from infmon.report.doc import (
+    SCHEMA,
+    EventMark,
+    GpuPart,
+    QualityInfo,
+    ReportDoc,
+    ServerConfig,
+    SessionInfo,
+    StepEntry,
+    StepGpuInfo,
+    TargetInfo,
+    WorkloadInfo,
+)
+from infmon.report.docjson import ReportFormatError, parse_report
+from infmon.report.gpu import attach
+from tests.synthetic import SyntheticServer, write_synthetic_session
+from tests.unit.test_gpu_steps import gpus_of_page, scrape, sim_page, timeline
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+CONDITIONAL = {
+    ReportDoc: {"gpu", "imported_from"},
+    SessionInfo: {"journal", "reports_dir"},
+    TargetInfo: {"endpoints"},
+    StepEntry: {"concurrency", "rate", "gpu"},
+    QualityInfo: {"baseline", "compared", "length_ratio", "first_divergence", "baseline_accuracy"},
+}
+"""Keys written only in some sessions (GPU data, several endpoints, a rate step…)."""
+PARTIAL = {EventMark, ServerConfig}
+"""Types whose keys vary by nature (an event's by its kind, the server's by what it published):
+checked for their types only, and an event may hold more fields than EventMark names."""
+
+
+def _is_typeddict(tp: object) -> bool:
+    return isinstance(tp, type) and typing.is_typeddict(tp)
+
+
+def type_errors(value: object, tp: Any, where: str = "doc", complete: bool = True) -> list[str]:
+    """Where ``value`` breaks ``tp`` (a TypedDict, list/dict/union of them or a scalar type);
+    with ``complete``, a TypedDict's keys not in ``CONDITIONAL`` must all be present."""
+    if tp is Any or tp is object:
+        return []
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        found = [type_errors(value, a, where, complete) for a in args]
+        return [] if any(not f for f in found) else min(found, key=len)
+    if origin is list:
+        if not isinstance(value, list):
+            return [f"{where}: {type(value).__name__}, not a list"]
+        return [
+            e
+            for i, v in enumerate(value)
+            for e in type_errors(v, args[0], f"{where}[{i}]", complete)
+        ]
+    if origin is dict:
+        if not isinstance(value, dict):
+            return [f"{where}: {type(value).__name__}, not a dict"]
+        return [
+            e for k, v in value.items() for e in type_errors(v, args[1], f"{where}.{k}", complete)
+        ]
+    if _is_typeddict(tp):
+        return _typeddict_errors(value, tp, where, complete)
+    if tp is type(None):
+        return [] if value is None else [f"{where}: {value!r} is not None"]
+    if tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool))
+    return [] if ok else [f"{where}: {value!r} is not {tp.__name__}"]
+
+
+def _typeddict_errors(value: object, tp: Any, where: str, complete: bool) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"{where}: {type(value).__name__}, not a {tp.__name__}"]
+    hints = typing.get_type_hints(tp)
+    errors = [f"{where}.{k}: not in {tp.__name__}" for k in value if k not in hints]
+    if tp is EventMark:
+        errors = []
+    if complete and tp not in PARTIAL and (value or tp is not WorkloadInfo):
+        expected = set(hints) - CONDITIONAL.get(tp, set())
+    else:
+        expected = tp.__required_keys__
+    errors += [f"{where}.{k}: missing ({tp.__name__})" for k in sorted(expected - set(value))]
+    for k, v in value.items():
+        if k in hints:
+            errors += type_errors(v, hints[k], f"{where}.{k}", complete)
+    return errors
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("doc") / "session"
+    write_synthetic_session(
+        path,
+        concurrencies=(1, 4, 16),
+        step_duration_s=4.0,
+        server=SyntheticServer(spec_acceptance=0.5),
+        loop_lag_ms_per_stream=1.0,
+    )
+    workload = Workload(
+        "random", 7, "exact (tokenizer)", True, "128", "32", False, 0, 1, 1, None, None, 1.7e9
+    )
+    quality = {
+        "schema": "infmon.quality/1",
+        "url": "http://127.0.0.1:8000",
+        "model": "synthetic/model",
+        "endpoint": "completions",
+        "temperature": 0,
+        "probes": 2,
+        "correct": 1,
+        "errors": 0,
+        "accuracy": 0.5,
+        "agreement": None,
+        "results": [{"id": "p0", "output": "4", "correct": True}],
+    }
+    with JournalWriter(path, autoflush=False) as j:  # what bench and `infmon quality` add
+        j.write_event("workload", t=100.0, **workload.to_dict())
+        j.write_quality(quality)
+    return path
+
+
+def test_the_written_document_has_every_typed_key_with_its_type(session):
+    doc = build_summary(session)
+    assert len(doc["steps"]) == 3 and doc["timeline"] and doc["server_timeline"]
+    assert doc["workload"]["seed"] == 7 and doc["quality"] and doc["memory_budget"]
+    assert type_errors(doc, ReportDoc) == []
+    assert set(doc) == ReportDoc.__required_keys__
+    assert set(doc["steps"][0]) == set(typing.get_type_hints(StepEntry)) - {"rate", "gpu"}
+
+
+def test_report_json_is_the_document_and_parses_back_into_it(session, tmp_path):
+    write_reports(session, tmp_path)
+    raw = json.loads((tmp_path / "report.json").read_text())
+    assert type_errors(raw, ReportDoc) == []
+    assert parse_report(raw, "report.json") == raw
+
+
+def test_the_gpu_parts_have_their_types():
+    steps: list[Any] = [{"step": 1, "concurrency": 8, "start_s": 0.0, "end_s": 10.0}]
+    shared = gpus_of_page(sim_page("contention", 64))
+    _, section = attach(steps, timeline(*(scrape(t, shared) for t in (1, 2))))
+    assert type_errors(steps[0]["gpu"], list[StepGpuInfo]) == []
+    assert type_errors(section, GpuPart) == []
+    assert section["gpu"]["gpus"] and section["gpu"]["timeline"]
+
+
+def test_the_checker_finds_a_missing_key_and_a_wrong_type(session):
+    doc: Any = build_summary(session)
+    del doc["caveats"]
+    doc["steps"][1]["completed"] = "many"
+    doc["session"]["extra"] = 1
+    assert type_errors(doc, ReportDoc) == [
+        "doc.caveats: missing (ReportDoc)",
+        "doc.session.extra: not in SessionInfo",
+        "doc.steps[1].completed: 'many' is not int",
+    ]
+
+
+def test_an_older_report_of_the_schema_parses_with_its_top_level_completed():
+    """Its parts have the types, not every key added since (readers of loaded runs use .get)."""
+    raw = json.loads((FIXTURES / "sessions" / "jsonl-v1.report.json").read_text())
+    assert "workload" not in raw
+    doc = parse_report(raw, "jsonl-v1.report.json")
+    assert set(doc) == ReportDoc.__required_keys__ and doc["workload"] == {}
+    assert doc["steps"] == raw["steps"]
+    errors = type_errors(doc, ReportDoc, complete=False)
+    assert errors and all(e.endswith("missing (ServerPoint)") for e in errors)  # no prefix counters
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ([], "not a JSON object"),
+        ({"schema": "infmon.quality/1", "steps": []}, "schema 'infmon.quality/1' is not"),
+        ({"steps": []}, "schema None is not"),
+        ({"schema": SCHEMA, "steps": {"a": 1}}, "`steps` is not a list of objects"),
+        ({"schema": SCHEMA, "steps": [1]}, "`steps` is not a list of objects"),
+        ({"schema": SCHEMA, "steps": [], "session": []}, "`session` is not a JSON dict"),
+        ({"schema": SCHEMA, "steps": [], "knee": 16}, "`knee` is neither an object nor null"),
+    ],
+)
+def test_a_file_that_is_not_a_report_is_refused_with_its_reason(raw, reason):
+    with pytest.raises(ReportFormatError, match=f"^x.json: {reason}"):
+        parse_report(raw, "x.json")
