@@ -19,14 +19,14 @@ def _json_default(obj: Any) -> Any:
     return repr(obj)
 
 
-def _clean(value: Any) -> Any:
+def null_nonfinite(value: Any) -> Any:
     """JSON has no NaN: missing numbers become null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): null_nonfinite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [null_nonfinite(v) for v in value]
     return value
 
 
@@ -34,10 +34,14 @@ def dumps(obj: Any) -> str:
     """One compact JSON line (NaN → null, objects with ``to_dict`` expanded)."""
     if hasattr(obj, "to_dict") and not isinstance(obj, dict):
         obj = obj.to_dict()
-    return json.dumps(_clean(obj), separators=(",", ":"), default=_json_default, allow_nan=False)
+    return json.dumps(
+        null_nonfinite(obj), separators=(",", ":"), default=_json_default, allow_nan=False
+    )
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_clean(obj), indent=2, default=_json_default, allow_nan=False) + "\n")
+    tmp.write_text(
+        json.dumps(null_nonfinite(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
+    )
     os.replace(tmp, path)

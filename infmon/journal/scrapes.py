@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from infmon.journal.jsonio import _clean
+from infmon.journal.jsonio import null_nonfinite
 
 _SCALARS = (int, float, str, bool)
 
@@ -77,7 +77,7 @@ class ScrapeFilter:
             self.rows_cut += 1
             return None
         full, cut = _bounded(snap, b.max_items)
-        full = _clean(full)
+        full = null_nonfinite(full)
         if cut:
             full["items_cut"] = cut
         out = {}

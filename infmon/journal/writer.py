@@ -51,7 +51,7 @@ from typing import Any
 
 from infmon.clock import Clock, MonotonicClock, wall_time
 from infmon.journal.held import Held, JournalStatus, short_reason
-from infmon.journal.jsonio import _clean, dumps, write_json_atomic
+from infmon.journal.jsonio import dumps, write_json_atomic
 from infmon.journal.redact import redact
 from infmon.journal.rows import INSERT_RECORD, record_rows
 from infmon.journal.scrapes import ScrapeBudget, ScrapeFilter
@@ -70,7 +70,7 @@ _RETRY_MAX_S = 30.0
 HELD_BUDGET = 200_000
 """Records kept in memory while the disk refuses them (≈100 MB); older ones are dropped."""
 
-__all__ = ["HELD_BUDGET", "JournalStatus", "JournalWriter", "_clean", "dumps", "write_json_atomic"]
+__all__ = ["HELD_BUDGET", "JournalStatus", "JournalWriter", "dumps", "write_json_atomic"]
 
 
 class JournalWriter:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infmon.journal.jsonio import _clean, write_json_atomic
+from infmon.journal.jsonio import null_nonfinite, write_json_atomic
 from infmon.report.doc import BENCH_SCHEMA, SCHEMA, GpuPart, ReportDoc, StepEntry
 
 
@@ -18,7 +18,7 @@ class ReportFormatError(ValueError):
 def json_ready(doc: ReportDoc) -> ReportDoc:
     """The document with every non-finite float as None (JSON has no NaN): the same keys, and
     the types already say ``float | None`` wherever a figure can be missing."""
-    cleaned: ReportDoc = _clean(doc)
+    cleaned: ReportDoc = null_nonfinite(doc)
     return cleaned
 
 
