@@ -22,7 +22,7 @@ from collections import Counter
 import numpy as np
 
 from infmon.model.loghist import LogHistogram
-from infmon.model.measures import SLO, Distribution, PromptTokens, meets_slo
+from infmon.model.measures import NO_PROMPT_LENGTHS, SLO, Distribution, PromptTokens, meets_slo
 from infmon.model.records import ErrorKind, RequestRecord
 from infmon.model.stats import StepFigures
 
@@ -62,15 +62,14 @@ class _Latency:
     def append(self, x: float) -> None:
         if self.exact is not None:
             self.exact.append(x)
-        elif not math.isnan(x):
+        else:
             assert self.hist is not None
-            self.hist.add_one(x)
+            self.hist.add_one(x)  # a histogram skips nan (a missing value), as percentiles do
 
     def fold(self) -> None:
         if self.exact is not None:
-            values = self.exact.values()
             self.hist = LogHistogram()
-            self.hist.add(values[~np.isnan(values)])
+            self.hist.add(self.exact.values())
             self.exact = None
 
     def distribution(self) -> Distribution:
@@ -109,7 +108,7 @@ class _PromptLengths:
             return PromptTokens.of_arrays(self.asked.values(), self.counted.values())
         n = sum(self.per_length.values())
         if not n:
-            return PromptTokens.of_arrays(np.empty(0), np.empty(0))
+            return NO_PROMPT_LENGTHS
         lengths = np.array(sorted(self.per_length), dtype=float)
         counts = np.array([self.per_length[int(x)] for x in lengths])
         p50, p99 = (_rank_value(lengths, np.cumsum(counts), q * (n - 1)) for q in (0.5, 0.99))
