@@ -54,6 +54,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.on_response: Callable[[int, int], None] | None = None  # (status, body bytes)
         self._stream_status = 200
+        self._head_only = False  # a HEAD request: headers as for GET, no body (as uvicorn)
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -101,6 +102,7 @@ class Connection(asyncio.Protocol):
         self._keep_alive = self._parser.should_keep_alive()
         path = self._url.decode("latin-1").split("?", 1)[0]
         method = self._parser.get_method().decode()
+        self._head_only = method == "HEAD"
         self._handler(Request(method, path, self._headers, b"".join(self._body)), self)
 
     # -- responses --------------------------------------------------------------------------
@@ -127,7 +129,8 @@ class Connection(asyncio.Protocol):
         self._responded(status, len(body))
         if self.closed or self.transport is None:
             return
-        self.transport.write(self._head(status, content_type, extra, len(body)) + body)
+        head = self._head(status, content_type, extra, len(body))
+        self.transport.write(head if self._head_only else head + body)
         if not self._keep_alive:
             self.close()
 

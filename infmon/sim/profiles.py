@@ -11,7 +11,7 @@ fitted numbers carry their sources in the files (``python bench/sim_fidelity.py`
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -199,14 +199,43 @@ def _flatten(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _required(cls: type) -> list[str]:
+    return [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+
+
 def _build(cls: type, doc: dict[str, Any], where: str) -> Any:
+    """The profile, or a ``ProfileError`` naming the file and each missing or mistyped field."""
     flat = _flatten(doc)
     known = {f.name for f in fields(cls)}
     args = {k: v for k, v in flat.items() if k in known}
-    try:
-        return cls(**args)
-    except TypeError as exc:
-        raise ProfileError(f"{where}: {exc}") from None
+    missing = [name for name in _required(cls) if name not in args]
+    if missing:
+        s = "s" if len(missing) > 1 else ""
+        raise ProfileError(
+            f"{where}: {cls.__name__} needs the field{s} {', '.join(missing)} (not in the file)"
+        )
+    for f in fields(cls):
+        if f.name in args and not _type_ok(args[f.name], str(f.type)):
+            raise ProfileError(
+                f"{where}: field {f.name} must be {f.type}, not {type(args[f.name]).__name__} "
+                f"{args[f.name]!r}"
+            )
+    return cls(**args)
+
+
+def _type_ok(value: object, annotation: str) -> bool:
+    """TOML values against the dataclass annotation (ints pass for floats, not the reverse)."""
+    if value is None:
+        return "None" in annotation
+    if isinstance(value, bool):
+        return "bool" in annotation
+    if isinstance(value, int):
+        return "int" in annotation or "float" in annotation
+    if isinstance(value, float):
+        return "float" in annotation
+    if isinstance(value, str):
+        return "str" in annotation
+    return False
 
 
 def load_file(path: str | Path, cls: type) -> Any:

@@ -108,7 +108,7 @@ class SimServer:
 
     def _dcgm_only(self, req: Request, conn: Connection) -> None:
         """The ``--dcgm-port`` listener: a DCGM exporter has ``/metrics`` and nothing else."""
-        if req.method == "GET" and req.path in ("/metrics", "/metrics/"):
+        if req.method in ("GET", "HEAD") and req.path in ("/metrics", "/metrics/"):
             self._gpu_metrics(req, conn)
         else:
             conn.send_json(404, {"detail": "Not Found"})
@@ -150,8 +150,11 @@ class SimServer:
                 time.perf_counter() - t0,
             )
 
-        conn.on_response = record if (req.method, req.path) in self.routes else None
-        route = self.routes.get((req.method, req.path))
+        key = (req.method, req.path)
+        if req.method == "HEAD" and key not in self.routes:
+            key = ("GET", req.path)  # Starlette serves HEAD on every GET route
+        conn.on_response = record if key in self.routes else None
+        route = self.routes.get(key)
         if route is None:
             known = any(path == req.path for _, path in self.routes)
             status = 405 if known else 404
