@@ -15,11 +15,16 @@ tokens_total``, ``infmon_{ttft,tpot,itl,e2el}_seconds`` histograms, ``infmon_tar
 concurrency`` / ``infmon_target_rate`` (the level, 0 when the other mode or paused),
 ``infmon_achieved_concurrency``, ``infmon_inflight_requests``, ``infmon_workers``,
 ``infmon_workers_lost_total``.
+
+At the end of a bench, ``stop(linger_s)`` holds the final figures until the Prometheus that has
+been scraping serves itself once more (at most one and a half of its scrape intervals, capped
+by ``linger_s``): the requests of the last second are not lost between two scrapes.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -108,6 +113,12 @@ class ClientExporter:
     ) -> None:
         self.level, self.workers = level, workers
         self._lock = threading.Lock()
+        self._scraped = threading.Condition(self._lock)
+        self._fed = 0
+        """Feeds so far (records, windows, losses); ``_served``: as many as the last scrape saw."""
+        self._served = 0
+        self._scrape_times: list[float] = []
+        """The monotonic times of the last two scrapes (their gap: Prometheus's interval)."""
         self._hists = {k: _Hist(b) for k, (b, _) in HISTOGRAMS.items()}
         self._outcomes: Counter[str] = Counter()
         self._errors: Counter[str] = Counter()
@@ -143,16 +154,19 @@ class ClientExporter:
             self._outcomes.update(outcomes)
             self._errors.update(errors)
             self._prompt_tokens += prompt
+            self._fed += 1
 
     def window(self, w: LoadWindow) -> None:
         with self._lock:
             self._output_tokens += w.tokens
             self._area[w.worker_id] = (w.inflight_area_s, w.t1 - w.t0, w.inflight)
+            self._fed += 1
 
     def lost(self, worker_id: int) -> None:
         with self._lock:
             self._lost += 1
             self._area.pop(worker_id, None)
+            self._fed += 1
 
     # ---- read on prometheus-client's thread ----------------------------------------------------
     def collect(self) -> Iterator[Metric]:
@@ -161,6 +175,9 @@ class ClientExporter:
             outcomes, errors = dict(self._outcomes), dict(self._errors)
             out_tok, prompt_tok, lost = self._output_tokens, self._prompt_tokens, self._lost
             areas = list(self._area.values())
+            self._served = self._fed
+            self._scrape_times = [*self._scrape_times[-1:], time.monotonic()]
+            self._scraped.notify_all()
         req = CounterMetricFamily(
             "infmon_requests", "Requests finished, by outcome.", None, ["outcome"]
         )
@@ -216,8 +233,34 @@ class ClientExporter:
         self.address = (host, int(server.server_address[1]))
         return self.address
 
-    def stop(self) -> None:
+    def stop(self, linger_s: float = 0.0) -> bool:
+        """Stop serving. With ``linger_s``, first wait for a scrape that sees every figure fed
+        so far, if a Prometheus has been scraping (see the module docstring); True when the
+        last figures were scraped (or there was nothing new to scrape)."""
+        seen = self._await_final_scrape(linger_s)
         if self._server is not None:
             self._server.shutdown()
-            self._server.server_close()
+            self._server.server_close()  # joins the handler threads: the last page is sent
             self._server = None
+        return seen
+
+    def linger_bound_s(self, linger_s: float) -> float:
+        """How long ``stop(linger_s)`` may wait: 0 if never scraped, else 1.5 scrape
+        intervals (``linger_s`` when only one scrape was seen), capped by ``linger_s``."""
+        with self._lock:
+            times = list(self._scrape_times)
+        if not times:
+            return 0.0
+        interval = times[1] - times[0] if len(times) == 2 else linger_s
+        return min(linger_s, 1.5 * interval)
+
+    def _await_final_scrape(self, linger_s: float) -> bool:
+        bound = self.linger_bound_s(linger_s)
+        deadline = time.monotonic() + bound
+        with self._scraped:
+            while self._served < self._fed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._scraped.wait(left)
+        return True

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -23,6 +26,32 @@ def default_sigint() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+T = TypeVar("T")
+
+
+def poll_until(
+    probe: Callable[[], T | bool | None],
+    timeout_s: float,
+    what: str,
+    proc: subprocess.Popen | None = None,
+    interval_s: float = 0.05,
+) -> T:
+    """Call ``probe`` until it returns something truthy (returned) or ``timeout_s`` passes
+    (the test fails, saying ``what`` it waited for). With ``proc``, fail as soon as it exits:
+    the condition can no longer come. The way a test waits for what it can observe, never a
+    fixed sleep."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = probe()
+        if got:
+            return got  # type: ignore[return-value]
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"waiting for {what}: the process exited with {proc.returncode}")
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what}: not seen within {timeout_s:g} s")
+        time.sleep(interval_s)
 
 
 def infmon_cmd(*args: str) -> list[str]:

@@ -40,6 +40,7 @@ from infmon.commands.scale import (
     metric_source,
     scale_from_args,
     start_exporter,
+    stop_exporter,
 )
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
@@ -204,6 +205,7 @@ async def _bench(
     )
     scrapes = _scraper(config, opts, wiring, clock)
     exporter = start_exporter(opts.scale, engine, wiring)
+    finished = False
     if exporter is not None:
         say(f"client metrics: http://{exporter.address[0]}:{exporter.address[1]}/metrics")
     try:
@@ -250,6 +252,7 @@ async def _bench(
         journal.write_event(
             "bench_summary", knee=out["knee"], slo_max_concurrency=out["slo_max_concurrency"]
         )
+        finished = True
         return out
     finally:
         totals = await engine.stop()
@@ -262,8 +265,7 @@ async def _bench(
         )
         if scrapes is not None:
             await scrapes.stop()
-        if exporter is not None:
-            exporter.stop()
+        await stop_exporter(exporter, finished)
 
 
 def _scraper(

@@ -11,6 +11,7 @@ exports infmon's own client figures for a Prometheus to scrape.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from infmon.commands import CliError
+from infmon.commands.common import say
 from infmon.config import Config, ConfigError, normalise_url
 from infmon.engine.spread import ROUND_ROBIN, SPREADS
 
@@ -206,6 +208,24 @@ def start_exporter(scale: ScaleOptions, engine: Any, wiring: Any) -> Any:
     except OSError as exc:
         raise CliError(f"--metrics-port {scale.metrics_addr[1]}: {exc.strerror or exc}") from None
     return exporter
+
+
+FINAL_SCRAPE_WAIT_S = 60.0
+"""The longest a finished bench holds its final client figures for Prometheus's next scrape."""
+
+
+async def stop_exporter(exporter: Any, finished: bool) -> None:
+    """Stop ``--metrics-port``'s server; after a finished run, once Prometheus has scraped the
+    final figures (said when that takes more than a moment; never after a stop or an error)."""
+    if exporter is None:
+        return
+    linger_s = FINAL_SCRAPE_WAIT_S if finished else 0.0
+    if (bound := exporter.linger_bound_s(linger_s)) > 1.0:
+        say(
+            f"client metrics: holding the final figures for Prometheus's next scrape (≤ {bound:.0f} s)"
+        )
+    if not await asyncio.to_thread(exporter.stop, linger_s) and finished:
+        say("client metrics: Prometheus did not scrape the final figures before infmon stopped")
 
 
 def make_links(scale: ScaleOptions, log_dir: Path | None, in_process: bool) -> list[Any] | None:

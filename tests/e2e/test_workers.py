@@ -13,17 +13,19 @@ import json
 import math
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
-import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from infmon.engine.runner import StepSpec
+from infmon.journal.store import connect
 from infmon.model.lengths import parse_lengths
 from infmon.report import build_summary
-from tests.conftest import REPO, infmon_cmd, running_sim
+from tests.conftest import REPO, infmon_cmd, poll_until, running_sim
 from tests.enginekit.scale import journal_counts, merge_into_one_file, run_plan
 
 pytestmark = pytest.mark.e2e
@@ -89,6 +91,22 @@ def _children(pid: int) -> list[int]:
     return [int(line.split()[0]) for line in out.splitlines() if "infmon.engine.worker" in line]
 
 
+def _measuring_first_step(session: Path) -> bool:
+    """Worker 1 has journalled a measured request and no step has ended yet (the journal
+    commits every 0.5 s, so this is seen well inside step 1's 4 s of measured time)."""
+    main, w1 = session / "journal.sqlite", session / "journal.w1.sqlite"
+    if not (main.exists() and w1.exists()):
+        return False
+    try:
+        with closing(connect(w1, readonly=True)) as db:
+            (measured,) = db.execute("SELECT count(*) FROM records WHERE NOT warmup").fetchone()
+        with closing(connect(main, readonly=True)) as db:
+            (ended,) = db.execute("SELECT count(*) FROM events WHERE kind = 'step_end'").fetchone()
+    except sqlite3.Error:  # created but its schema not yet committed
+        return False
+    return measured > 0 and ended == 0
+
+
 def test_a_worker_killed_mid_step_is_an_event_and_the_run_finishes(
     fast_sim: str, tmp_path: Path
 ) -> None:
@@ -118,12 +136,9 @@ def test_a_worker_killed_mid_step_is_an_event_and_the_run_finishes(
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (session / "journal.w1.sqlite").exists():
-        time.sleep(0.1)
-    time.sleep(2.0)  # well inside step 1's measured time
-    workers = _children(proc.pid)
-    assert len(workers) == 2, workers
+    # kill worker 1 once it is sending step 1's measured requests (observed in the journal)
+    poll_until(lambda: _measuring_first_step(session), 60, "worker 1 measuring step 1", proc)
+    workers = poll_until(lambda: w if len(w := _children(proc.pid)) == 2 else None, 10, "2 workers")
     os.kill(max(workers), signal.SIGKILL)
     stdout, stderr = proc.communicate(timeout=120)
     sys.stdout.write(stdout + stderr)

@@ -3,7 +3,11 @@ in the text format a Prometheus parses."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infmon.engine.types import RecordBatch
@@ -56,3 +60,51 @@ def test_buckets_counts_and_the_page() -> None:
     assert buckets["0.25"] == 2 and buckets["0.5"] == 3 and buckets["+Inf"] == 3
     gauges = {f: fam[f].samples[0].value for f in ("infmon_target_concurrency", "infmon_workers")}
     assert gauges == {"infmon_target_concurrency": 8.0, "infmon_workers": 2.0}
+
+
+def scrape(address: tuple[str, int]) -> dict:
+    return families(httpx.get(f"http://{address[0]}:{address[1]}/metrics", timeout=5).text)
+
+
+def ok_count(fam: dict) -> float:
+    return next(s.value for s in fam["infmon_requests"].samples if s.labels["outcome"] == "ok")
+
+
+def test_a_finished_run_holds_its_final_figures_until_prometheus_scrapes_them() -> None:
+    ex = ClientExporter()
+    address = ex.start("127.0.0.1", 0)
+    ex.records(RecordBatch(0, [rec(1, 0.02)]))
+    assert ok_count(scrape(address)) == 1  # a Prometheus is watching
+    ex.records(RecordBatch(0, [rec(2, 0.02), rec(3, 0.02)]))  # the last second's requests
+    stopped: list[bool] = []
+    stopper = threading.Thread(target=lambda: stopped.append(ex.stop(linger_s=30)))
+    stopper.start()
+    assert ok_count(scrape(address)) == 3  # still served, with the final figures
+    stopper.join(timeout=10)
+    assert stopped == [True]
+    with pytest.raises(httpx.ConnectError):
+        scrape(address)
+
+
+def test_no_scrape_no_wait_and_the_wait_is_bounded() -> None:
+    never = ClientExporter()
+    never.start("127.0.0.1", 0)
+    never.records(RecordBatch(0, [rec(1, 0.02)]))
+    assert never.linger_bound_s(60) == 0  # nobody scrapes it: stop at once
+    assert never.stop(linger_s=60) is False
+
+    once = ClientExporter()
+    address = once.start("127.0.0.1", 0)
+    scrape(address)
+    once.records(RecordBatch(0, [rec(1, 0.02)]))
+    assert once.linger_bound_s(0.2) == 0.2  # one scrape: its interval is unknown
+    t0 = time.monotonic()
+    assert once.stop(linger_s=0.2) is False  # not scraped again: said, not waited for
+    assert 0.15 < time.monotonic() - t0 < 5
+
+    twice = ClientExporter()
+    address = twice.start("127.0.0.1", 0)
+    scrape(address)
+    scrape(address)
+    assert twice.linger_bound_s(60) < 30  # 1.5 of the interval seen between its two scrapes
+    assert twice.stop(linger_s=60) is True  # nothing new since: nothing to wait for
