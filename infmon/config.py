@@ -36,6 +36,10 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message is one line for the operator."""
 
 
+DEFAULT_LABEL = "run"
+"""A run without ``--label``: reports and comparisons name it by its session directory."""
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Everything a run needs; secrets stay out of ``repr`` and of ``to_public_dict``."""
@@ -64,7 +68,7 @@ class Config:
     """``build_config`` draws a fresh one per run unless ``--seed`` is given."""
     slo: SLO = field(default_factory=SLO)
     session_dir: str | None = None
-    label: str = "run"
+    label: str = DEFAULT_LABEL
     concurrency: tuple[int, ...] = ()
     rate: tuple[float, ...] = ()
     max_concurrency: int = 256

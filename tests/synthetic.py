@@ -107,6 +107,7 @@ def write_synthetic_session(
     finish: bool = True,
     max_requests: int | None = None,
     loop_lag_ms_per_stream: float | None = None,
+    label: str = "synthetic",
 ) -> int:
     """Write a session of closed-loop steps; returns the number of request records.
     ``loop_lag_ms_per_stream``: the client's event-loop lag p99 recorded per step, growing with
@@ -118,7 +119,7 @@ def write_synthetic_session(
             "url": "http://127.0.0.1:8000",
             "model": "synthetic/model",
             "endpoint": "completions",
-            "label": "synthetic",
+            "label": label,
             "slo": slo,
             "api_key": "sk-never-written",
         }

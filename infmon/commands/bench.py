@@ -50,6 +50,7 @@ from infmon.journal import JournalWriter
 from infmon.load.runtime import tune_for_load
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
+from infmon.model.slo_verdict import slo_verdict
 from infmon.report.doc import BENCH_SCHEMA as SCHEMA
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
@@ -67,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="scrape the server's /metrics this often into the session (default 1)",
     )
+    parser.add_argument("--metrics-url", metavar="URL", help="metrics page if not URL/metrics")
     parser.add_argument(
         "--no-server-metrics",
         action="store_true",
@@ -133,6 +135,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     )
     opts.reference = against.reference
     opts.gpu_metrics = getattr(args, "gpu_metrics", None)
+    opts.metrics_url = getattr(args, "metrics_url", None)
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
@@ -165,6 +168,7 @@ class _Options:
         self.scale = scale
         self.reference: Reference | None = None
         self.gpu_metrics: str | None = None
+        self.metrics_url: str | None = None
 
 
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
@@ -275,7 +279,7 @@ def _scraper(
     if interval_s is None:
         return None
     return ScrapeThread(
-        metric_source(config, opts.scale, config.url or "", opts.gpu_metrics),
+        metric_source(config, opts.scale, opts.metrics_url or config.url or "", opts.gpu_metrics),
         interval_s,
         wiring.snapshot,
         clock,
@@ -409,12 +413,13 @@ def _write_json(path: Path, result: dict[str, Any]) -> None:
 def _verdict(result: dict[str, Any]) -> int:
     """0 when every request succeeded; 1 when some failed; a clear error when none succeeded."""
     steps = result["steps"]
-    knee, slo_c = result["knee"], result["slo_max_concurrency"]
+    knee = result["knee"]
     if knee:
         tail = "" if knee.get("confirmed", True) else " — not confirmed: no higher level measured"
         say(f"knee: c={knee['concurrency']} ({knee['reason']}){tail}")
-    if slo_c is not None:
-        say(f"highest concurrency meeting the SLO: {slo_c}")
+    closed = [s for s in steps if s.get("concurrency") is not None]
+    if any(v is not None for v in (result.get("slo") or {}).values()) and closed:
+        say(slo_verdict(closed, slo_set=True).sentence())
     completed = sum(s["completed"] for s in steps)
     failed = sum(s["failed"] for s in steps)
     if completed == 0:

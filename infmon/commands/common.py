@@ -210,7 +210,10 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="session record (default ./infmon-sessions/<UTC time>-<label>/)",
     )
-    g.add_argument("--label", help="name of this run (default run)")
+    g.add_argument(
+        "--label",
+        help="name of this run in reports and comparisons (default: the session directory's name)",
+    )
     g.add_argument(
         "--concurrency", metavar="N[,N…]", help="closed loop: concurrent streams per step"
     )
@@ -461,7 +464,9 @@ def open_journal(directory: Path, clock: Clock) -> JournalWriter:
         raise CliError(f"cannot create session directory {directory}: {exc.strerror}") from None
 
 
-def write_session_reports(directory: Path, journal_status: JournalStatus | None = None) -> None:
+def write_session_reports(
+    directory: Path, journal_status: JournalStatus | None = None, err: bool = False
+) -> None:
     """Rebuild the session's reports; a failure is reported on one line, never a traceback.
     ``journal_status`` (the writer's at the end) puts what a failing disk refused in them."""
     from infmon.report import write_reports
@@ -475,4 +480,4 @@ def write_session_reports(directory: Path, journal_status: JournalStatus | None 
         return
     names = ", ".join(p.name for p in written if p.suffix in (".md", ".html"))
     where = written[0].parent if written else directory
-    say(f"reports: {names} in {where}")
+    say(f"reports: {names} in {where}", err=err)

@@ -24,7 +24,7 @@ from typing import Any
 from infmon.commands import CliError, bench, quality
 from infmon.commands.against import finish as finish_against
 from infmon.commands.against import read_options, write_comparison
-from infmon.commands.common import add_load_arguments, say, write_session_reports
+from infmon.commands.common import add_load_arguments, say
 
 METHOD_FILE = "method.json"
 """In each session the method wrote: its label and the baseline it was compared with."""
@@ -55,6 +55,7 @@ REPEATED = {
     "arrival": "arrival",
     "ignore_eos": "ignore_eos",
     "endpoint": "endpoint",
+    "slo": "slo",
 }
 
 
@@ -88,7 +89,11 @@ def repeated_options(recorded: Mapping[str, Any]) -> dict[str, Any]:
         value = recorded.get(key)
         if value is None or value == []:
             continue
-        if isinstance(value, list):
+        if key == "slo":
+            value = slo_option(value)
+            if not value:
+                continue
+        elif isinstance(value, list):
             value = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
         elif isinstance(value, float):
             value = f"{value:g}"
@@ -96,6 +101,18 @@ def repeated_options(recorded: Mapping[str, Any]) -> dict[str, Any]:
             value = str(value)
         out[option] = value
     return out
+
+
+def slo_option(recorded: object) -> str:
+    """A recorded SLO (``{"ttft_s": 0.5, …}``) as ``--slo`` text (``ttft=500ms,…``)."""
+    if not isinstance(recorded, Mapping):
+        return str(recorded or "")
+    parts = []
+    for name in ("ttft", "tpot", "e2el"):
+        v = recorded.get(f"{name}_s")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            parts.append(f"{name}={v * 1e3:g}ms")
+    return ",".join(parts)
 
 
 def _recorded_config(path: Path) -> dict[str, Any]:
@@ -157,8 +174,7 @@ def run_one(args: argparse.Namespace) -> int:
     bench_args.no_server_metrics = False
     status = bench.run_with(bench_args, against, compare=False)
     if not args.no_quality:
-        _quality(args, session_dir)
-        write_session_reports(session_dir)  # the report now holds the quality result
+        _quality(args, session_dir)  # it rebuilds the reports: they hold the quality result
     _write_method_file(session_dir, args)
     if against.path is None:
         say(f"baseline recorded: {session_dir}")
@@ -218,7 +234,5 @@ def _compare_all(baseline: Path, runs_dir: Path) -> None:
         runs = [load_run(p) for p in (baseline, *runs_of(baseline, runs_dir))]
     except RunLoadError as exc:
         raise CliError(str(exc)) from None
-    if len(runs) < 3:
-        return  # the session's own compare.txt already says it all
     write_comparison(runs, runs_dir)
     say(f"comparison of {len(runs)} runs: {runs_dir / 'compare.txt'}")

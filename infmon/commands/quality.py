@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from infmon.commands import CliError
-from infmon.commands.common import add_server_arguments, config_from_args, say
+from infmon.commands.common import (
+    add_server_arguments,
+    config_from_args,
+    say,
+    write_session_reports,
+)
 from infmon.model.sanitize import clean, strict_json
 
 
@@ -99,4 +104,13 @@ def run(args: argparse.Namespace) -> int:
         say(text)
     else:
         _print_human(doc)
+    if args.session_dir:
+        _rebuild_reports(Path(args.session_dir), err=bool(args.json))
     return 0
+
+
+def _rebuild_reports(session_dir: Path, err: bool) -> None:
+    """The session's reports, written when its run ended, rebuilt to hold the quality result
+    (else they say "no quality run" while ``compare`` reads it)."""
+    if any((session_dir / name).exists() for name in ("report.md", "report.html")):
+        write_session_reports(session_dir, err=err)

@@ -16,6 +16,7 @@ from infmon.model.sanitize import html_text
 from infmon.model.spec_econ import MODEL as SPEC_MODEL
 from infmon.report.compare import Comparison, knee_with_limit
 from infmon.report.fmt import DASH
+from infmon.report.stepstats import slo_verdict_of
 
 TABLES = (
     ("throughput and medians", ("tok_s", "ttft_p50", "tpot_p50", "itl_p50", "e2e_p50", "goodput")),
@@ -62,12 +63,12 @@ def _knees(cmp: Comparison) -> list[str]:
     out = []
     for r in cmp.runs:
         k = knee_with_limit(r)
-        slo = r.doc.get("slo_max_concurrency")
+        slo = slo_verdict_of(r.doc)
         at = k.get("concurrency") if k else None
         text = f"  {r.name}: knee {'c=' + str(at) if at else DASH}"
         if k and k.get("limit_text"):
             text += f" ({k['limit_text']})"
-        text += f"; SLO limit {'c=' + str(slo) if slo is not None else DASH}"
+        text += f"; SLO limit {slo.text()}"
         out.append(text)
     return out
 
@@ -123,7 +124,7 @@ def render_html(cmp: Comparison) -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        f"<title>infmon compare</title><style>{CSS} tr.diff td{{background:#fff4d6}}</style>"
+        f"<title>infmon compare: {html_text(' vs '.join(names))}</title><style>{CSS} tr.diff td{{background:#fff4d6}}</style>"
         "</head><body>",
         f"<h1>infmon compare: {html_text(' vs '.join(names))}</h1>",
         *(f"<p><b>warning:</b> {html_text(w)}</p>" for w in cmp.warnings),

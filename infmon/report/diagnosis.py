@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from infmon.model.slo_verdict import slo_verdict
 from infmon.model.stats import PROMPT_MISMATCH_FRACTION
 from infmon.report.doc import EventMark, KneeInfo, ServerPoint, SessionInfo, StepEntry, WorkloadInfo
 
@@ -23,17 +24,16 @@ def as_number(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def lines(
-    knee: KneeInfo | None, slo_max_concurrency: int | None, steps: list[StepEntry]
-) -> list[str]:
+def lines(knee: KneeInfo | None, slo_set: bool, steps: list[StepEntry]) -> list[str]:
     """Diagnosis lines grounded in the measured steps and server metrics."""
     out: list[str] = []
     if knee:
         out.append(f"Knee at c={knee.get('concurrency')}: {knee.get('reason', '')}".rstrip(": "))
     elif len(steps) >= 3:
         out.append("No knee within the steps run: throughput was still growing.")
-    if slo_max_concurrency is not None:
-        out.append(f"Highest concurrency meeting the SLO: {slo_max_concurrency}.")
+    verdict = slo_verdict([s for s in steps if str(s.get("level", "c=")).startswith("c=")], slo_set)
+    if slo_set:
+        out.append(verdict.sentence())
     out += _step_causes(steps)
     return out
 

@@ -14,6 +14,7 @@ import math
 from infmon.model.baseline import METRICS, BaselineView, LevelComparison, MetricDelta, fmt_rel
 from infmon.quality.scoring import drift
 from infmon.report.runs import Run
+from infmon.report.stepstats import slo_verdict_of
 
 
 def _cells(view: BaselineView, key: str) -> list[tuple[LevelComparison, MetricDelta]]:
@@ -99,7 +100,7 @@ def _kv(base: Run, run: Run) -> list[str]:
     ka, kb = _knee_at(base), _knee_at(run)
     if ka != kb:
         line += f"; the knee moved from {ka} to {kb}"
-    sa, sb = base.doc.get("slo_max_concurrency"), run.doc.get("slo_max_concurrency")
+    sa, sb = slo_verdict_of(base.doc).text(), slo_verdict_of(run.doc).text()
     if sa != sb:
         line += f"; SLO limit {sa} → {sb}"
     return [line]

@@ -22,6 +22,7 @@ from infmon.report.fmt import (
     step_row,
 )
 from infmon.report.markdown import _knee_text
+from infmon.report.stepstats import slo_verdict_of
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 CSS = """
@@ -117,8 +118,8 @@ def charts(doc: ReportDoc) -> list[str]:
         vmarks: list[tuple[float, str]] = []
         if knee := doc.get("knee"):
             vmarks.append((knee["concurrency"], "knee"))
-        if (slo := doc.get("slo_max_concurrency")) is not None:
-            vmarks.append((slo, "SLO limit"))
+        if (slo := slo_verdict_of(doc)).reached and slo.limit is not None:
+            vmarks.append((slo.limit, "SLO limit"))
         out.append(
             svg.render(
                 svg.Chart(
@@ -237,7 +238,7 @@ def render_html(doc: ReportDoc, screenshot_svg: str | None = None) -> str:
         "<h2>Steps</h2>",
         _table(STEP_HEADER, [step_row(x) for x in doc.get("steps") or []], _knee_row(doc)),
         f"<p><b>Knee:</b> {html_text(_knee_text(doc.get('knee')))} · <b>SLO limit:</b> "
-        f"{html_text(str(doc.get('slo_max_concurrency') or 'none'))}</p>",
+        f"{html_text(slo_verdict_of(doc).text())}</p>",
         "<h2>Charts</h2>",
         *charts(doc),
         *gpu.html_parts(doc, _table),

@@ -7,6 +7,7 @@ from infmon.report import gpu
 from infmon.report.doc import KneeInfo, ReportDoc, WorkloadInfo
 from infmon.report.faults import fault_lines
 from infmon.report.fmt import DASH, STEP_HEADER, mark_text, num, pct, server_rows, step_row
+from infmon.report.stepstats import slo_verdict_of
 
 
 def md_escape(text: object) -> str:
@@ -60,11 +61,11 @@ def render_markdown(doc: ReportDoc) -> str:
     out += _table(("", "value"), [list(r) for r in server_rows(doc)])
     out += ["", "## Steps", ""]
     out += _table(STEP_HEADER, [step_row(st) for st in doc.get("steps") or []])
-    knee, slo = doc.get("knee"), doc.get("slo_max_concurrency")
+    knee, slo = doc.get("knee"), slo_verdict_of(doc)
     out += [
         "",
         f"**Knee:** {md_escape(_knee_text(knee))}  ",
-        f"**SLO limit:** {'c=' + str(slo) if slo is not None else 'none met / no SLO'}",
+        f"**SLO limit:** {slo.text()}",
         "",
     ]
     out += gpu.markdown_lines(doc, _table)

@@ -33,6 +33,7 @@ from infmon.report.doc import SCHEMA, Latency, ReportDoc, StepEntry
 from infmon.report.docjson import ReportFormatError, json_ready, parse_report
 from infmon.report.steps import step_events
 from infmon.report.stepstats import parse_slo
+from infmon.report.summary import run_name
 
 
 class RunLoadError(ValueError):
@@ -218,8 +219,9 @@ def _csv_levels(path: Path, doc: ReportDoc) -> tuple[LevelSample, ...]:
 
 
 def _name(doc: ReportDoc, path: Path) -> str:
+    """The run's ``--label``, else its session directory's name (never the default "run")."""
     s = doc.get("session") or {}
-    return str(s.get("label") or s.get("dir") or path.stem)
+    return run_name(s.get("label"), Path(s.get("dir") or path))
 
 
 VllmResult = Mapping[str, Any]
@@ -324,7 +326,7 @@ def load_run(path: Path) -> Run:
             raise RunLoadError(str(exc)) from None
         csv_path = path.with_name("requests.csv")
         levels = _csv_levels(csv_path, doc) if csv_path.exists() else ()
-        name = _name(doc, path.parent if path.name == "report.json" else path)
+        name = _name(doc, path.parent if path.name == "report.json" else path.with_suffix(""))
         return Run(name, doc, levels, facts_of(doc), str(path))
     if isinstance(d, dict) and "output_throughput" in d and "completed" in d:
         return from_vllm_bench(d, path)

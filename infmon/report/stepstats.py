@@ -15,8 +15,9 @@ from infmon.model.columns import RecordColumns
 from infmon.model.knee import Knee, find_knee, slo_max_concurrency
 from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
+from infmon.model.slo_verdict import SloVerdict, slo_verdict
 from infmon.model.stats import summarize_columns
-from infmon.report.doc import JournalLine, KneeInfo, StepEntry
+from infmon.report.doc import JournalLine, KneeInfo, ReportDoc, StepEntry
 
 
 def step_entry(
@@ -64,6 +65,12 @@ def knee_and_slo_limit(steps: list[StepEntry]) -> tuple[KneeInfo | None, int | N
     """``(knee, slo_max_concurrency)`` across the steps, by the bench's own rule."""
     knee = find_knee([s for s in steps if s.get("level", "c=").startswith("c=")])
     return (knee_info(knee) if knee else None), slo_max_concurrency(steps)
+
+
+def slo_verdict_of(doc: ReportDoc) -> SloVerdict:
+    """The SLO verdict of a report: "c=32", "≥ 64, not reached", "none met", "no SLO set"."""
+    steps = [s for s in doc.get("steps") or [] if str(s.get("level", "c=")).startswith("c=")]
+    return slo_verdict(steps, parse_slo((doc.get("config") or {}).get("slo")) is not None)
 
 
 def knee_info(knee: Knee) -> KneeInfo:

@@ -17,6 +17,7 @@ from typing import cast
 
 import numpy as np
 
+from infmon.config import DEFAULT_LABEL
 from infmon.journal.reader import SessionReader
 from infmon.model.columns import MISSING, RecordColumns
 from infmon.model.gpu_steps import GpuTimeline
@@ -149,7 +150,7 @@ def _session(
     return {
         "dir": Path(session_dir).name,
         "started_wall_s": (reader.meta.get("clock_origin") or {}).get("wall_s"),
-        "label": reader.config.get("label"),
+        "label": run_name(reader.config.get("label"), Path(session_dir)),
         "requests": totals.requests,
         "failed": totals.failed,
         "cancelled": totals.cancelled,
@@ -160,6 +161,14 @@ def _session(
         "skipped_lines": reader.skipped[0],
         "ended_cleanly": any(e.get("kind") == "session_end" for e in events),
     }
+
+
+def run_name(label: object, session_dir: Path) -> str:
+    """A run's name: its ``--label``, or its directory's name when the label is the default
+    (``runs/spec`` is "spec", never "run")."""
+    if isinstance(label, str) and label.strip() and label != DEFAULT_LABEL:
+        return label
+    return Path(session_dir).absolute().name or "session"
 
 
 def _or_none(x: float) -> float | None:
@@ -244,7 +253,7 @@ def build_summary(
         "server_timeline": server_timeline,
         "events": marks,
         "quality": cast(QualityInfo | None, reader.quality),  # ``infmon quality``'s document
-        "diagnosis": diagnosis.lines(knee, slo_max, step_list) + gpu_lines,
+        "diagnosis": diagnosis.lines(knee, slo is not None, step_list) + gpu_lines,
         **gpu_section,
         "caveats": diagnosis.caveats(session, workload, server_timeline, marks),
     }
