@@ -61,7 +61,9 @@ def test_runs_are_named_by_their_directory_not_run(unnamed):
     for name in ("baseline", "spec"):
         assert "infmon report: run" not in (unnamed / name / "report.md").read_text()
         assert f"# infmon report: {name}" in (unnamed / name / "report.md").read_text()
-        assert f"<title>infmon report: {name}</title>" in (unnamed / name / "report.html").read_text()
+        assert (
+            f"<title>infmon report: {name}</title>" in (unnamed / name / "report.html").read_text()
+        )
     assert "run (2)" not in text and " run " not in text.splitlines()[0]
 
 
