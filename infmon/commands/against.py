@@ -13,6 +13,7 @@ from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.commands.live_baseline import load_reference
 from infmon.commands.wiring import RunWiring
+from infmon.journal.safefile import write_text_atomic
 from infmon.model.baseline import (
     BaselineView,
     LevelComparison,
@@ -167,9 +168,9 @@ def write_comparison(runs: list[Run], out_dir: Path) -> Comparison:
 
     cmp = compare_runs(runs)
     try:
-        (out_dir / "compare.txt").write_text(render_text(cmp), encoding="utf-8")
+        write_text_atomic(out_dir / "compare.txt", render_text(cmp))
         doc = strict_json(cmp.to_dict(), indent=2) + "\n"
-        (out_dir / "compare.json").write_text(doc, encoding="utf-8")
+        write_text_atomic(out_dir / "compare.json", doc)
     except OSError as exc:
         raise CliError(f"cannot write the comparison in {out_dir}: {exc.strerror}") from None
     return cmp

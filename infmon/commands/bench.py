@@ -47,6 +47,7 @@ from infmon.config import Config
 from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec, plan_from_config
 from infmon.journal import JournalWriter
+from infmon.journal.safefile import write_text_atomic
 from infmon.load.runtime import tune_for_load
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
@@ -404,7 +405,7 @@ def _describe_health(wiring: RunWiring) -> str:
 
 def _write_json(path: Path, result: dict[str, Any]) -> None:
     try:
-        path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        write_text_atomic(path, json.dumps(result, indent=2, allow_nan=False) + "\n")
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
     say(f"wrote {path}")

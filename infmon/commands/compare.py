@@ -7,6 +7,7 @@ from pathlib import Path
 
 from infmon.commands import CliError
 from infmon.commands.common import say
+from infmon.journal.safefile import write_text_atomic
 from infmon.model.sanitize import strict_json
 
 
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     cmp = compare_runs(runs)
     if args.html:
         try:
-            args.html.write_text(render_html(cmp), encoding="utf-8")
+            write_text_atomic(args.html, render_html(cmp))
         except OSError as exc:
             raise CliError(f"cannot write {args.html}: {exc.strerror}") from None
     if args.json:

@@ -25,6 +25,7 @@ import numpy as np
 
 from infmon.commands import CliError
 from infmon.journal.reader import SessionReader
+from infmon.journal.safefile import atomic_open
 from infmon.model.columns import MISSING, RecordColumns
 from infmon.report.csvout import RequestsCsv
 
@@ -148,12 +149,11 @@ def run(args: argparse.Namespace) -> int:
         wall = (reader.meta.get("clock_origin") or {}).get("wall_s")
         since = parse_time(args.since, origin, wall)
         until = parse_time(args.until, origin, wall)
-        out = open(args.out, "w", newline="", encoding="utf-8") if args.out else sys.stdout  # noqa: SIM115
-        try:
-            rows = export(reader, args.fmt, out, args.step, since, until)
-        finally:
-            if args.out:
-                out.close()
+        if args.out:
+            with atomic_open(args.out, newline="") as out:
+                rows = export(reader, args.fmt, out, args.step, since, until)
+        else:
+            rows = export(reader, args.fmt, sys.stdout, args.step, since, until)
     except JournalReadError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:

@@ -25,6 +25,7 @@ from infmon.commands import CliError, bench, quality
 from infmon.commands.against import finish as finish_against
 from infmon.commands.against import read_options, write_comparison
 from infmon.commands.common import add_load_arguments, say
+from infmon.journal.safefile import write_text_atomic
 
 METHOD_FILE = "method.json"
 """In each session the method wrote: its label and the baseline it was compared with."""
@@ -206,7 +207,7 @@ def _has_quality(path: Path) -> bool:
 def _write_method_file(session_dir: Path, args: argparse.Namespace) -> None:
     doc = {"label": args.label, "baseline": args.baseline, "seed": args.seed}
     try:
-        (session_dir / METHOD_FILE).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+        write_text_atomic(session_dir / METHOD_FILE, json.dumps(doc) + "\n")
     except OSError as exc:
         raise CliError(f"cannot write {session_dir / METHOD_FILE}: {exc.strerror}") from None
 

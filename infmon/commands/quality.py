@@ -19,6 +19,7 @@ from infmon.commands.common import (
     say,
     write_session_reports,
 )
+from infmon.journal.safefile import write_text_atomic
 from infmon.model.sanitize import clean, strict_json
 
 
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     text = strict_json(doc, indent=2)
     if args.out:
         try:
-            args.out.write_text(text + "\n", encoding="utf-8")
+            write_text_atomic(args.out, text + "\n")
         except OSError as exc:
             raise CliError(f"cannot write {args.out}: {exc.strerror}") from None
     if args.json:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
+
+from infmon.journal.safefile import write_text_atomic
 
 
 def _json_default(obj: Any) -> Any:
@@ -40,8 +41,6 @@ def dumps(obj: Any) -> str:
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(
-        json.dumps(null_nonfinite(obj), indent=2, default=_json_default, allow_nan=False) + "\n"
-    )
-    os.replace(tmp, path)
+    """Strict JSON written safely (``safefile``: a fresh temporary name, renamed in)."""
+    text = json.dumps(null_nonfinite(obj), indent=2, default=_json_default, allow_nan=False)
+    write_text_atomic(path, text + "\n")

@@ -22,6 +22,7 @@ import sqlite3
 from pathlib import Path
 
 from infmon.journal.rows import RECORD_SCHEMA
+from infmon.journal.safefile import owned_by_other
 
 MAIN_DB = "journal.sqlite"
 LOCK_FILE = "infmon.lock"
@@ -76,14 +77,25 @@ def _reason(exc: OSError) -> str:
 
 
 def check_session_dir(path: Path) -> Path:
-    """Create ``path`` if needed and prove a file can be written and removed there."""
+    """Create ``path`` if needed and prove a file can be written and removed there; a directory
+    another user owns is refused (they could plant links to files of ours in it)."""
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
+        other = owned_by_other(path)
+        if other is not None:
+            raise SessionDirError(
+                path, f"owned by another user (uid {other}); infmon writes only where you own"
+            )
         probe = path / f".infmon-write-test-{os.getpid()}"
-        with open(probe, "wb") as f:
-            f.write(b"x")
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
         probe.unlink()
+    except SessionDirError:
+        raise
     except OSError as exc:
         raise SessionDirError(path, f"not writable ({_reason(exc)})") from None
     return path
@@ -95,7 +107,7 @@ class SessionLock:
     def __init__(self, path: Path) -> None:
         self.path = Path(path) / LOCK_FILE
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise SessionDirError(path, f"cannot create its lock ({_reason(exc)})") from None
         try:
@@ -140,6 +152,9 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
         db.execute("PRAGMA query_only = 1")
         return db
+    for suffix in ("", "-wal", "-shm", "-journal"):  # SQLite would write through a link
+        if os.path.islink(f"{path}{suffix}"):
+            raise sqlite3.OperationalError(f"{path}{suffix} is a symbolic link; not written")
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = NORMAL")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from infmon.journal.reader import SessionReader
+from infmon.journal.safefile import atomic_open, private_dir, write_text_atomic
 from infmon.journal.writer import JournalStatus
 from infmon.report.doc import ReportDoc
 from infmon.report.docjson import json_ready, write_report_json
@@ -29,7 +29,8 @@ def build_summary(
 
 def report_dir(session_dir: Path, out_dir: Path | None = None) -> Path:
     """Where reports go: ``out_dir`` if given, else the session directory if it can be
-    written, else ``$TMPDIR/infmon-reports/<session name>`` (a full or read-only disk)."""
+    written, else this run's private ``fallback_dir`` (a full or read-only disk, a directory
+    another user owns)."""
     from infmon.journal.store import SessionDirError, check_session_dir
 
     if out_dir is not None:
@@ -41,7 +42,9 @@ def report_dir(session_dir: Path, out_dir: Path | None = None) -> Path:
 
 
 def fallback_dir(session_dir: Path) -> Path:
-    return Path(tempfile.gettempdir()) / "infmon-reports" / Path(session_dir).resolve().name
+    """A private directory (``$TMPDIR/infmon-reports-<session name>-XXXXXXXX``, mode 0700)
+    made for this process; the same one for every report it writes of this session."""
+    return private_dir(Path(session_dir).resolve())
 
 
 def write_reports(
@@ -57,7 +60,7 @@ def write_reports(
     try:
         return _write_reports(Path(session_dir), out, screenshot_svg, journal_status)
     except OSError:
-        if out_dir is not None or out == fallback_dir(session_dir):
+        if out_dir is not None or out.resolve() != Path(session_dir).resolve():
             raise
         return _write_reports(
             Path(session_dir), fallback_dir(session_dir), screenshot_svg, journal_status
@@ -77,10 +80,8 @@ def _write_reports(
     out.mkdir(parents=True, exist_ok=True)
     origin = SessionReader(session_dir).origin_s()
     csv_path = out / "requests.csv"
-    tmp_csv = csv_path.with_name(csv_path.name + ".tmp")
-    with open(tmp_csv, "w", newline="", encoding="utf-8") as f:
+    with atomic_open(csv_path, newline="") as f:
         doc = build_summary(session_dir, RequestsCsv(f, origin).add_columns)
-    tmp_csv.replace(csv_path)
     _note_journal(doc, journal_status, out, session_dir)
     doc = json_ready(doc)
     written = [csv_path]
@@ -91,16 +92,14 @@ def _write_reports(
             if isinstance(screenshot_svg, Path)
             else str(screenshot_svg)
         )
-        (out / "screenshot.svg").write_text(shot, encoding="utf-8")
+        write_text_atomic(out / "screenshot.svg", shot)
         written.append(out / "screenshot.svg")
     write_report_json(out / "report.json", doc)
     for name, text in (
         ("report.md", render_markdown(doc)),
         ("report.html", render_html(doc, shot)),
     ):
-        tmp = out / (name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out / name)
+        write_text_atomic(out / name, text)
     written += [out / "report.json", out / "report.md", out / "report.html"]
     return written
 

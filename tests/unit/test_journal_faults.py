@@ -175,6 +175,8 @@ def test_reports_of_an_unwritable_session_go_to_a_printed_fallback(tmp_path, mon
 
     monkeypatch.setattr("infmon.journal.store.check_session_dir", refuse)
     written = report.write_reports(session)
-    assert written[0].parent == tmp_path / "tmp" / "infmon-reports" / "s"
+    private = written[0].parent
+    assert private.parent == tmp_path / "tmp" and private.name.startswith("infmon-reports-s-")
+    assert private.stat().st_mode & 0o777 == 0o700
     assert "Reports written to" in (written[0].parent / "report.md").read_text()
     assert write_reports  # the public name stays importable
