@@ -43,6 +43,16 @@ def _wait_http(url: str, timeout_s: float) -> None:
     raise AssertionError(f"{url} never answered")
 
 
+def _printed_url(path: Path, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        m = re.search(r"http://\S+/\?token=[\w-]+", path.read_text())
+        if m:
+            return m.group()
+        time.sleep(0.1)
+    raise AssertionError(f"no URL printed: {path.read_text()}")
+
+
 async def _browse(devtools_port: int, url: str, seconds: float, shot: Path) -> str:
     """Open ``url`` in a new tab, gather the text of every websocket frame the page receives
     for ``seconds``, save a screenshot; return the text (escape sequences removed)."""
@@ -97,16 +107,18 @@ def test_the_monitor_in_a_browser_shows_throughput_and_the_kv_gauge(tmp_path) ->
     pytest.importorskip("textual_serve", reason="infmon serve needs textual-serve")
     port, devtools = free_port(), free_port()
     argv = ["serve", "--listen", f"127.0.0.1:{port}", "demo", "--session-dir", str(tmp_path / "s")]
+    banner = tmp_path / "serve.log"
     serve = subprocess.Popen(
         [sys.executable, "-m", "infmon", *argv],
         cwd=REPO,
-        stdout=subprocess.PIPE,
+        stdout=banner.open("wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     chrome = None
     try:
-        _wait_http(f"http://127.0.0.1:{port}/", 30)
+        page = _printed_url(banner, 30)  # the page needs the token of the printed URL
+        _wait_http(page, 30)
         flags = [
             "--headless",
             "--no-sandbox",
@@ -126,7 +138,7 @@ def test_the_monitor_in_a_browser_shows_throughput_and_the_kv_gauge(tmp_path) ->
         )
         _wait_http(f"http://127.0.0.1:{devtools}/json/version", 30)
         shot = tmp_path / "serve.png"
-        text = asyncio.run(_browse(devtools, f"http://127.0.0.1:{port}/", 25.0, shot))
+        text = asyncio.run(_browse(devtools, page, 25.0, shot))
     finally:
         for proc in (chrome, serve):
             if proc is not None and proc.poll() is None:
