@@ -155,7 +155,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     result["session_dir"] = str(session_dir)
     if args.json:
         _write_json(Path(args.json), result)
-    status = _verdict(result)
+    status = max(_verdict(result), journal.status().exit_code)  # 3: records were lost
     if line := kv_line(session_dir):
         say(line)
     return max(status, finish_against(against, session_dir)) if compare else status
@@ -178,9 +178,10 @@ def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> Non
     if stop.received is not None:
         journal.write_event("interrupted", signal=stop.name)
     journal.close()
-    say(f"session recorded in {session_dir}")
-    if journal.status().recorded_records > 0:  # some load ran: report it
-        write_session_reports(session_dir, journal.status())
+    end = journal.status()
+    say(f"session recorded in {end.recorded_in(session_dir)}")
+    if end.recorded_records > 0 or end.unwritten_records:  # some load ran: report it
+        write_session_reports(session_dir, end)
 
 
 async def _bench(

@@ -472,7 +472,8 @@ def write_session_reports(
     from infmon.report import write_reports
 
     if journal_status is not None and journal_status.line():
-        say(f"infmon: warning: {journal_status.line()}", err=True)
+        grade = "error" if journal_status.unwritten_records else "warning"
+        say(f"infmon: {grade}: {journal_status.line()}", err=True)
     try:
         written = write_reports(directory, journal_status=journal_status)
     except Exception as exc:  # a report bug must not turn a finished run into a crash

@@ -260,11 +260,13 @@ def run_monitor(
                 with contextlib.suppress(OSError):  # no terminal left after a SIGHUP
                     app.say_closing()
             out = finish(app, recorder, report=failed is None)
-            status[0] = 2 if failed else 0
-            print(
-                failed or f"infmon: session recorded in {recorder.session_dir}; report: {out}",
-                file=sys.stderr,
-            )
+            end = recorder.journal.status()
+            status[0] = 2 if failed else end.exit_code  # 3: records were lost
+            if not failed and end.line():
+                grade = "error" if end.unwritten_records else "warning"
+                print(f"infmon: {grade}: {end.line()}", file=sys.stderr)
+            place = end.recorded_in(recorder.session_dir)
+            print(failed or f"infmon: session recorded in {place}; report: {out}", file=sys.stderr)
         finally:
             if on_exit is not None:
                 on_exit()

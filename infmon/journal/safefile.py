@@ -56,12 +56,15 @@ def owned_by_other(path: Path) -> int | None:
 
 def private_dir(key: Path) -> Path:
     """This process's private directory for ``key`` (``$TMPDIR/infmon-reports-NAME-XXXX``,
-    NAME its last part, mode 0700), made once and checked again on every use."""
+    NAME its last part, mode 0700), made once and checked again on every use. ``$TMPDIR`` is
+    taken as given: Python's own choice would move on to ``/tmp`` or the working directory
+    when it is full, and the operator named this place."""
     made = _private.get(key)
     if made is not None and _is_private(made):
         return made
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", key.name)[:64] or "session"
-    made = _private[key] = Path(tempfile.mkdtemp(prefix=f"infmon-reports-{safe}-"))
+    base = tempfile.tempdir or os.environ.get("TMPDIR") or tempfile.gettempdir()
+    made = _private[key] = Path(tempfile.mkdtemp(prefix=f"infmon-reports-{safe}-", dir=base))
     return made
 
 

@@ -37,7 +37,9 @@ When the disk fails (full, read-only, I/O error) the rows stay in memory, up to 
 records (the oldest beyond it are dropped and counted); they are tried again after 0.5 s,
 then after twice as long each time up to 30 s (each try re-inserts every held row), and
 ``status()`` says what happened ("journal: disk full since 12:03:41, 1,204 records held in
-memory"). The run goes on.
+memory"). The run goes on. If the disk still refuses them at ``close()``, the session's whole
+record is saved to a private directory instead (``infmon.journal.rescue``), or what could not
+be written anywhere is counted as lost (``JournalStatus.lost_records``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import contextlib
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,7 @@ from infmon.clock import Clock, MonotonicClock, wall_time
 from infmon.journal.held import Held, JournalStatus, short_reason
 from infmon.journal.jsonio import dumps, write_json_atomic
 from infmon.journal.redact import redact
+from infmon.journal.rescue import rescue
 from infmon.journal.rows import INSERT_RECORD, record_rows
 from infmon.journal.scrapes import ScrapeBudget, ScrapeFilter
 from infmon.journal.store import (
@@ -104,6 +108,9 @@ class JournalWriter:
         self._scrape_filter = ScrapeFilter(scrape_budget or ScrapeBudget())
         self._dbs: dict[int, sqlite3.Connection] = {}
         self._written = self._dropped = self._errors = 0
+        self._rescued = self._lost = 0
+        self._rescued_dir: Path | None = None
+        self._rescue_error: str | None = None
         self._error: str | None = None
         self._retry_delay_s, self._retry_at = 0.0, 0.0
         self._failing_since: float | None = None
@@ -208,6 +215,10 @@ class JournalWriter:
                 error=self._error,
                 failing_since_wall_s=self._failing_since,
                 errors=self._errors,
+                rescued_dir=str(self._rescued_dir) if self._rescued_dir else None,
+                rescued_records=self._rescued,
+                lost_records=self._lost,
+                rescue_error=self._rescue_error,
             )
 
     def flush(self, force: bool = False) -> None:
@@ -242,10 +253,12 @@ class JournalWriter:
                 self._error = self._failing_since = None
                 self._retry_delay_s = 0.0
 
-    def _commit(self, held: Held) -> int:
+    def _commit(self, held: Held, shard: Callable[[int], sqlite3.Connection] | None = None) -> int:
+        """Commit ``held`` (one transaction per shard; ``shard``: worker → connection, the
+        session's own by default); committed rows leave ``held``."""
         written = 0
         for worker in sorted(set(held.records) | {0}):
-            db, rows = self._db(worker), held.records.get(worker, [])
+            db, rows = (shard or self._db)(worker), held.records.get(worker, [])
             main = worker == 0
             if not rows and not (main and (held.events or held.scrapes or held.pages or held.meta)):
                 continue
@@ -321,9 +334,28 @@ class JournalWriter:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.flush(force=True)
-        with self._io_lock, self._lock:
-            self._closed = True
-            self._close_dbs(tidy=self._error is None)
+        with self._io_lock:
+            if self._error is not None and not self._held.empty():
+                self._rescue()
+            with self._lock:
+                self._closed = True
+                self._close_dbs(tidy=self._error is None)
+
+    def _rescue(self) -> None:
+        """The disk still refuses the held rows: save the whole record elsewhere
+        (``infmon.journal.rescue``) or count them as lost."""
+        held = self._held.record_count()
+        try:
+            where, written = rescue(self.session_dir, self._dbs, self._held, self._commit)
+        except (sqlite3.Error, OSError) as exc:
+            with self._lock:
+                self._lost += self._held.record_count()
+                self._held.records.clear()
+                self._rescue_error = short_reason(exc)
+            return
+        with self._lock:
+            self._rescued_dir, self._rescued = where, written
+            self._lost += held - written
 
     def __enter__(self) -> JournalWriter:
         return self

@@ -56,6 +56,8 @@ def write_reports(
     """Rebuild every report of a session directory (offline); returns the files written.
     ``journal_status`` (the writer's, at the end of a run) adds what the disk refused; when
     the reports cannot be written where they belong they go to ``fallback_dir``."""
+    if journal_status is not None and journal_status.rescued_dir:  # the whole record moved
+        session_dir = Path(journal_status.rescued_dir)
     out = report_dir(session_dir, out_dir)
     try:
         return _write_reports(Path(session_dir), out, screenshot_svg, journal_status)
@@ -111,19 +113,30 @@ def _note_journal(
     notes = []
     if status is not None:
         doc["session"]["journal"] = status.to_dict()
-        if status.held_records or status.dropped_records or status.error:
-            notes.append(
-                f"{status.line() or 'journal: write errors'}: "
-                f"{status.held_records:,} records were held in memory and never reached the "
-                "journal, so the figures leave them out"
-                + (
-                    f"; {status.dropped_records:,} more were dropped"
-                    if status.dropped_records
-                    else ""
-                )
-                + "."
-            )
+        if not status.ok:
+            notes.append(_journal_note(status))
     if out.resolve() != Path(session_dir).resolve():
         doc["session"]["reports_dir"] = str(out)
         notes.append(f"Reports written to {out} (not the session directory).")
     doc["caveats"] = notes + list(doc.get("caveats") or [])
+
+
+def _journal_note(status: JournalStatus) -> str:
+    """The report's first caveat when the disk failed: what it holds, what it leaves out."""
+    head = f"{status.line() or 'journal: write errors'}."
+    if status.rescued_dir:
+        head += (
+            f" This report is built from that copy, with the {status.rescued_records:,} "
+            "records the session directory refused."
+        )
+    if status.held_records:
+        head += (
+            f" {status.held_records:,} records were held in memory and never reached the "
+            "journal, so the figures leave them out."
+        )
+    if status.unwritten_records:
+        head += (
+            f" {status.unwritten_records:,} records were lost (never written), so the "
+            "figures leave them out."
+        )
+    return head

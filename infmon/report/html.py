@@ -231,6 +231,11 @@ def render_html(doc: ReportDoc, screenshot_svg: str | None = None) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         f"<title>{title}</title><style>{CSS}</style></head><body>",
         f"<h1>{title}</h1>",
+        *(
+            [f'<p class="warn"><b>Warning:</b> {html_text(str(line))}</p>']
+            if (line := (s.get("journal") or {}).get("line"))
+            else []
+        ),
         f"<p>{html_text(str(target.get('model') or '—'))} at {html_text(str(target.get('url') or '—'))}"
         f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed</p>",
         "<h2>Server</h2>",

@@ -44,12 +44,19 @@ def _workload_lines(w: WorkloadInfo) -> list[str]:
     return [md_escape(" · ".join(parts)), ""]
 
 
+def _journal_warning(journal: dict[str, object] | None) -> list[str]:
+    """A disk that refused the record is said before anything else (the figures depend on it)."""
+    line = (journal or {}).get("line")
+    return [f"> **Warning:** {md_escape(line)}", ""] if line else []
+
+
 def render_markdown(doc: ReportDoc) -> str:
     s = doc.get("session") or {}
     target = doc.get("target") or {}
     out = [
         f"# infmon report: {md_escape(s.get('label') or s.get('dir') or 'session')}",
         "",
+        *_journal_warning(s.get("journal")),
         f"{md_escape(target.get('model') or DASH)} at {md_escape(target.get('url') or DASH)}"
         f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed"
         + (f", {num(s['cancelled'])} cancelled" if s.get("cancelled") else ""),

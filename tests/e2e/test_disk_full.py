@@ -1,5 +1,6 @@
 """The disk fills up mid-run (#14): ``infmon bench`` goes on, holds the journal's rows in memory,
-finishes, and its report says how many were held and where it was written."""
+finishes, saves the whole record to a private directory in ``$TMPDIR`` (#27) and its report,
+built from there, says how many were held and where it is."""
 
 from __future__ import annotations
 
@@ -93,7 +94,11 @@ def test_a_disk_that_fills_mid_run(tmp_path):
     print(out, err)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
-    m = re.search(r"journal: disk full since \d\d:\d\d:\d\d, ([\d,]+) records held in memory", err)
+    m = re.search(
+        r"journal: disk full since \d\d:\d\d:\d\d, the session's record \(([\d,]+) records "
+        r"held in memory included\) saved to (\S+)",
+        err,
+    )
     assert m, err
     held = int(m.group(1).replace(",", ""))
     assert held > 0
@@ -102,9 +107,9 @@ def test_a_disk_that_fills_mid_run(tmp_path):
     reports = Path(where.group(1))
     assert reports.parent == fallback_root and reports.name.startswith("infmon-reports-session-")
     assert reports.stat().st_mode & 0o777 == 0o700
+    assert reports == Path(m.group(2))  # the whole record and its reports, together
     md = (reports / "report.md").read_text()
-    assert f"{held:,} records were held in memory" in md
-    assert f"Reports written to {reports}" in md
+    assert f"with the {held:,} records the session directory refused" in md
 
 
 def test_a_read_only_disk(tmp_path):
