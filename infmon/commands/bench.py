@@ -42,6 +42,7 @@ from infmon.commands.scale import (
     start_exporter,
     stop_exporter,
 )
+from infmon.commands.search_args import SearchOutput, add_search_arguments, search_from_args
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
 from infmon.engine.controller import EngineError, LoadEngine, Target
@@ -52,6 +53,7 @@ from infmon.load.runtime import tune_for_load
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.model.slo_verdict import slo_verdict
+from infmon.model.search import SearchSpec
 from infmon.report.doc import BENCH_SCHEMA as SCHEMA
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
@@ -86,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_against_arguments(parser)
     add_load_arguments(parser)
     add_scale_arguments(parser)
+    add_search_arguments(parser)
 
 
 def add_against_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,6 +120,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     if not config.url:
         raise CliError("give the server's URL (infmon bench URL, or --url)")
     plan = plan_from_config(config)
+    search = search_from_args(args, config)
     make_workload(config)  # a bad dataset is an error before anything starts
     session_dir = (
         Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
@@ -137,6 +141,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     opts.reference = against.reference
     opts.gpu_metrics = getattr(args, "gpu_metrics", None)
     opts.metrics_url = getattr(args, "metrics_url", None)
+    opts.search = search
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
@@ -170,6 +175,7 @@ class _Options:
         self.reference: Reference | None = None
         self.gpu_metrics: str | None = None
         self.metrics_url: str | None = None
+        self.search: SearchSpec | None = None
 
 
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
@@ -247,7 +253,13 @@ async def _bench(
             scrape_edge=scrapes.scrape_edge if scrapes else None,
             counts=lambda i: (wiring.done[i], wiring.failed[i]),
         )
-        results = await runner.run(plan, on_step=progress.step, on_tick=progress.tick)
+        found: dict[str, Any] | None = None
+        if opts.search is None:
+            results = await runner.run(plan, on_step=progress.step, on_tick=progress.tick)
+        else:
+            results, found = await _search(
+                runner, opts.search, plan[0], config, journal, progress, session_dir
+            )
         if scrapes is not None:
             await scrapes.stop(final_scrape=True)
             scrapes = None
@@ -255,6 +267,8 @@ async def _bench(
                 say(text)
         out = _result(config, target, results, wiring.errors, ledger)
         out["server"] = _health_summary(wiring, journal.origin["perf_s"])
+        if found is not None:
+            out["search"] = found
         journal.write_event(
             "bench_summary", knee=out["knee"], slo_max_concurrency=out["slo_max_concurrency"]
         )
@@ -272,6 +286,25 @@ async def _bench(
         if scrapes is not None:
             await scrapes.stop()
         await stop_exporter(exporter, finished)
+
+
+async def _search(
+    runner: StepRunner,
+    spec: SearchSpec,
+    base: StepSpec,
+    config: Config,
+    journal: JournalWriter,
+    progress: _Progress,
+    session_dir: Path,
+) -> tuple[list[tuple[StepResult, EdgeRate]], dict[str, Any]]:
+    """The search plan: a probe per move, the chart as it grows, the verdict and search.json."""
+    out = SearchOutput(spec, config, journal)
+    journal.write_event("search", goal=spec.goal, lo=spec.lo, hi=spec.hi, budget=spec.budget)
+    verdict, results, probes = await runner.search(
+        spec, base, config.slo, on_step=progress.step, on_tick=progress.tick, on_move=out.move
+    )
+    out.chart(probes)
+    return results, dict(out.verdict(verdict, probes, session_dir))
 
 
 def _scraper(

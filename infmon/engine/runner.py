@@ -21,7 +21,11 @@ from dataclasses import dataclass, replace
 from infmon.clock import Clock
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
+from infmon.model.knee import KneePoint, points_of
 from infmon.model.ledger import StepLedger, StepResult
+from infmon.model.measures import SLO
+from infmon.model.search import Next, SearchSpec, Verdict, next_move
+from infmon.model.search_fit import Probe, probe_of
 from infmon.model.server import ServerSnapshot
 from infmon.model.steps import CLOSED, RATE, REPLAY, Level, StepEvent
 
@@ -141,6 +145,35 @@ class StepRunner:
             if on_step is not None:
                 on_step(i, spec, result, rate)
         return out
+
+    async def search(
+        self,
+        goal: SearchSpec,
+        base: StepSpec,
+        slo: SLO | None,
+        on_step: Callable[[int, StepSpec, StepResult, EdgeRate], None] | None = None,
+        on_tick: Callable[[StepProgress], None] | None = None,
+        on_move: Callable[[Next, list[Probe]], None] | None = None,
+    ) -> tuple[Verdict, list[tuple[StepResult, EdgeRate]], list[Probe]]:
+        """Bench's search plan: each probe an ordinary step at the level the pure policy
+        (``model/search.py``) asks for, its figures the ledger's settled result."""
+        out: list[tuple[StepResult, EdgeRate]] = []
+        probes: list[Probe] = []
+        knee: list[KneePoint] = []
+        while isinstance(move := next_move(goal, probes, knee), Next):
+            if on_move is not None:
+                on_move(move, probes)
+            if goal.integer:
+                spec = replace(base, concurrency=int(move.level), rate=None)
+            else:
+                spec = replace(base, concurrency=None, rate=move.level)
+            result, rate = await self._one(len(out), goal.budget, spec, on_tick)
+            out.append((result, rate))
+            probes.append(probe_of(result, slo, goal.attainment))
+            knee.extend(points_of([result]))
+            if on_step is not None:
+                on_step(len(out) - 1, spec, result, rate)
+        return move, out, probes
 
     async def _one(
         self, i: int, total: int, spec: StepSpec, on_tick: Callable[[StepProgress], None] | None

@@ -158,7 +158,11 @@ def _server_knee(pts: list[KneePoint]) -> Knee | None:
 
 def find_knee(steps: Sequence[Any]) -> Knee | None:
     """The knee (see the module docstring), or None when nothing has flattened yet."""
-    pts = points_of(steps)
+    return knee_of_points(points_of(steps))
+
+
+def knee_of_points(pts: list[KneePoint]) -> Knee | None:
+    """The knee of points already one per concurrency, by concurrency (``points_of``)."""
     by_tput, by_server = _throughput_knee(pts), _server_knee(pts)
     if by_server is None:
         return by_tput
