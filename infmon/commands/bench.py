@@ -52,8 +52,8 @@ from infmon.journal.safefile import write_text_atomic
 from infmon.load.runtime import tune_for_load
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
-from infmon.model.slo_verdict import slo_verdict
 from infmon.model.search import SearchSpec
+from infmon.model.slo_verdict import slo_verdict
 from infmon.report.doc import BENCH_SCHEMA as SCHEMA
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
