@@ -25,6 +25,7 @@ from infmon.model.live_baseline import LiveBaseline
 from infmon.model.measures import SLO
 from infmon.model.rules import Rule, RuleError, check, parse_rules
 from infmon.model.sanitize import strict_json
+from infmon.model.spec_econ import acceptance_text
 from infmon.model.steps import StepBook
 
 if TYPE_CHECKING:
@@ -60,13 +61,12 @@ def step_lines(c: LevelComparison) -> list[str]:
     if not c.in_baseline:
         return [f"      vs baseline: {c.label} not in the baseline run (not compared)"]
     cells = [f"{d.metric.label} {delta_text(d)}" for k in SHOWN if (d := c.get(k)) is not None]
-    out = [f"      vs baseline: {' · '.join(cells)}  (* beyond noise, ≈ within)"]
+    out = [f"      vs baseline: {' · '.join(cells)}  (* beyond noise, ≈ within, ? untested)"]
     s = c.spec
     if s is not None:
         out.append(
-            f"      spec: acceptance {s.acceptance_rate:.2f}, {s.mean_length:.2f} tokens/step "
-            f"(α {s.alpha:.2f}, k={s.k}), {s.tokens_per_chunk:.2f} tokens/chunk, "
-            f"ITL {s.itl_over_tpot:.2f} × TPOT"
+            f"      spec: {acceptance_text(s.mean_length, s.k)}; the stream saw "
+            f"{s.tokens_per_chunk:.2f} tokens per chunk (ITL ≈ {s.itl_over_tpot:.2f} × TPOT)"
         )
         e = s.economics
         if e is not None:

@@ -21,6 +21,7 @@ from infmon.model.kv_fill import kv_fill_concurrency
 from infmon.model.levels import LevelSample, SpecWindow, by_level
 from infmon.model.spec_econ import SpecEconomics, alpha_for_tokens, economics
 from infmon.model.steps import Level
+from infmon.model.units import latency_text
 
 NAN = math.nan
 
@@ -210,6 +211,8 @@ class RunFacts:
     max_num_seqs: float = NAN
     """Inferred (running stopped while requests waited); vLLM does not publish it."""
     tokens_per_seq: float = NAN
+    drafter: str | None = None
+    """The speculative drafter's model, when the server names it (``speculative_config_info``)."""
 
     @property
     def weights(self) -> str | None:
@@ -357,8 +360,7 @@ def value_text(metric: Metric, value: float) -> str:
     if not math.isfinite(value):
         return "—"
     if metric.unit == "s":
-        ms = value * 1e3
-        return f"{ms:,.1f}" if ms < 100 else f"{ms:,.0f}"
+        return latency_text(value)
     if metric.unit == "req/s":
         return f"{value:,.2f}"
     if metric.unit == "tok/s":
@@ -372,9 +374,10 @@ def delta_text(d: MetricDelta) -> str:
     text = value_text(d.metric, d.delta.value)
     if not math.isfinite(d.delta.base):
         return text
-    mark = {True: "*", False: "≈", None: ""}[d.delta.beyond_noise]
+    mark = {True: "*", False: "≈", None: "?"}[d.delta.beyond_noise]
     return f"{text} {fmt_rel(d.delta)}{mark}"
 
 
 def unit_label(metric: Metric) -> str:
-    return f"{metric.label} ms" if metric.unit == "s" else metric.label
+    """A column's heading: a latency's unit is said in each figure (``infmon.model.units``)."""
+    return metric.label

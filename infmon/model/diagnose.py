@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from infmon.model.dashboard import Cause, ServerView
 from infmon.model.gpu import GpuEvidence
+from infmon.model.spec_econ import acceptance_text
 
 KV_FULL_FRACTION = 0.95
 LOW_ACCEPTANCE_RATE = 0.3
@@ -121,11 +122,11 @@ def low_acceptance(i: DiagnosisInputs) -> Diagnosis | None:
     spec = i.server.spec
     if spec is None or not _ok(spec.acceptance_rate) or spec.acceptance_rate >= LOW_ACCEPTANCE_RATE:
         return None
-    length = spec.mean_acceptance_length
-    tail = f" (mean length {length:.1f})" if _ok(length) else ""
+    k = len(spec.per_position_acceptance)
     return Diagnosis(
         "spec",
-        f"low draft acceptance {spec.acceptance_rate:.2f}{tail}: drafts may cost more than they save",
+        f"low {acceptance_text(spec.mean_acceptance_length, k)}: drafts may cost more than "
+        "they save",
     )
 
 

@@ -17,6 +17,7 @@ import math
 
 from infmon.model.diagnose import Diagnosis, DiagnosisInputs, throughput_drop
 from infmon.model.gpu import GpuRow, HolderView
+from infmon.model.units import latency_text
 
 OTHER_SM_MIN_PERCENT = 5.0
 BUSY_ACTIVITY = 0.5
@@ -122,7 +123,7 @@ def gpu_idle(i: DiagnosisInputs) -> Diagnosis | None:
     if not (rose or waiting):
         return None
     why = (
-        f"TTFT p90 {min(ttft) * 1e3:.0f} → {ttft[-1] * 1e3:.0f} ms"
+        f"TTFT p90 {latency_text(min(ttft))} → {latency_text(ttft[-1])}"
         if rose
         else f"{i.server.waiting:.0f} waiting"
     )

@@ -21,6 +21,7 @@ from typing import Any
 from infmon.model.gpu import GpuRow, GpuState, HolderView
 from infmon.model.gpu_rules import IDLE_ACTIVITY, LATENCY_RISE, contention_text, throttle_text
 from infmon.model.server import GpuSnapshot
+from infmon.model.units import latency_text
 
 NAN = math.nan
 MAX_GPUS = 16
@@ -236,8 +237,8 @@ def _idle_text(
         and ttft_p90_ms >= LATENCY_RISE * low
         and ttft_p90_ms - low >= LATENCY_RISE_MIN_MS
     )
-    if rose:
-        why = f"TTFT p90 {low:.0f} → {ttft_p90_ms:.0f} ms"
+    if rose and low is not None and ttft_p90_ms is not None:
+        why = f"TTFT p90 {latency_text(low / 1e3)} → {latency_text(ttft_p90_ms / 1e3)}"
     elif waiting_max is not None and waiting_max > 0:
         why = f"up to {waiting_max:.0f} waiting"
     else:

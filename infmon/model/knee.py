@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from infmon.model.units import latency_text
+
 GROWTH_PER_DOUBLING = 0.10
 SLO_ATTAINMENT = 0.9
 """A step meets the SLO when at least this fraction of its requests were good."""
@@ -142,7 +144,7 @@ def _throughput_knee(pts: list[KneePoint]) -> Knee | None:
             reason = (
                 f"throughput {g:+.0%} per doubling from c={a.concurrency:g} to "
                 f"c={b.concurrency:g} while median E2E latency rose "
-                f"{a.e2el_p50_ms:.0f} → {b.e2el_p50_ms:.0f} ms"
+                f"{latency_text(a.e2el_p50_ms / 1e3)} → {latency_text(b.e2el_p50_ms / 1e3)}"
             )
             return Knee(int(a.concurrency), reason, len(pairs) - i >= 2, "throughput")
     return None

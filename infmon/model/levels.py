@@ -41,6 +41,8 @@ class SpecWindow:
     """Accepted / draft tokens."""
     mean_length: float
     """1 + accepted / drafts: tokens per engine step."""
+    per_position: tuple[float, ...] = ()
+    """Accepted at draft position i / drafts (vLLM's per-position acceptance rate)."""
 
 
 class SpecMeter:
@@ -55,12 +57,15 @@ class SpecMeter:
         self.sums = [0.0, 0.0, 0.0]
         self.k = 0
         self.rates: list[tuple[float, float]] = []
+        self.last_pos: tuple[float, ...] | None = None
+        self.pos_sums: list[float] = []
 
     def observe(self, spec: Mapping[str, Any] | None) -> None:
         """One scrape's ``spec_decode`` (``SpecDecode.to_dict()``)."""
         if not spec:
             return
         self.k = len(spec.get("acceptance_per_position") or ()) or self.k
+        self._observe_positions(spec.get("accepted_per_position_total"))
         totals = [spec.get(n) for n in self.TOTALS]
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in totals):
             now = tuple(float(x) for x in totals)  # type: ignore[arg-type]
@@ -74,11 +79,26 @@ class SpecMeter:
         if isinstance(rate, (int, float)) and isinstance(length, (int, float)):
             self.rates.append((float(rate), float(length)))
 
+    def _observe_positions(self, totals: object) -> None:
+        """Accepted tokens per draft position, summed like the totals (a restart counts anew)."""
+        if not isinstance(totals, (list, tuple)) or not totals:
+            return
+        now = tuple(float(x) if isinstance(x, (int, float)) else math.nan for x in totals)
+        last = self.last_pos
+        if last is not None and len(last) == len(now):
+            back = any(b < a for a, b in zip(last, now, strict=True))
+            if len(self.pos_sums) != len(now):
+                self.pos_sums = [0.0] * len(now)
+            for i, (a, b) in enumerate(zip(last, now, strict=True)):
+                self.pos_sums[i] += b if back else b - a
+        self.last_pos = now
+
     def window(self) -> SpecWindow | None:
         drafts, draft_tokens, accepted = self.sums
         if drafts > 0 and draft_tokens > 0:
             k = self.k or round(draft_tokens / drafts)
-            return SpecWindow(k, accepted / draft_tokens, 1.0 + accepted / drafts)
+            per_pos = tuple(a / drafts for a in self.pos_sums)
+            return SpecWindow(k, accepted / draft_tokens, 1.0 + accepted / drafts, per_pos)
         if self.rates:
             rates = np.asarray(self.rates)
             return SpecWindow(self.k, float(np.median(rates[:, 0])), float(np.median(rates[:, 1])))

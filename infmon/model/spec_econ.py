@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from infmon.model.units import latency_text
+
 MODEL = (
     "spec step = 1 target pass over k+1 tokens + k draft passes; tokens per step "
     "(1 − α^(k+1))/(1 − α) at per-position acceptance α; step cost = TPOT × mean acceptance "
@@ -53,6 +55,20 @@ def alpha_for_tokens(tokens: float, k: int) -> float:
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+def acceptance_text(mean_length: float, k: int, drafter: str | None = None) -> str:
+    """Acceptance in the one vocabulary every pane, event, bench line, comparison and report
+    uses: ``acceptance α 0.11 per position, mean acceptance length 1.14 (k=3, drafter X)``.
+
+    The mean acceptance length is vLLM's ``1 + accepted / drafts``; α is the per-position
+    acceptance that yields it (each draft token accepted, given the earlier ones were)."""
+    alpha = alpha_for_tokens(mean_length, k) if k else math.nan
+    a = f"α {alpha:.2f} per position" if math.isfinite(alpha) else "α unknown"
+    length = f"{mean_length:.2f}" if math.isfinite(mean_length) else "unknown"
+    who = f"k={k}" if k else "k unknown"
+    who += f", drafter {drafter}" if drafter else ""
+    return f"acceptance {a}, mean acceptance length {length} ({who})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,29 +119,30 @@ class SpecEconomics:
     def verdict(self) -> str:
         """``c=16: spec is 3.4× slower than baseline; it would need acceptance ≥ 0.71, it has
         0.12`` (acceptance: per position, as the model states it)."""
-        has = f"it has {self.alpha:.2f}" if math.isfinite(self.alpha) else "its own is unknown"
+        has = f"it has α {self.alpha:.2f}" if math.isfinite(self.alpha) else "its α is unknown"
         be = self.breakeven_alpha
         if not self.pays:
             if math.isfinite(be):
-                need = f"it would need acceptance ≥ {be:.2f} per position, {has}"
+                need = f"it would need acceptance α ≥ {be:.2f} per position, {has}"
             else:
                 need = (
-                    f"no acceptance pays: a step costs {self.step_ratio:.1f} baseline steps and "
+                    f"no acceptance α pays: a step costs {self.step_ratio:.1f} baseline steps and "
                     f"yields at most k+1 = {self.k + 1} tokens ({has})"
                 )
             return f"{self.label}: spec is {1 / self.speedup:.1f}× slower than baseline; {need}"
         return (
             f"{self.label}: spec is {self.speedup:.1f}× faster than baseline; it pays while "
-            f"acceptance ≥ {be:.2f} ({has})"
+            f"acceptance α ≥ {be:.2f} per position ({has})"
         )
 
     def cost_line(self) -> str:
         """The step costs the verdict rests on."""
         return (
-            f"{self.label}: spec step {self.step_s * 1e3:.1f} ms (TPOT {self.tpot_s * 1e3:.1f} ms "
-            f"× {self.mean_length:.2f} tokens/step) vs baseline step "
-            f"{self.base_tpot_s * 1e3:.1f} ms; ≈ {self.draft_pass_s * 1e3:.1f} ms per draft "
-            f"pass (k={self.k}) if verifying k+1 tokens costs one baseline step"
+            f"{self.label}: spec step {latency_text(self.step_s)} (TPOT "
+            f"{latency_text(self.tpot_s)} × mean acceptance length {self.mean_length:.2f}) vs "
+            f"baseline step {latency_text(self.base_tpot_s)}; ≈ "
+            f"{latency_text(self.draft_pass_s)} per draft pass (k={self.k}) if verifying k+1 "
+            "tokens costs one baseline step"
         )
 
 

@@ -2,7 +2,7 @@
 
 Each cell is the run's figure, its change against the baseline and the noise test's mark from
 one computation (``infmon.model.baseline.delta_text``): ``15.9 -70%*`` beyond noise, ``≈``
-within noise, no mark when too few samples to test.
+within noise, ``?`` when too few samples to test.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from infmon.model.noise import METHOD
 from infmon.model.sanitize import html_text
 from infmon.model.spec_econ import MODEL as SPEC_MODEL
 from infmon.report.compare import Comparison, knee_with_limit
+from infmon.report.compare_charts import acceptance_chart, findings, overlay_charts
 from infmon.report.fmt import DASH
 from infmon.report.stepstats import slo_verdict_of
 
@@ -76,6 +77,7 @@ def _knees(cmp: Comparison) -> list[str]:
 def render_text(cmp: Comparison) -> str:
     names = [r.name for r in cmp.runs]
     out = [f"compare: baseline {names[0]} vs {', '.join(names[1:])}", ""]
+    out += [*(f"finding: {x}" for x in findings(cmp)), ""] if len(cmp.runs) > 1 else []
     out += [f"warning: {w}" for w in cmp.warnings]
     out += [""] if cmp.warnings else []
     for run, view in zip(cmp.runs[1:], cmp.views, strict=True):
@@ -88,7 +90,10 @@ def render_text(cmp: Comparison) -> str:
         out.append(f"  {flag} {row.key:<26} {shown}")
     for i, (title, keys) in enumerate(TABLES):
         server = i == len(TABLES) - 1
-        out += ["", f"per level, {title} (Δ vs baseline; * beyond noise, ≈ within noise):"]
+        out += [
+            "",
+            f"per level, {title} (Δ vs baseline; * beyond noise, ≈ within noise, ? too few samples to test):",
+        ]
         out += _table(_headers(keys, server), _rows(cmp, keys, server))
     out += ["", "knee / SLO limit:", *_knees(cmp)]
     out += ["", "explanation:"] + [f"  - {line}" for line in cmp.explanations]
@@ -128,6 +133,12 @@ def render_html(cmp: Comparison) -> str:
         "</head><body>",
         f"<h1>infmon compare: {html_text(' vs '.join(names))}</h1>",
         *(f"<p><b>warning:</b> {html_text(w)}</p>" for w in cmp.warnings),
+        "<h2>Findings</h2><ul>",
+        *(f"<li>{html_text(x)}</li>" for x in findings(cmp)),
+        "</ul>",
+        "<h2>Charts</h2>",
+        *overlay_charts(cmp),
+        acceptance_chart(cmp) or "",
         "<h2>Explanation</h2><ul>",
         *(f"<li>{html_text(x)}</li>" for x in cmp.explanations),
         "</ul>",
@@ -138,7 +149,7 @@ def render_html(cmp: Comparison) -> str:
         + "</tr>"
         + cfg
         + "</table>",
-        "<h2>Per level</h2><p class=muted>Δ vs baseline; * beyond noise, ≈ within noise.</p>",
+        "<h2>Per level</h2><p class=muted>Δ vs baseline; * beyond noise, ≈ within noise, ? too few samples to test.</p>",
         *tables,
         "<h2>Knee</h2><ul>",
         *(f"<li>{html_text(x.strip())}</li>" for x in _knees(cmp)),

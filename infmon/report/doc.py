@@ -257,13 +257,15 @@ class KneeInfo(TypedDict):
 
 
 class ClientPoint(TypedDict):
-    """One bin of the client timeline: requests binned at their completion."""
+    """One bin of the client timeline: requests binned at their completion, output tokens at
+    their chunks' arrival (as the server counts them)."""
 
     t_s: float
     out_tok_s: float
     req_s: float
     failed: int
     ttft_ms_mean: float | None
+    tpot_ms_mean: float | None
     e2el_ms_mean: float | None
 
 

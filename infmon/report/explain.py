@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from infmon.model.baseline import METRICS, BaselineView, LevelComparison, MetricDelta, fmt_rel
+from infmon.model.spec_econ import acceptance_text
 from infmon.quality.scoring import drift
 from infmon.report.runs import Run
 from infmon.report.stepstats import slo_verdict_of
@@ -65,10 +66,7 @@ def _spec(base: Run, run: Run, view: BaselineView) -> list[str]:
         f"{where} output tokens/s {tput.delta.value:.1f} vs {tput.delta.base:.1f} baseline "
         f"({fmt_rel(tput.delta)})"
     )
-    head = (
-        f"acceptance rate {s.acceptance_rate:.2f} (per-position α {s.alpha:.2f}), mean "
-        f"acceptance length {s.mean_length:.2f}"
-    )
+    head = acceptance_text(s.mean_length, s.k, run.facts.drafter)
     if tput.delta.beyond_noise and tput.delta.rel < 0:
         lines = [
             f"{run.name}: spec decoding: {head} → every step pays {s.k} drafter passes for "

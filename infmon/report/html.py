@@ -113,6 +113,17 @@ def charts(doc: ReportDoc) -> list[str]:
             )
         )
     )
+    out.append(  # its own axis: beside TTFT's seconds of queueing, TPOT's ms would be a flat line
+        svg.render(
+            svg.Chart(
+                "Time per output token over time",
+                "session time (s)",
+                "TPOT mean (ms)",
+                (svg.Series("TPOT mean ms", t, svg.column(tl, "tpot_ms_mean")),),
+                marks,
+            )
+        )
+    )
     xs = concurrency_axis(steps)
     if steps and xs is not None:
         vmarks: list[tuple[float, str]] = []
@@ -144,6 +155,7 @@ def charts(doc: ReportDoc) -> list[str]:
                     tuple(vmarks),
                     log2_x=True,
                     y2_label="E2EL p50 (s)",
+                    x_from=1.0,
                 )
             )
         )

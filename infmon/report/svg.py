@@ -40,6 +40,8 @@ class Chart:
     """Vertical lines with a label (operator marks, the knee, the SLO limit)."""
     log2_x: bool = False
     y2_label: str = ""
+    x_from: float | None = None
+    """The x axis starts here (a concurrency axis from c=1) whatever the first point is."""
     width: int = 760
     height: int = 260
     extra: dict[str, str] = field(default_factory=dict)
@@ -60,10 +62,9 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 
 
 def _fmt(v: float) -> str:
-    if abs(v) >= 1e4:
-        return f"{v / 1e3:.0f}k"
+    """A tick label: thousands separated (``1,024``), never ``1.02k``."""
     if abs(v) >= 100 or v == int(v):
-        return f"{v:.0f}"
+        return f"{v:,.0f}"
     return f"{v:.3g}"
 
 
@@ -163,6 +164,7 @@ def render(c: Chart) -> str:
     ys = [y for s in c.series if not s.right_axis for y in s.ys if y is not None]
     ys2 = [y for s in c.series if s.right_axis for y in s.ys if y is not None]
     xs = [x for s in c.series for x in s.xs] + [m[0] for m in c.marks]
+    xs += [c.x_from] if c.x_from is not None else []
     f = _Frame(c, xs, ys, ys2)
     body = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{c.width}" '

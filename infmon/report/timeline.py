@@ -27,6 +27,8 @@ class _Bin:
     ttft_n: int = 0
     e2el_sum_s: float = 0.0
     e2el_n: int = 0
+    tpot_sum_s: float = 0.0
+    tpot_n: int = 0
 
 
 @dataclass
@@ -46,6 +48,9 @@ class ClientTimeline:
         keys, where = np.unique(second, return_inverse=True)
         ok, has = cols.ok, cols.ok & (cols.chunks > 0)
         ttft, e2el = np.where(has, cols.ttft_s, 0.0), np.where(has, cols.e2el_s, 0.0)
+        tpot_all = cols.tpot_s
+        has_tpot = ok & np.isfinite(tpot_all)
+        tpot = np.where(has_tpot, tpot_all, 0.0)
         sums = [
             np.bincount(where, weights=w, minlength=keys.size)
             for w in (
@@ -55,17 +60,37 @@ class ClientTimeline:
                 ttft,
                 has,
                 e2el,
+                tpot,
+                has_tpot,
             )
         ]
         for i, key in enumerate(keys.tolist()):
             b = self.bins.setdefault(key, _Bin())
             b.completed += int(sums[0][i])
             b.failed += int(sums[1][i])
-            b.output_tokens += int(sums[2][i])
             b.ttft_sum_s += float(sums[3][i])
             b.ttft_n += int(sums[4][i])
             b.e2el_sum_s += float(sums[5][i])
             b.e2el_n += int(sums[4][i])
+            b.tpot_sum_s += float(sums[6][i])
+            b.tpot_n += int(sums[7][i])
+            if cols.chunk_us is None:
+                b.output_tokens += int(sums[2][i])
+        if cols.chunk_us is not None:
+            self._tokens_by_chunk(cols)
+
+    def _tokens_by_chunk(self, cols: RecordColumns) -> None:
+        """Output tokens in the second their chunks arrived (a request's tokens are not all
+        counted at its end: the client's line follows the server's)."""
+        if not int(cols.chunks.sum()):
+            return
+        per = np.where(cols.ok, cols.output_token_count / np.maximum(cols.chunks, 1), 0.0)
+        weights = np.repeat(per, cols.chunks)
+        second = np.trunc(cols.chunk_times_s() - self.origin_s).astype(np.int64)
+        keys, where = np.unique(second, return_inverse=True)
+        sums = np.bincount(where, weights=weights, minlength=keys.size)
+        for key, tokens in zip(keys.tolist(), sums.tolist(), strict=True):
+            self.bins.setdefault(key, _Bin()).output_tokens += round(tokens)
 
     def series(self, max_points: int = MAX_POINTS) -> list[ClientPoint]:
         """One point per ``max_points``-th of the session (1 s bins merged)."""
@@ -87,6 +112,8 @@ class ClientTimeline:
                 merged.ttft_n += b.ttft_n
                 merged.e2el_sum_s += b.e2el_sum_s
                 merged.e2el_n += b.e2el_n
+                merged.tpot_sum_s += b.tpot_sum_s
+                merged.tpot_n += b.tpot_n
             out.append(_point(start, width, merged))
         return out
 
@@ -98,6 +125,7 @@ def _point(start: int, width: int, b: _Bin) -> ClientPoint:
         "req_s": b.completed / width,
         "failed": b.failed,
         "ttft_ms_mean": 1e3 * b.ttft_sum_s / b.ttft_n if b.ttft_n else None,
+        "tpot_ms_mean": 1e3 * b.tpot_sum_s / b.tpot_n if b.tpot_n else None,
         "e2el_ms_mean": 1e3 * b.e2el_sum_s / b.e2el_n if b.e2el_n else None,
     }
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from infmon.model.units import latency_text, sig3
+
 MISSING = "—"
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
@@ -19,25 +21,22 @@ def num(x: float | None, digits: int = 0) -> str:
     return f"{x:,.{digits}f}"
 
 
-def sig3(x: float) -> str:
-    """Three significant digits, no exponent, thousands separated: 0.423, 18.5, 40, 1,204."""
-    if x == 0:
-        return "0"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    if abs(x) < 0.001:
-        return "<0.001"
-    return f"{x:.3g}"
-
-
 def ms(x_s: float | None) -> str:
-    """A latency with its unit: 0.42 ms, 18.5 ms, 142 ms below a second, 2.4 s above."""
+    """A latency with its unit, by the one rule (``infmon.model.units``): 0.42 ms, 18.5 ms,
+    142 ms below a second, 2.43 s above."""
+    return latency_text(x_s)
+
+
+def ms_short(x_s: float | None) -> str:
+    """A latency in five characters or so, by the same rule: ``<1ms``, ``17ms``, ``2.3s``."""
     if missing(x_s):
         return MISSING
     assert x_s is not None
+    if x_s < 0.001:
+        return "<1ms"
     if x_s < 1.0:
-        return f"{sig3(x_s * 1000)} ms"
-    return f"{x_s:,.1f} s"
+        return f"{x_s * 1e3:.0f}ms"
+    return f"{x_s:.1f}s" if x_s < 10 else f"{x_s:,.0f}s"
 
 
 def latency_unit(values_s: tuple[float, ...]) -> tuple[str, float]:

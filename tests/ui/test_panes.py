@@ -114,7 +114,7 @@ async def test_spec_decoding_pane_only_when_the_server_does_it(clock):
         assert app.query_one(SpecPane).display
         spec = text_of(app, SpecPane)
         assert "acceptance 12%" in spec and "mean length 1.5" in spec
-        assert "low draft acceptance" in text_of(app, EventsPane)
+        assert "low acceptance α" in text_of(app, EventsPane)
 
 
 async def test_untrusted_text_is_never_markup(clock):

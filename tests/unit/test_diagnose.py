@@ -61,7 +61,8 @@ def test_throughput_fell_at_constant_load():
 def test_low_acceptance():
     sv = ServerView(has_data=True, spec=SpecView(0.12, 1.1, (0.2, 0.1)))
     assert texts(inputs(sv)) == [
-        "low draft acceptance 0.12 (mean length 1.1): drafts may cost more than they save"
+        "low acceptance α 0.09 per position, mean acceptance length 1.10 (k=2): drafts may cost "
+        "more than they save"
     ]
 
 

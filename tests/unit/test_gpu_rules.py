@@ -103,7 +103,7 @@ def test_idle_gpu_while_latency_climbs_on_a_real_a30_page() -> None:
     assert idle.text.startswith(
         "GPU idle while requests wait: the bottleneck is before the GPU (CPU, tokenizer, API server)"
     )
-    assert "GPU at most 0% busy, TTFT p90 50 → 400 ms" in idle.text
+    assert "GPU at most 0% busy, TTFT p90 50 ms → 400 ms" in idle.text
     flat = diagnose(inputs(ev, ttft_p90_series=(0.05,) * 15))
     assert not [d for d in flat if d.key == "gpu_idle"]  # idle but nothing waits: fine
 

@@ -101,7 +101,7 @@ def test_idle_gpu_while_requests_wait() -> None:
     line = step_lines(tl.step(0.0, 5.0), ttft_p90_ms=900.0, lowest_earlier_ttft_p90_ms=80.0)
     assert line == [
         "GPU idle while requests wait: the bottleneck is before the GPU (CPU, tokenizer, API "
-        "server): GPU 12% busy on average (at most 12%), TTFT p90 80 → 900 ms"
+        "server): GPU 12% busy on average (at most 12%), TTFT p90 80 ms → 900 ms"
     ]
 
 

@@ -49,7 +49,7 @@ def test_break_even_from_measured_step_costs():
     assert not e.pays
     assert e.verdict() == (
         f"c=16: spec is {1 / e.speedup:.1f}× slower than baseline; it would need acceptance "
-        "≥ 0.71 per position, it has 0.12"
+        "α ≥ 0.71 per position, it has α 0.12"
     )
     assert e.draft_pass_s == pytest.approx((step - base_tpot) / k)
     assert "ms per draft pass (k=3)" in e.cost_line()
@@ -58,7 +58,7 @@ def test_break_even_from_measured_step_costs():
 def test_a_drafter_costing_more_than_k_plus_1_tokens_can_never_pay():
     e = economics("c=1", 3, 1.1, 0.070, 0.017)  # a step costs 4.5 baseline steps
     assert e is not None and math.isnan(e.breakeven_alpha)
-    assert "no acceptance pays: a step costs 4.5 baseline steps" in e.verdict()
+    assert "no acceptance α pays: a step costs 4.5 baseline steps" in e.verdict()
     assert "at most k+1 = 4 tokens" in e.verdict()
 
 
@@ -66,7 +66,7 @@ def test_a_good_drafter_pays_and_says_down_to_where():
     e = economics("c=1", 4, tokens_per_step(0.8, 4), 0.006, 0.017)
     assert e is not None and e.pays and e.speedup == pytest.approx(0.017 / 0.006)
     assert e.verdict().startswith(
-        "c=1: spec is 2.8× faster than baseline; it pays while acceptance ≥ "
+        "c=1: spec is 2.8× faster than baseline; it pays while acceptance α ≥ "
     )
     assert 0 < e.breakeven_alpha < 0.8
 

@@ -145,7 +145,7 @@ class KneePane(Pane):
             d = c.get(key)
             if d is None or f.missing(d.delta.rel):
                 continue
-            cell = f" {d.metric.label.replace(' p50', '')} {delta_text(d).split(' ', 1)[-1]}"
+            cell = f" {d.metric.label.replace(' p50', '')} {delta_text(d).rsplit(' ', 1)[-1]}"
             if len(cell) > room:
                 break
             room -= len(cell)

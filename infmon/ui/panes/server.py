@@ -75,14 +75,13 @@ class ServerPane(Pane):
 
 
 def _phases(s: ServerView, muted: str) -> list[tuple[str, str] | str]:
-    """``queue 0.041 prefill 17 decode 25 ms``: the server's per-request phase means in one
-    unit, short enough for a 36-column pane."""
+    """``queue <1ms prefill 17ms decode 2.3s``: the server's per-request phase means, each with
+    its unit by the one rule (ms under a second, s above), short enough for a 36-column pane."""
     values = (s.queue_s, s.prefill_s, s.decode_s)
-    unit, scale = f.latency_unit(values)
     out: list[tuple[str, str] | str] = []
     for i, (name, v) in enumerate(zip(("queue", "prefill", "decode"), values, strict=True)):
-        out += [(f"{' ' if i else ''}{name} ", muted), f.short(v, scale)]
-    return [*out, (f" {unit}", muted)]
+        out += [(f"{' ' if i else ''}{name} ", muted), f.ms_short(v)]
+    return out
 
 
 class KvPane(Pane):
