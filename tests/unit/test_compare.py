@@ -56,7 +56,9 @@ def test_explains_spec_regression_and_fp8_speedup_with_quality_cost(runs):
     cmp = compare_runs(runs)
     doc = cmp.to_dict()
     text = "\n".join(doc["explanations"])
-    assert "spec: spec decoding: acceptance rate 0.12" in text
+    assert (
+        "spec: spec decoding: acceptance α 0.27 per position, mean acceptance length 1.36" in text
+    )
     assert "single-stream (c=1) output tokens/s" in text and "baseline (-" in text
     assert "spec: c=1: spec is" in text and "slower than baseline" in text
     assert "KV capacity fell 39% (drafter weights)" in text
