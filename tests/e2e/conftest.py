@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from infmon.sim.launch import stop_process
+from tests.conftest import poll_until
 
 JOB = "infmon-e2e"
 
@@ -55,12 +56,38 @@ def _wait_for_series(
         try:
             r = httpx.get(f"{url}/api/v1/query", params={"query": query}, timeout=2.0)
             if r.status_code == 200 and r.json()["data"]["result"]:
-                time.sleep(1.5)  # one more scrape, so every family of the page is in
+                # one more whole scrape of every target, so every family of the page is in
+                wait_for_scrape_after(url, time.time(), f'up{{job="{job}"}}', timeout_s, proc)
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
     raise RuntimeError("prometheus never scraped the target")
+
+
+def _oldest_scrape(url: str, up: str) -> float | None:
+    """The start time of the least recent last scrape among the targets of ``up``."""
+    try:
+        r = httpx.get(f"{url}/api/v1/query", params={"query": f"min(timestamp({up}))"}, timeout=2)
+        result = r.json()["data"]["result"] if r.status_code == 200 else []
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
+    return float(result[0]["value"][1]) if result else None
+
+
+def wait_for_scrape_after(
+    url: str, after: float, up: str = "up", timeout_s: float = 30.0, proc=None
+) -> None:
+    """Wait until every target of ``up`` (a selector of Prometheus's ``up`` series) has been
+    scraped, and the scrape stored, since wall time ``after``: what Prometheus now answers
+    includes everything those targets served after ``after``."""
+    poll_until(
+        lambda: (t := _oldest_scrape(url, up)) is not None and t > after,
+        timeout_s,
+        f"a scrape of {up} after {after:.1f}",
+        proc,
+        interval_s=0.1,
+    )
 
 
 @contextmanager

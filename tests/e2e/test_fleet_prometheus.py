@@ -13,7 +13,7 @@ import pytest
 
 from infmon.sources.promql import PrometheusSource
 from tests.conftest import REPO, infmon_cmd, running_sim
-from tests.e2e.conftest import JOB, prometheus_for
+from tests.e2e.conftest import JOB, prometheus_for, wait_for_scrape_after
 
 pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
 
@@ -37,7 +37,7 @@ def test_urls_from_prometheus_load_both_and_each_pod_has_its_rates(tmp_path: Pat
             timeout=120,
         )
         assert run.returncode == 0, run.stderr
-        time.sleep(1.5)  # one more scrape of each simulator
+        wait_for_scrape_after(prom, time.time(), f'up{{job="{JOB}"}}')  # each simulator's
         source = PrometheusSource(prom, f'job="{JOB}"', window_s=30.0)
         snap = source.snapshot_sync(time.monotonic())
     target = json.loads((session / "report.json").read_text())["target"]

@@ -22,7 +22,7 @@ from infmon.sim.launch import stop_process
 from infmon.sources.exposition import parse_exposition
 from infmon.sources.gpu import dcgm_gpus
 from tests.conftest import REPO, infmon_cmd, running_sim
-from tests.e2e.conftest import free_port
+from tests.e2e.conftest import free_port, wait_for_scrape_after
 
 pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
 
@@ -83,7 +83,7 @@ def prometheus(config: str, timeout_s: float = 30.0) -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail("prometheus never scraped both jobs")
                 time.sleep(0.3)
-            time.sleep(1.5)  # one more scrape: every family in
+            wait_for_scrape_after(url, time.time(), "up", timeout_s, proc)  # every family in
             yield url
         finally:
             stop_process(proc, 10)

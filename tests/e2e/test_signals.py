@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, poll_until
 from tests.e2e.faultkit import Audit, assert_no_crash, audit, bench_args, bench_env, start_bench
 from tests.loadkit.server import Behaviour, serve
 
@@ -35,9 +35,10 @@ def _assert_clean_stop(session: Path, signame: str) -> Audit:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_signal_stops_bench_cleanly_within_2s(tmp_path: Path, sig: signal.Signals) -> None:
-    with serve(Behaviour(ttft_s=0.05, itl_s=0.05)) as url:
+    b = Behaviour(ttft_s=0.05, itl_s=0.05)
+    with serve(b) as url:
         proc = start_bench(url, tmp_path, *LONG)
-        time.sleep(0.7)
+        poll_until(lambda: b.started >= 4, 60, "4 streams in flight", proc)
         t0, wall0 = time.monotonic(), time.time()
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=15)
@@ -56,7 +57,8 @@ def test_signal_stops_bench_cleanly_within_2s(tmp_path: Path, sig: signal.Signal
 def test_hangup_with_the_terminal_gone(tmp_path: Path) -> None:
     """The SSH case: stdout/stderr are a terminal that disappears, then SIGHUP arrives."""
     master, slave = pty.openpty()
-    with serve(Behaviour(ttft_s=0.05, itl_s=0.05)) as url:
+    b = Behaviour(ttft_s=0.05, itl_s=0.05)
+    with serve(b) as url:
         proc = subprocess.Popen(
             bench_args(url, tmp_path / "session", *LONG),
             cwd=REPO,
@@ -71,7 +73,7 @@ def test_hangup_with_the_terminal_gone(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while b"target:" not in seen and time.monotonic() < deadline:
             seen += os.read(master, 4096)
-        time.sleep(0.7)
+        poll_until(lambda: b.started >= 4, 60, "4 streams in flight", proc)
         os.close(master)  # the terminal is gone: writes to it now fail
         proc.send_signal(signal.SIGHUP)
         proc.wait(timeout=15)

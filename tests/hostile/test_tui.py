@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, infmon_cmd
+from tests.conftest import REPO, infmon_cmd, poll_until
 from tests.hostile.kit import assert_clean, clean_env
 from tests.hostile.server import serve
 
@@ -116,10 +116,11 @@ def _quit_and_check_screenshot(t: Tmux, session: Path) -> None:
     ],
 )
 def test_hostile_text_shows_escaped_and_never_acts(tmp_path: Path, mode: str, shows: str) -> None:
-    with serve(mode) as (url, _), monitor(url, tmp_path) as (t, session):
+    with serve(mode) as (url, server), monitor(url, tmp_path) as (t, session):
         screen = t.wait_for(f"{shows!r} on screen", lambda s: shows in s)
         assert_clean(screen, "the rendered screen")
-        time.sleep(2)  # a few more repaints and scrapes
+        more = server.scrapes + 2  # a few more scrapes, and the repaints they bring
+        poll_until(lambda: server.scrapes >= more, 30, "two more scrapes")
         _no_attack_landed(t)
         _quit_and_check_screenshot(t, session)
         _no_attack_landed(t)

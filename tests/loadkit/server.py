@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -38,6 +39,9 @@ class Behaviour:
     stall_s: float = 0.0
     serialize: bool = False
     """Serve one generation at a time (like transformers serve)."""
+    started: int = 0
+    """Load streams begun so far (an ``X-Request-Id`` ending in a request id ≥ 0: infmon's
+    probes, ``…--1`` or none, are not counted); a test polls it."""
 
 
 async def _read_body(receive) -> bytes:
@@ -89,6 +93,8 @@ def make_app(b: Behaviour):
         if body.get("model") != b.model:
             return await _send_json(send, 404, {"error": {"message": "model not found"}})
         counter["n"] += 1
+        if re.search(rb"[^-]-\d+$", dict(scope["headers"]).get(b"x-request-id", b"")):
+            b.started += 1
         await send(
             {
                 "type": "http.response.start",
