@@ -81,9 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except CliError as exc:
-        from infmon.model.sanitize import clean  # the message may quote a server
+        from infmon.model.sanitize import clean, redact_url  # the message may quote a server
 
-        print(f"infmon: error: {clean(str(exc), 2000)}", file=sys.stderr)
+        print(f"infmon: error: {clean(redact_url(str(exc)), 2000)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("infmon: interrupted", file=sys.stderr)

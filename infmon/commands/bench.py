@@ -52,6 +52,7 @@ from infmon.journal.safefile import write_text_atomic
 from infmon.load.runtime import tune_for_load
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
+from infmon.model.sanitize import redact_url
 from infmon.model.search import SearchSpec
 from infmon.model.slo_verdict import slo_verdict
 from infmon.report.doc import BENCH_SCHEMA as SCHEMA
@@ -439,7 +440,7 @@ def _describe_health(wiring: RunWiring) -> str:
 
 def _write_json(path: Path, result: dict[str, Any]) -> None:
     try:
-        write_text_atomic(path, json.dumps(result, indent=2, allow_nan=False) + "\n")
+        write_text_atomic(path, redact_url(json.dumps(result, indent=2, allow_nan=False)) + "\n")
     except OSError as exc:
         raise CliError(f"cannot write {path}: {exc.strerror}") from None
     say(f"wrote {path}")

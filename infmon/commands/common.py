@@ -28,7 +28,7 @@ from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalStatus, JournalWriter
 from infmon.load.build import LazyWorkload
 from infmon.load.feed import WorkloadError
-from infmon.model.sanitize import REDACTED, clean
+from infmon.model.sanitize import REDACTED, clean, redact_url
 from infmon.model.server import ServerSnapshot, SourceState
 
 _LOAD_KEYS = (
@@ -272,7 +272,8 @@ def config_from_args(args: argparse.Namespace, defaults: dict[str, Any] | None =
 
 
 def scrub_argv(argv: list[str]) -> list[str]:
-    """``argv`` with the value of ``--api-key`` (either spelling) replaced by ``<redacted>``."""
+    """``argv`` with the value of ``--api-key`` (either spelling) and a URL's credentials
+    replaced by ``<redacted>``."""
     out, hide_next = [], False
     for arg in argv:
         if hide_next:
@@ -284,7 +285,7 @@ def scrub_argv(argv: list[str]) -> list[str]:
         elif arg.startswith("--api-key="):
             out.append(f"--api-key={REDACTED}")
         else:
-            out.append(arg)
+            out.append(redact_url(arg))
     return out
 
 
@@ -292,9 +293,10 @@ def hide_api_key_from_process_title() -> None:
     """Rewrite the process title (``ps``, ``/proc/PID/cmdline``) without the API key.
 
     ``/proc/PID/cmdline`` is readable by every user of the machine; ``--api-key-file`` or
-    ``$OPENAI_API_KEY`` never put the key there at all, and are the safe ways to pass it.
+    ``$OPENAI_API_KEY`` never put the key there at all, and are the safe ways to pass it. A
+    password in a URL (``http://alice:PW@host``) is hidden the same way.
     """
-    if not any(a == "--api-key" or a.startswith("--api-key=") for a in sys.argv):
+    if scrub_argv(sys.argv) == sys.argv:
         return
     import setproctitle
 
@@ -312,7 +314,7 @@ def say(text: str, *, err: bool = False, end: str = "\n") -> None:
     body = text.strip("\r")
     lead = text[: len(text) - len(text.lstrip("\r"))]
     tail = text[len(lead) + len(body) :] if body else ""
-    out = lead + clean(body, None, multiline=True) + tail + end
+    out = lead + clean(redact_url(body), None, multiline=True) + tail + end
     with contextlib.suppress(OSError, ValueError):
         stream = sys.stderr if err else sys.stdout
         stream.write(out)
@@ -447,7 +449,7 @@ class Reachability:
 
     def error_line(self) -> str:
         why = f" ({self.last_error})" if self.last_error else ""
-        return f"infmon: error: never reached {self.url}{why}"
+        return f"infmon: error: never reached {redact_url(self.url)}{why}"
 
 
 def open_journal(directory: Path, clock: Clock) -> JournalWriter:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from infmon.model.sanitize import REDACTED
+from infmon.model.sanitize import REDACTED, redact_url
 
 _SECRET_KEYS = frozenset(
     {
@@ -37,7 +37,6 @@ _SECRET_KEYS = frozenset(
 _SECRET_SUFFIXES = ("_api_key", "_password", "_secret", "_token", "_passwd", "_credentials")
 _HEADER_RE = re.compile(r"(?i)\b((?:proxy-)?authorization|x-api-key|cookie)\s*[:=]\s*\S.*")
 _BEARER_RE = re.compile(r"(?i)\b(bearer|basic)\s+\S+")
-_URL_PASSWORD_RE = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/\s:@]+):[^/\s@]+@")
 
 
 def is_secret_key(key: str) -> bool:
@@ -48,7 +47,7 @@ def is_secret_key(key: str) -> bool:
 def redact_text(text: str) -> str:
     text = _HEADER_RE.sub(lambda m: f"{m.group(1)}: {REDACTED}", text)
     text = _BEARER_RE.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    return _URL_PASSWORD_RE.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text)
+    return redact_url(text)
 
 
 def redact(value: Any) -> Any:

@@ -67,6 +67,7 @@ from infmon.journal.store import (
     shard_name,
 )
 from infmon.model.records import RequestRecord
+from infmon.model.sanitize import redact_url
 
 _MAX_BUFFERED = 20_000
 _RETRY_MAX_S = 30.0
@@ -180,7 +181,7 @@ class JournalWriter:
         t = payload.pop("t", None)
         line = {"t": self.clock.now() if t is None else t, "wall": wall_time(), "kind": kind}
         line.update(payload)
-        row = (float(line["t"]), kind, dumps(line))
+        row = (float(line["t"]), kind, redact_url(dumps(line)))  # a URL's password too
         with self._lock:
             self._check_open()
             self._events.append(row)

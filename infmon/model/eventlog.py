@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 
 from infmon.model.dashboard import Event
+from infmon.model.sanitize import redact_url
 
 REPEAT_WITHIN = 6
 """An event equal to one of the last few is counted on it (×N), not added again."""
@@ -20,7 +21,7 @@ class EventLog:
         self._events: deque[Event] = deque(maxlen=max_events)
 
     def add(self, now: float, kind: str, text: str) -> None:
-        t = now - self.start_s
+        t, text = now - self.start_s, redact_url(text)  # an event may quote the target URL
         for e in reversed(list(self._events)[-REPEAT_WITHIN:]):
             if e.kind == kind and e.text == text:
                 self._events.remove(e)

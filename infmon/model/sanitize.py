@@ -38,17 +38,24 @@ _UNSAFE_KEEP_NL_TAB = re.compile(r"[\x00-\x08\x0b-\x1f" + _OTHER + "]")
 """As ``_UNSAFE`` but letting ``\\t`` (0x09) and ``\\n`` (0x0a) through (``\\r`` is escaped)."""
 
 
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
-"""The ``user:password@`` part of a URL (anything up to the first ``@`` of its authority)."""
+_URL_USERINFO = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.-]*://)([^/?#@:\s\"'\\<>]*)(:[^/?#@\s\"'\\<>]*)?@"
+)
+"""The ``user[:password]@`` part of a URL (up to the first ``@`` of its authority)."""
 
 
 def redact_url(text: str) -> str:
-    """``text`` with the credentials of every URL in it replaced by ``<redacted>``
-    (``http://alice:PW@host/`` → ``http://<redacted>@host/``): a password in a URL is a
-    secret wherever the URL is shown or stored."""
+    """``text`` with the password of every URL in it replaced by ``<redacted>``
+    (``http://alice:PW@host/`` → ``http://alice:<redacted>@host/``; a lone user part may be a
+    token: ``http://<redacted>@host/``): it is a secret wherever the URL is shown or stored."""
     if "@" not in text:
         return text
-    return _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
+    return _URL_USERINFO.sub(_redacted_userinfo, text)
+
+
+def _redacted_userinfo(m: re.Match[str]) -> str:
+    user = m.group(2) + ":" if m.group(3) else ""
+    return f"{m.group(1)}{user}{REDACTED}@"
 
 
 def _escape_char(m: re.Match[str]) -> str:

@@ -37,6 +37,7 @@ from infmon.model.loghist import LogHistogram
 from infmon.model.measures import SLO, meets_slo
 from infmon.model.rates import TrailingRate
 from infmon.model.records import RequestRecord
+from infmon.model.sanitize import redact_url
 from infmon.model.series import SampleSeries
 from infmon.model.server import ServerSnapshot
 from infmon.model.server_state import ServerState
@@ -72,6 +73,9 @@ class SessionConfig:
     never feeds the knee."""
     min_step_requests: int = 20
     max_events: int = 200
+
+    def __post_init__(self) -> None:
+        self.endpoint = redact_url(self.endpoint)  # shown on screen: no URL's password
 
 
 PAUSED_SERVER_FLOOR_TOK_S = 1.0

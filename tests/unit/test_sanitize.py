@@ -77,3 +77,19 @@ def test_strict_json_turns_unknown_into_null() -> None:
         "d": {"3": None},
     }
     assert json_safe(10**400) == 10**400  # big integers are valid JSON; only NaN/Inf are not
+
+
+def test_redact_url_hides_a_password_and_never_spans_json_fields() -> None:
+    import json
+
+    from infmon.model.sanitize import redact_url
+
+    assert redact_url("http://alice:PW@h:8/v1") == "http://alice:<redacted>@h:8/v1"
+    assert redact_url("see https://tok@h/x?q=a@b") == "see https://<redacted>@h/x?q=a@b"
+    assert redact_url("http://h/p@x and a@b") == "http://h/p@x and a@b"
+    doc = json.dumps({"u": "http://host", "e": "a@b", "v": "http://u:pw@h"})
+    assert json.loads(redact_url(doc)) == {
+        "u": "http://host",
+        "e": "a@b",
+        "v": "http://u:<redacted>@h",
+    }
