@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ class ScaleOptions:
     workers: int | None = None
     """None: one (or, with Ray, one per CPU of the cluster)."""
     ray: str | None = None
+    ray_token_file: Path | None = None
+    ray_placement: str = "spread"
+    ray_timeout_s: float = 30.0
     urls: tuple[str, ...] = ()
     """Every endpoint, the first being the run's ``url``; () with one endpoint."""
     spread: str = ROUND_ROBIN
@@ -58,6 +62,24 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ADDRESS",
         help="run the workers as Ray actors: auto, ray://head:10001, or local (a cluster on "
         "this machine); needs pip install 'infmon[ray]'",
+    )
+    g.add_argument(
+        "--ray-token-file",
+        metavar="FILE",
+        help="the cluster's authentication token (Ray's token mode; `ray get-auth-token` prints "
+        "it on the head); default: Ray's own RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH / ~/.ray",
+    )
+    g.add_argument(
+        "--ray-placement",
+        choices=("spread", "pack"),
+        help="spread (default): actors on the nodes other than the controller's, round robin; "
+        "pack: Ray's default placement",
+    )
+    g.add_argument(
+        "--ray-timeout",
+        metavar="SECONDS",
+        type=float,
+        help="deadline for each Ray wait: connecting, an actor placed and answering (default 30)",
     )
     g.add_argument(
         "--url",
@@ -107,12 +129,23 @@ def scale_from_args(args: argparse.Namespace) -> ScaleOptions:
     return ScaleOptions(
         workers=workers,
         ray=args.ray,
+        ray_token_file=Path(args.ray_token_file) if args.ray_token_file else None,
+        ray_placement=args.ray_placement or "spread",
+        ray_timeout_s=_positive(args.ray_timeout, "--ray-timeout", 30.0),
         urls=tuple(urls) if len(urls) > 1 else (),
         spread=args.spread or ROUND_ROBIN,
         prometheus=args.prometheus,
         selector=args.urls_from_prometheus,
         metrics_addr=_addr(args.metrics_port) if args.metrics_port else None,
     )
+
+
+def _positive(value: float | None, flag: str, default: float) -> float:
+    if value is None:
+        return default
+    if not 0 < value <= 3600:
+        raise CliError(f"{flag}: seconds between 0 and 3,600, not {value:g}")
+    return value
 
 
 def _workers(text: str | None) -> int | None:
@@ -228,14 +261,25 @@ async def stop_exporter(exporter: Any, finished: bool) -> None:
         say("client metrics: Prometheus did not scrape the final figures before infmon stopped")
 
 
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def make_links(scale: ScaleOptions, log_dir: Path | None, in_process: bool) -> list[Any] | None:
     """The worker links the options ask for; None: the engine's default (one process, or in
     process)."""
     if scale.ray is not None:
         from infmon.engine.ray_link import ray_links
+        from infmon.engine.ray_setup import RayOptions
 
+        opts = RayOptions(
+            scale.ray,
+            scale.ray_token_file,
+            "pack" if scale.ray_placement == "pack" else "spread",
+            scale.ray_timeout_s,
+        )
         try:
-            return list(ray_links(scale.ray, scale.workers))
+            return list(ray_links(opts, scale.workers, say=_say))
         except RuntimeError as exc:
             raise CliError(str(exc)) from None
     n = scale.workers or 1

@@ -1,17 +1,22 @@
 """Load workers as Ray actors (``--ray ADDRESS``): the same ``WorkerCore`` a worker process
-runs, in an actor of its own on whichever node Ray places it, one CPU each.
+runs, in an actor of its own, one CPU each, placed by ``ray_setup.plan_placement``.
 
-Ray is imported only here, and only when asked (``pip install 'infmon[ray]'``). The controller
-sends control messages with ``handle.remote`` (an async method with no await before it queues
-the message, so messages are applied in the order sent, one at a time, as a process worker's
-pipe applies them) and long-polls the actor for what it sends (``poll``: the messages queued
-since the last poll, or an empty list after ``POLL_S``). The actor that dies (``ray.kill``, a
-crash, its node gone) fails the pending poll: the link closes and the controller counts the
-worker as lost. A worker on another host has its clock offset measured by the controller's
-pings (``infmon.engine.clocksync``) through the same two calls.
+Ray is imported only through ``ray_setup`` and only when asked (``pip install 'infmon[ray]'``).
+The controller sends control messages with ``handle.remote`` (an async method with no await
+before it queues the message, so messages are applied in the order sent, one at a time, as a
+process worker's pipe applies them) and long-polls the actor for what it sends (``poll``: the
+messages queued since the last poll, or an empty list after ``POLL_S``). The actor that dies
+(``ray.kill``, a crash, its node gone) fails the pending poll: the link closes and the
+controller counts the worker as lost.
 
-ADDRESS: ``local`` starts a Ray cluster on this machine (on loopback, as many CPUs as it has);
-``auto`` joins the cluster this machine belongs to; ``ray://head:10001`` connects a client.
+Before any load, the link asks the actor who it is (``identity``: the same infmon as the
+controller, or the run stops with both named) and measures its clock (``clock``: the actor
+stamps when the call arrived and when it answered, NTP-style, over one call's request and
+reply, a symmetric path; the sample with the smallest round trip wins). The actor's worker then
+stamps everything on the controller's clock (``ShiftedClock``), so warm-up edges and records
+agree with the controller from the first request. The offset is measured again every
+``RESYNC_S``; the last one, with its uncertainty (half the round trip), is the link's
+``clock_offset``.
 """
 
 from __future__ import annotations
@@ -19,14 +24,66 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import importlib
+import os
 import threading
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from infmon.engine.ray_setup import (
+    RayOptions,
+    RaySetupError,
+    alive_nodes,
+    code_identity,
+    connect,
+    plan_placement,
+    ray_module,
+)
+from infmon.engine.types import EngineError
 
 POLL_S = 0.2
 """How long a poll waits for a message before it returns none (a window is 250 ms)."""
 STOP_WAIT_S = 5.0
+CLOCK_SAMPLES = 8
+RESYNC_S = 60.0
+SKEW_ENV = "INFMON_TEST_CLOCK_SKEW_S"
+"""Tests only: a known offset added to an actor's clock, so the clock sync can be checked."""
+
+
+class ShiftedClock:
+    """This host's monotonic clock put on the controller's: ``perf_counter + skew - offset``."""
+
+    __slots__ = ("offset_s", "skew_s")
+
+    def __init__(self, skew_s: float = 0.0) -> None:
+        self.skew_s, self.offset_s = skew_s, 0.0
+
+    def raw(self) -> float:
+        """This host's clock (with the test skew), before the controller's offset."""
+        return time.perf_counter() + self.skew_s
+
+    def now(self) -> float:
+        return self.raw() - self.offset_s
+
+
+@dataclass(frozen=True, slots=True)
+class ClockOffset:
+    """Actor clock minus controller clock, and half the round trip it was measured over."""
+
+    offset_s: float
+    uncertainty_s: float
+
+
+def best_offset(samples: Sequence[tuple[float, float, float, float]]) -> ClockOffset:
+    """NTP's estimate from (sent, actor received, actor answered, back) stamps: the sample
+    with the smallest round trip net of the actor's own time."""
+
+    def rtt(s: tuple[float, float, float, float]) -> float:
+        return (s[3] - s[0]) - (s[2] - s[1])
+
+    t0, t1, t2, t3 = min(samples, key=rtt)
+    return ClockOffset(((t1 - t0) + (t2 - t3)) / 2, max(0.0, rtt((t0, t1, t2, t3))) / 2)
 
 
 class RayWorker:
@@ -37,13 +94,28 @@ class RayWorker:
         from infmon.load.runtime import tune_for_load
 
         tune_for_load()
+        self._clock = ShiftedClock(float(os.environ.get(SKEW_ENV, "0") or 0))
         self._out: collections.deque[object] = collections.deque()
         self._lock = threading.Lock()
         self._inbox: asyncio.Queue[object] | None = None
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._core = WorkerCore(self._deliver)
+        self._core = WorkerCore(self._deliver, clock=self._clock)
         self._done = False
+
+    def identity(self) -> tuple[str, str]:
+        """What this actor runs, and where."""
+        import socket
+
+        return code_identity(), socket.gethostname()
+
+    def clock(self) -> tuple[float, float]:
+        """When this call arrived and when it answered, on this host's clock."""
+        t1 = self._clock.raw()
+        return t1, self._clock.raw()
+
+    def set_offset(self, offset_s: float) -> None:
+        self._clock.offset_s = offset_s
 
     def _deliver(self, msg: object) -> None:
         """From the outbox thread (or the actor's loop): queue for the next poll."""
@@ -92,33 +164,74 @@ class RayWorker:
 _ACTOR: Any = None
 
 
-def _ray() -> Any:
-    """The ``ray`` module, untyped (it is optional: mypy runs with and without it)."""
-    return importlib.import_module("ray")
-
-
 def actor_class() -> Any:
     """``RayWorker`` as a Ray actor class, one CPU each (made once, at first use)."""
     global _ACTOR
     if _ACTOR is None:
-        _ACTOR = _ray().remote(num_cpus=1, max_restarts=0, max_concurrency=8)(RayWorker)
+        _ACTOR = ray_module().remote(num_cpus=1, max_restarts=0, max_concurrency=8)(RayWorker)
     return _ACTOR
 
 
 class RayLink:
     """The controller's side of one actor (the ``WorkerLink`` protocol)."""
 
-    def __init__(self, worker_id: int) -> None:
-        self.worker_id = worker_id
+    def __init__(self, worker_id: int, opts: RayOptions, node_id: str | None = None) -> None:
+        self.worker_id, self.opts, self.node_id = worker_id, opts, node_id
         self.closed = asyncio.Event()
         self.description = f"worker {worker_id} (Ray actor)"
         self.actor: Any = None
+        self.host = "?"
+        self.clock_offset: ClockOffset | None = None
         self._error: BaseException | None = None
-        self._poller: asyncio.Task[None] | None = None
+        self._reason: str | None = None
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def open(self, on_message: Callable[[object], None]) -> None:
-        self.actor = actor_class().options(name=None).remote()
-        self._poller = asyncio.get_running_loop().create_task(self._poll(on_message))
+        """Place the actor, check it runs our infmon, set its clock; then start polling."""
+        options: dict[str, Any] = {"name": None}
+        if self.node_id is not None:
+            strategy = ray_module().util.scheduling_strategies.NodeAffinitySchedulingStrategy
+            options["scheduling_strategy"] = strategy(self.node_id, soft=False)
+        self.actor = actor_class().options(**options).remote()
+        ident, self.host = await self._within(self.actor.identity.remote(), "to be placed")
+        mine = code_identity()
+        if ident != mine:
+            raise EngineError(
+                "ray", f"worker {self.worker_id} on {self.host} runs {ident}; the controller {mine}"
+            )
+        self.description = f"worker {self.worker_id} (Ray actor on {self.host})"
+        await self.sync_clock()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._poll(on_message)), loop.create_task(self._resync())]
+
+    async def _within(self, ref: Any, what: str) -> Any:
+        try:
+            return await asyncio.wait_for(ref, self.opts.timeout_s)
+        except asyncio.TimeoutError:
+            raise EngineError(
+                "ray",
+                f"worker {self.worker_id}: the Ray actor took over {self.opts.timeout_s:g} s "
+                f"{what} (each needs 1 free CPU; the cluster has "
+                f"{_free_cpus()} free)",
+            ) from None
+        except Exception as exc:  # RayActorError and kin: the actor could not start
+            raise EngineError("ray", f"worker {self.worker_id}: {_first_line(exc)}") from None
+
+    async def sync_clock(self) -> ClockOffset:
+        samples = []
+        for _ in range(CLOCK_SAMPLES):
+            t0 = time.perf_counter()
+            t1, t2 = await self._within(self.actor.clock.remote(), "to answer")
+            samples.append((t0, t1, t2, time.perf_counter()))
+        self.clock_offset = best_offset(samples)
+        await self._within(self.actor.set_offset.remote(self.clock_offset.offset_s), "to answer")
+        return self.clock_offset
+
+    async def _resync(self) -> None:
+        with contextlib.suppress(EngineError):
+            while not self.closed.is_set():
+                await asyncio.sleep(RESYNC_S)
+                await self.sync_clock()
 
     async def _poll(self, on_message: Callable[[object], None]) -> None:
         try:
@@ -139,53 +252,66 @@ class RayLink:
         if self.actor is not None and not self.closed.is_set():
             self.actor.handle.remote(msg)
 
+    def lose(self, reason: str) -> None:
+        """The cluster is gone under this actor (its head): close with that reason."""
+        self._reason = reason
+        self.closed.set()
+
     async def lost_reason(self) -> str:
+        if self._reason is not None:
+            return self._reason
         exc = self._error
         if exc is None:
             return "the Ray actor stopped"
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        first = _first_line(exc)
         return f"the Ray actor died ({type(exc).__name__}{': ' + first[:120] if first else ''})"
 
     async def close(self) -> None:
         """The worker was told to stop: wait for its last messages, then end the actor."""
-        if self._poller is not None:
+        if self._tasks:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.closed.wait(), STOP_WAIT_S)
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._poller
+            for task in self._tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         if self.actor is not None:
             with contextlib.suppress(Exception):
-                _ray().kill(self.actor)
+                ray_module().kill(self.actor)
 
 
-def connect(address: str) -> None:
-    """``ray.init`` for ADDRESS (once); RuntimeError with one line when Ray cannot be had."""
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def _free_cpus() -> int:
+    with contextlib.suppress(Exception):
+        return int(ray_module().available_resources().get("CPU", 0))
+    return 0
+
+
+def ray_links(opts: RayOptions, workers: int | None, say: Callable[[str], None]) -> list[RayLink]:
+    """``workers`` actors (None: one per CPU of the cluster), placed as ``opts`` says."""
     try:
-        ray = _ray()
-    except ImportError:
-        raise RuntimeError(
-            "--ray needs Ray: pip install 'infmon[ray]' (on every node of the cluster)"
-        ) from None
-    if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
-    try:
-        if address == "local":
-            ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", **kwargs)
-        else:
-            ray.init(address=address, **kwargs)
-    except Exception as exc:  # ConnectionError, ValueError, RuntimeError from Ray
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RuntimeError(f"--ray {address}: {text[:200]}") from None
+        connect(opts)
+        ray = ray_module()
+        nodes = alive_nodes(ray)
+        cpus = sum(n.cpus for n in nodes)
+        if workers is None:
+            workers = max(1, cpus)
+        controller = _controller_node(ray)
+        slots, note = plan_placement(nodes, controller, workers, opts.placement)
+    except RaySetupError as exc:
+        raise RuntimeError(str(exc)) from None
+    if note:
+        say(note)
+    return [RayLink(i, opts, node) for i, node in enumerate(slots)]
 
 
-def ray_links(address: str, workers: int | None) -> Sequence[RayLink]:
-    """``workers`` actors (None: one per CPU of the cluster)."""
-    connect(address)
-    cpus = int(_ray().cluster_resources().get("CPU", 1))
-    if workers is None:
-        workers = max(1, cpus)
-    elif address == "local" and workers > cpus:  # no autoscaler: the rest would wait for ever
-        raise RuntimeError(f"--workers {workers}: the local Ray cluster has {cpus} CPUs")
-    return [RayLink(i) for i in range(workers)]
+def _controller_node(ray: Any) -> str | None:
+    """The node this controller runs on (None through a Ray client: it is on no node)."""
+    with contextlib.suppress(Exception):
+        if not ray.util.client.ray.is_connected():
+            return str(ray.get_runtime_context().get_node_id())
+    return None

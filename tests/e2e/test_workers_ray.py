@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from infmon.engine.ray_setup import RayOptions, connect
 from infmon.engine.runner import StepSpec
 from infmon.model.lengths import parse_lengths
 from infmon.report import build_summary
@@ -24,14 +25,12 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
 
 
+LOCAL = RayOptions("local")
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        _node_ip_address="127.0.0.1",
-    )
+    connect(LOCAL)  # infmon's own: loopback only
     yield
     ray.shutdown()
 
@@ -45,7 +44,7 @@ def fast_sim():
 def links(n: int):
     from infmon.engine.ray_link import ray_links
 
-    return list(ray_links("local", n))  # joins the cluster the fixture started
+    return list(ray_links(LOCAL, n, say=print))  # joins the cluster the fixture started
 
 
 async def test_two_ray_actors_live_counters_journal_and_a_report_from_shards(
@@ -104,5 +103,64 @@ async def test_a_ray_actor_killed_mid_step_is_an_event_and_the_run_finishes(
 def test_more_actors_than_the_local_cluster_has_cpus_is_one_line(ray_cluster) -> None:
     from infmon.engine.ray_link import ray_links
 
-    with pytest.raises(RuntimeError, match="--workers 3: the local Ray cluster has 2 CPUs"):
-        ray_links("local", 3)
+    with pytest.raises(RuntimeError, match="--workers 3: the Ray cluster has 2 CPUs on 1 nodes"):
+        ray_links(LOCAL, 3, say=print)
+
+
+def _descendants(root: int) -> set[int]:
+    """``root`` and every process below it (Ray's GCS, raylet, agents and workers)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            parent[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, grew = {root}, True
+    while grew:
+        more = {pid for pid, pp in parent.items() if pp in found and pid not in found}
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def _listening() -> list[tuple[str, int, str]]:
+    """(local address, pid, process name) of every listening TCP socket, from ``ss``."""
+    import re
+    import subprocess
+
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        cols = line.split()
+        for name, pid in re.findall(r'\("([^"]+)",pid=(\d+)', line):
+            rows.append((cols[3], int(pid), name))
+    return rows
+
+
+async def test_every_socket_ray_and_infmon_listen_on_is_loopback(
+    ray_cluster, fast_sim: str, tmp_path: Path
+) -> None:
+    """Issue 31, must show 1: ``ss -ltnp`` while actors run load: Ray's GCS, raylet, agents,
+    the actors and infmon listen on 127.0.0.1 only."""
+    import os
+
+    seen: list[tuple[str, int, str]] = []
+
+    async def look(engine) -> None:
+        await asyncio.sleep(1.5)
+        mine = _descendants(os.getpid())
+        seen.extend(row for row in _listening() if row[1] in mine)
+
+    ls = links(2)
+    plan = [StepSpec(concurrency=4, duration_s=2.5, warmup_s=0.2)]
+    await run_plan(fast_sim, tmp_path / "s", plan, links=ls, during=look)
+    names = {name for _, _, name in seen}
+    assert {"gcs_server", "raylet"} <= names, names
+    assert any(n.startswith("ray::") for n in names), names
+    off = [row for row in seen if not row[0].rsplit(":", 1)[0].strip("[]").endswith("127.0.0.1")]
+    assert not off, off
+    for link in ls:  # the same host: the measured offset is near zero, within its round trip
+        assert link.clock_offset is not None
+        assert abs(link.clock_offset.offset_s) <= link.clock_offset.uncertainty_s + 1e-3
