@@ -3,7 +3,7 @@
 A link sends control messages (``send``, never blocking) and hands every message the worker
 sends to ``on_message`` on the controller's loop; ``closed`` is set when the worker is gone.
 ``ProcessLink`` runs ``python -m infmon.engine.worker`` with two pipes; ``InProcessLink`` runs
-the same ``WorkerCore`` on the caller's loop (its outbox thread still does the encoding).
+the same ``WorkerCore`` on the caller's loop (its outbox pumps on that loop too).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def exit_text(pid: int, code: int | None) -> str:
 
 class InProcessLink:
     """The worker core on the controller's own loop: measures as a process would, minus the
-    process boundary (the outbox thread still encodes off the loop)."""
+    process boundary."""
 
     def __init__(
         self,

@@ -1,19 +1,27 @@
-"""A load worker's one writer: a thread that turns what the load loop produced into messages.
+"""A load worker's one writer: it turns what the load loop produced into messages, on that loop,
+in slices small enough that a chunk waiting on a socket is never held up for long.
 
-The load loop only appends finished records to a list and bumps counters. Every
-``tick_s`` this thread takes the records, encodes them in the journal's line encoding, adds
-their latencies to the window's histograms, and every ``window_s`` (or at a ``Flush``) closes a
-window of counters; then it hands each message to ``deliver`` (a blocking pipe write in a
-worker process, a thread-safe hand-over in process). Encoding here rather than on the loop was
-measured for the session journal (``infmon.journal.writer``): on the loop, a batch of streams
-ending in one engine step delays the next requests' first chunks.
+The load loop only appends finished records to a deque and bumps counters. Every ``tick_s`` (or
+at once for a control reply or a ``Flush``) a pump takes the records and the replies, encodes
+the records in the journal's line encoding and adds their latencies to the window's
+histograms ``SLICE`` records at a time, yielding to the loop between slices (``call_soon``: the
+loop polls its sockets before the next slice), then hands the batches, the window (every
+``window_s``, at a ``Flush``, or when the last request just finished) and the replies to
+``deliver`` (a non-blocking pipe write in a worker process, a hand-over in process).
+
+Why not a thread: measured on a real vLLM sharing the client's 2 busy cores
+(``bench/real_truth.py``), a writer thread beside the loop adds a second Python thread on the
+timing path: while it holds the GIL and the OS has preempted it (the cores are busy), a loop
+thread woken by a chunk waits for the GIL until the writer runs again, a whole time slice of
+the scheduler. On one thread that wait cannot happen; the slices bound what the encoding
+adds to a chunk's wait (one slice, ~``SLICE`` × 40 µs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -28,10 +36,12 @@ from infmon.model.records import RequestRecord
 
 BATCH = 512
 """Most records in one ``RecordLines`` message."""
+SLICE = 8
+"""Records encoded in one turn of the loop before it serves its sockets again."""
 
 
 class DriverView(Protocol):
-    """What the outbox reads from the load driver (plain attributes, read under the GIL)."""
+    """What the outbox reads from the load driver."""
 
     sent: int
     succeeded: int
@@ -74,8 +84,23 @@ class _Hists:
             self.itl.add(np.diff(np.asarray(rec.chunk_times_s)))
 
 
+class _Pass:
+    """One pump's work: what was in flight when it began, the records and replies it took."""
+
+    __slots__ = ("inflight", "lines", "messages", "records")
+
+    def __init__(
+        self,
+        inflight: tuple[int, tuple[tuple[int, int], ...]],
+        records: list[RequestRecord],
+        messages: list[object],
+    ) -> None:
+        self.inflight, self.records, self.messages = inflight, records, messages
+        self.lines: list[str] = []
+
+
 class Outbox:
-    """See the module docstring. ``put`` and ``add_record`` are safe from the load loop."""
+    """See the module docstring. Every method runs on the load loop."""
 
     def __init__(
         self,
@@ -100,23 +125,25 @@ class Outbox:
         self.endpoints: dict[int, int] | None = None
         """Request id → endpoint index (``SpreadClient.endpoint_of``), popped as encoded."""
         self._records: deque[RequestRecord] = deque()
-        """Appended by the loop, taken by the thread (deque ends are thread-safe)."""
         self._messages: list[object] = []
         self._hists = _Hists()
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = False
         self._flush_window = False
         self._window_t0 = now()
         self._last = (0.0, 0.0, 0, 0, 0, 0)
         """(tokens, area, sent, finished, failed, cancelled) at the last window's close."""
         self._idle_said = True
-        self._thread = threading.Thread(target=self._run, name="infmon-outbox", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._pass: _Pass | None = None
+        self._again = False
+        """Something asked for a pump while one was running: another follows at once."""
+        self._closed = False
 
     def start(self) -> None:
         self._window_t0 = self.now()
         self._last = self._totals()
-        self._thread.start()
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(self.tick_s, self._tick)
 
     # ---- from the load loop (cheap) ----------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
@@ -124,36 +151,56 @@ class Outbox:
 
     def put(self, msg: object) -> None:
         """A control reply, sent after every record that finished before it."""
-        with self._lock:
-            self._messages.append(msg)
-        self._wake.set()
+        self._messages.append(msg)
+        self._soon()
 
     def flush_window(self) -> None:
         """Close the window now (a step boundary)."""
         self._flush_window = True
-        self._wake.set()
+        self._soon()
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Send everything left (records, a last window), then stop the thread."""
-        self._stop = True
+    def close(self) -> None:
+        """Send everything left (records, a last window) at once, then stop pumping."""
+        if self._timer is not None:
+            self._timer.cancel()
         self._flush_window = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout_s)
+        self.drain_now()
+        self._closed = True
+
+    def drain_now(self) -> None:
+        """Encode and send everything taken or waiting, in one go (at the end, and tests)."""
+        later = self._take()
+        work = self._pass
+        if work is None:
+            work = later
+        else:  # a pass half done: it takes the rest, with what is in flight now
+            work.records += later.records
+            work.messages += later.messages
+            work.inflight = later.inflight
+        self._pass = work
+        self._encode(len(work.records))
+        self._send()
+        self._pass = None
+        self._again = False
+
+    # ---- the pump -------------------------------------------------------------------------------
+    def _soon(self) -> None:
+        if self._closed or self._loop is None:
+            return  # not started (``start`` arms the pump) or closed (``close`` sent it all)
+        if self._pass is not None:
+            self._again = True
         else:
-            self._drain()
+            self._pass = self._take()
+            self._loop.call_soon(self._step)
 
-    # ---- the thread ------------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            self._wake.wait(self.tick_s)
-            self._wake.clear()
-            stopping = self._stop
-            self._drain()
-            if stopping:
-                return
+    def _tick(self) -> None:
+        assert self._loop is not None
+        self._timer = self._loop.call_later(self.tick_s, self._tick)
+        if self._pass is None:
+            self._pass = self._take()
+            self._step()
 
-    def _drain(self) -> None:
+    def _take(self) -> _Pass:
         # What is in flight is read before the records are taken: the driver emits a record
         # before it stops counting the request, so a window that says "nothing in flight"
         # comes after every record (a step settled on it misses none).
@@ -161,32 +208,50 @@ class Outbox:
         inflight = (
             (d.inflight, _items(getattr(d, "inflight_by_step", None))) if d is not None else (0, ())
         )
-        records = []
-        while self._records:
-            records.append(self._records.popleft())
-        for i in range(0, len(records), BATCH):
-            batch = records[i : i + BATCH]
-            eps = self.endpoints
-            if eps is None:
-                lines = tuple(record_line(r, self.offset_s) for r in batch)
-            else:
-                lines = tuple(
-                    record_line(r, self.offset_s, eps.pop(r.request_id, None)) for r in batch
-                )
-            for r in batch:
-                self._hists.add(r)
-            self.deliver(RecordLines(self.worker_id, lines))
-        with self._lock:
-            messages, self._messages = self._messages, []
+        records = list(self._records)
+        self._records.clear()
+        messages, self._messages = self._messages, []
+        return _Pass(inflight, records, messages)
+
+    def _step(self) -> None:
+        """One slice of the current pass; the next slice after the loop has polled again."""
+        work = self._pass
+        if work is None or self._closed:
+            return
+        if len(work.lines) < len(work.records):
+            self._encode(SLICE)
+            assert self._loop is not None
+            self._loop.call_soon(self._step)
+            return
+        self._send()
+        self._pass = None
+        if self._again:
+            self._again = False
+            self._soon()
+
+    def _encode(self, n: int) -> None:
+        work = self._pass
+        assert work is not None
+        eps = self.endpoints
+        for rec in work.records[len(work.lines) : len(work.lines) + n]:
+            ep = eps.pop(rec.request_id, None) if eps is not None else None
+            work.lines.append(record_line(rec, self.offset_s, ep))
+            self._hists.add(rec)
+
+    def _send(self) -> None:
+        work = self._pass
+        assert work is not None
+        for i in range(0, len(work.lines), BATCH):
+            self.deliver(RecordLines(self.worker_id, tuple(work.lines[i : i + BATCH])))
         now = self.now()
         if (
             self._flush_window
             or now - self._window_t0 >= self.window_s
-            or self._went_idle(inflight[0])
+            or self._went_idle(work.inflight[0])
         ):
             self._flush_window = False
-            self.deliver(self._close_window(now, *inflight))
-        for msg in messages:
+            self.deliver(self._close_window(now, *work.inflight))
+        for msg in work.messages:
             self.deliver(msg)
 
     def _went_idle(self, inflight: int) -> bool:

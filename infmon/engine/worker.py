@@ -1,9 +1,10 @@
 """A load worker: the load driver and its HTTP client, and nothing else, on their own loop.
 
 ``WorkerCore`` takes control messages (``infmon.engine.protocol``) and sends its data through an
-``Outbox`` thread. ``python -m infmon.engine.worker CTRL_FD DATA_FD [CONTROLLER_PID]`` runs one in a process of
-its own (uvloop, ``gc.freeze``), reading control frames from one pipe and writing data frames
-to another; it never imports Textual, and it ends when the controller closes the control pipe.
+``Outbox`` pumped on the same loop in slices (no second Python thread: see ``outbox``).
+``python -m infmon.engine.worker CTRL_FD DATA_FD [CONTROLLER_PID]`` runs one in a process of its
+own (uvloop, ``gc.freeze``), reading control frames from one pipe and writing data frames to
+another; it never imports Textual, and it ends when the controller closes the control pipe.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def host_id() -> str:
 
 
 class WorkerCore:
-    """One worker's load. ``deliver`` receives every outgoing message (on the outbox thread)."""
+    """One worker's load. ``deliver`` receives every outgoing message (on the loop)."""
 
     def __init__(
         self,
@@ -310,22 +311,28 @@ def _totals(d: LoadDriver) -> tuple[int, int, int, int]:
 
 
 class _PipeWriter:
-    """Blocking frame writes to the data pipe, from the outbox thread (or the loop before it)."""
+    """Frames to the data pipe through the loop's write transport: never blocks the loop (a
+    controller slow to read lets frames queue here, not the load wait)."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.broken = False
+    DRAIN_S = 5.0
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self.transport = transport
 
     def __call__(self, msg: object) -> None:
-        if self.broken:
-            return
-        data = memoryview(p.frame(msg))
-        try:
-            while data:
-                n = os.write(self.fd, data)
-                data = data[n:]
-        except OSError:
-            self.broken = True  # the controller is gone: the control pipe's end stops us
+        if not self.transport.is_closing():  # closing: the controller is gone
+            self.transport.write(p.frame(msg))
+
+    async def drain(self) -> None:
+        """Wait until every frame is written (or the controller is gone), then close."""
+        deadline = asyncio.get_running_loop().time() + self.DRAIN_S
+        while (
+            self.transport.get_write_buffer_size()
+            and not self.transport.is_closing()
+            and asyncio.get_running_loop().time() < deadline
+        ):
+            await asyncio.sleep(0.01)
+        self.transport.close()
 
 
 async def serve(ctrl_fd: int, data_fd: int, parent: int | None = None) -> None:
@@ -334,17 +341,23 @@ async def serve(ctrl_fd: int, data_fd: int, parent: int | None = None) -> None:
     reader = asyncio.StreamReader(limit=p.MAX_FRAME)
     pipe = os.fdopen(ctrl_fd, "rb", buffering=0)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
-    core = WorkerCore(_PipeWriter(data_fd))
+    transport, _ = await loop.connect_write_pipe(
+        asyncio.Protocol, os.fdopen(data_fd, "wb", buffering=0)
+    )
+    writer = _PipeWriter(transport)
+    core = WorkerCore(writer)
     watch = asyncio.ensure_future(_until_orphaned(parent or os.getppid(), reader))
-    while True:
-        msg = await p.read_frame(reader)
-        if msg is None:
-            watch.cancel()
-            await core.handle(p.Stop(cancel=True))
-            return
-        if not await core.handle(msg):
-            watch.cancel()
-            return
+    try:
+        while True:
+            msg = await p.read_frame(reader)
+            if msg is None:
+                await core.handle(p.Stop(cancel=True))
+                return
+            if not await core.handle(msg):
+                return
+    finally:
+        watch.cancel()
+        await writer.drain()
 
 
 ORPHAN_CHECK_S = 1.0

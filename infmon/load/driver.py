@@ -11,6 +11,7 @@ in-flight streams and returns within ~2 s; each cancelled stream still yields a 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import random
 from collections import Counter, deque
@@ -180,7 +181,9 @@ class LoadDriver:
     def lateness_since(self, count: int) -> list[float]:
         """The lateness of the arrivals noted after the first ``count`` (the newest ones)."""
         new = min(self.lateness_count - count, len(self._lateness))
-        return [late for _, late in list(self._lateness)[-new:]] if new > 0 else []
+        out = [late for _, late in itertools.islice(reversed(self._lateness), max(new, 0))]
+        out.reverse()
+        return out
 
     def arrival_lateness_s(self, since_s: float | None = None) -> list[float]:
         """How late each trace/schedule arrival was sent (its record's ``sent_s`` minus its

@@ -51,8 +51,16 @@ class SelfCheck:
         return float(np.percentile(lags, 99)) if lags else math.nan
 
     def lags_between(self, t0: float, t1: float) -> list[float]:
-        """The lags measured in ``[t0, t1)`` (a worker's window)."""
-        return [lag for t, lag in list(self._lags) if t0 <= t < t1]
+        """The lags measured in ``[t0, t1)`` (a worker's window), read from the newest end: the
+        window is the last few wakes of a long deque, and this runs on the load loop."""
+        out = []
+        for t, lag in reversed(self._lags):
+            if t < t0:
+                break
+            if t < t1:
+                out.append(lag)
+        out.reverse()
+        return out
 
     async def run(self, inflight: Callable[[], int]) -> None:
         """Measure until cancelled (a task on the load loop)."""

@@ -56,7 +56,7 @@ def test_a_window_saying_idle_comes_after_every_record() -> None:
     driver = _FinishingDriver()
     driver.outbox, box.driver = box, driver
     box.flush_window()
-    box._drain()
+    box.drain_now()
     kinds = [type(m) for m in got]
     assert kinds == [RecordLines, Window], kinds
     window = got[-1]
