@@ -16,7 +16,7 @@ from infmon.clock import Clock
 from infmon.commands.wiring import RunWiring
 from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.journal import JournalWriter
-from infmon.model.dial import DialChange, LoadDial
+from infmon.model.dial import DialChange, LoadDial, sweep_step
 from infmon.model.session import Session
 from infmon.model.steps import CLOSED, StepEvent
 from infmon.sources.errors import SourceError
@@ -93,12 +93,9 @@ class LiveController:
     def tick(self) -> None:
         now = self.clock.now()
         cur = self.session.current(now)
-        held = cur.span.held_s(now) if cur else 0.0
         if self.dial.sweeping and cur is not None:
             led = self.session.ledger
-            change = self.dial.tick(
-                held, cur.stats.slo_attainment, led.knee(now), led.slo_limit(now)
-            )
+            change = self.dial.tick(sweep_step(cur, now), led.knee(now), led.slo_limit(now))
             if change is not None:
                 self._apply(change)
         self._show_progress()
@@ -107,8 +104,7 @@ class LiveController:
 
     def _show_progress(self) -> None:
         now = self.clock.now()
-        cur = self.session.ledger.book.current
-        progress = self.dial.progress(cur.held_s(now) if cur else 0.0)
+        progress = self.dial.progress(sweep_step(self.session.current(now), now))
         self.session.set_sweep(
             None
             if progress is None
@@ -161,10 +157,10 @@ class LiveController:
     # ---- applying a change --------------------------------------------------------------------
     def _apply(self, change: DialChange, initial: bool = False) -> None:
         now = self.clock.now()
-        book, events = self.session.ledger.book, []
-        paused = self.dial.state.paused
+        ledger, events = self.session.ledger, []
+        book, paused = ledger.book, self.dial.state.paused
         if change.level is not None:
-            events += book.begin(change.level, now, change.origin, self.warmup_s)
+            events += book.begin(change.level, now, change.origin, self.warmup_s, ledger.inflight())
             index = book.next_index - 1
             self.engine.set_level(index, change.level, now + self.warmup_s)
             if paused:
@@ -178,7 +174,7 @@ class LiveController:
                 events += book.pause(now)
                 self.engine.pause()
             else:
-                events += book.resume(now, self.warmup_s)
+                events += book.resume(now, self.warmup_s, ledger.inflight())
                 self.engine.resume(now + self.warmup_s)
             if not initial:
                 self.journal.write_event("pause" if change.paused else "resume")

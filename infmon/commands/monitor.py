@@ -37,12 +37,11 @@ from infmon.commands.scale import (
     scale_from_args,
     start_exporter,
 )
-from infmon.commands.wiring import RunWiring
+from infmon.commands.wiring import RunWiring, wire_session
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.model.dial import DialState, LoadDial
 from infmon.model.health import ServerHealth
-from infmon.model.ledger import StepLedger
 from infmon.model.session import Session, SessionConfig
 from infmon.model.steps import CLOSED, RATE
 
@@ -156,17 +155,11 @@ def build_monitor(
     session_dir = Path(config.session_dir or default_session_dir(config.label))
     journal = open_journal(session_dir, clock)  # an unusable directory: one line, no load sent
     journal.write_config(config.to_public_dict())
-    wiring = RunWiring(journal, StepLedger(), feed_ledger=False)
-    session = build_session(config, clock, wiring.health)
-    wiring.ledger = session.ledger
+    session = build_session(config, clock)
+    wiring = wire_session(RunWiring(journal, session.ledger, session.health), session, clock)
     if reference is not None:
         watch_baseline(session, reference, clock.now())
-    wiring.on_record.append(session.add_record)
-    wiring.on_window.append(session.add_window)
-    wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))
-    wiring.on_health.append(lambda ev: session.add_event(clock.now(), "server", ev.text))
     scale: ScaleOptions = getattr(args, "scale", None) or ScaleOptions()
-    wiring.on_lost.append(lambda loss: session.windows.forget(loss.worker_id))
     reach = Reachability(config.url or "")
     wiring.on_snapshot.append(reach.observe)
     engine = LoadEngine(

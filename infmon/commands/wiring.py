@@ -1,12 +1,14 @@
 """What bench and the monitor both do with the load engine's data and the server's scrapes:
 the journal, the step ledger and the server's health see every record, window, scrape and
-step change, in the order they happen, on the controller's loop."""
+step change, in the order they happen, on the controller's loop. This is the ledger's only
+feeder: the live Session reads the same ledger and hears of the rest through the callbacks."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
 
+from infmon.clock import Clock
 from infmon.engine.loss import WorkerLoss
 from infmon.engine.protocol import Window
 from infmon.engine.types import RecordBatch
@@ -17,6 +19,7 @@ from infmon.model.ledger import StepLedger
 from infmon.model.loghist import LogHistogram
 from infmon.model.records import RequestRecord
 from infmon.model.server import ServerSnapshot, SourceState
+from infmon.model.session import Session
 from infmon.model.steps import JOURNAL_KIND, StepEvent
 
 
@@ -24,13 +27,11 @@ class RunWiring:
     """Feeds the journal, the ledger and the health state machine; counts errors by kind."""
 
     def __init__(
-        self, journal: JournalWriter, ledger: StepLedger, *, feed_ledger: bool = True
+        self, journal: JournalWriter, ledger: StepLedger, health: ServerHealth | None = None
     ) -> None:
         self.journal = journal
         self.ledger = ledger
-        self.feed_ledger = feed_ledger
-        """False when a ``Session`` (which holds the ledger) is fed through the callbacks."""
-        self.health = ServerHealth()
+        self.health = health or ServerHealth()
         self.errors: Counter[str] = Counter()
         self.done: Counter[int] = Counter()
         self.failed: Counter[int] = Counter()
@@ -41,14 +42,15 @@ class RunWiring:
         self.on_window: list[Callable[[Window], None]] = []
         self.on_snapshot: list[Callable[[ServerSnapshot], None]] = []
         self.on_health: list[Callable[[HealthEvent], None]] = []
+        self.on_settle: list[Callable[[list[StepEvent]], None]] = []
+        """A step's clean start, said by the ledger from a window (journalled already)."""
         self._sent: dict[int, dict[int, int]] = {}
 
     def records(self, batch: RecordBatch) -> None:
         w, eps, write = batch.worker_id, batch.endpoints, self.journal.write_record
         for i, r in enumerate(batch.records):
             write(r, w, eps[i] if eps is not None else None)
-            if self.feed_ledger:
-                self.ledger.add_record(r)
+            self.ledger.add_record(r)
             if r.ok:
                 self.done[r.step] += 1
             elif r.error_kind != "cancelled":
@@ -63,17 +65,22 @@ class RunWiring:
     def lost(self, loss: WorkerLoss) -> None:
         """A lost worker: journalled (the report flags its step), and told to the live view."""
         self.journal.write_event("worker_lost", **loss.payload())
+        self.ledger.forget_worker(loss.worker_id)
         for f in self.on_lost:
             f(loss)
 
     def window(self, w: Window) -> None:
-        if self.feed_ledger:
-            lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
-            late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
-            self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id)
+        lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
+        late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
+        self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id)
         self._sent[w.worker_id] = dict(w.sent_by_step)
         for step in {s for by in self._sent.values() for s in by}:
             self.ledger.note_sent(step, sum(by.get(step, 0) for by in self._sent.values()))
+        settled = self.ledger.note_inflight(w.worker_id, w.t1, w.inflight_by_step)
+        if settled:
+            self.step_events(settled)
+            for tell in self.on_settle:
+                tell(settled)
         for f in self.on_window:
             f(w)
 
@@ -84,7 +91,7 @@ class RunWiring:
             self.journal.write_event(ev.kind, **ev.payload())
             for tell in self.on_health:
                 tell(ev)
-        sample = ServerSample.of(snap) if self.feed_ledger else None
+        sample = ServerSample.of(snap)
         if sample is not None:
             self.ledger.add_sample(sample)
         for f in self.on_snapshot:
@@ -98,3 +105,15 @@ class RunWiring:
             if ev.kind == "end":
                 payload["stats"] = self.ledger.client_check(ev.index).payload()
             self.journal.write_event(JOURNAL_KIND[ev.kind], **payload)
+
+
+def wire_session(wiring: RunWiring, session: Session, clock: Clock) -> RunWiring:
+    """The live Session hears everything the wiring fed the ledger (the Session's own ledger:
+    ``RunWiring(journal, session.ledger, session.health)``)."""
+    wiring.on_record.append(session.add_record)
+    wiring.on_window.append(session.add_window)
+    wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))
+    wiring.on_health.append(lambda ev: session.add_event(clock.now(), "server", ev.text))
+    wiring.on_settle.append(lambda events: session.note_steps(events, clock.now()))
+    wiring.on_lost.append(lambda loss: session.windows.forget(loss.worker_id))
+    return wiring

@@ -180,7 +180,8 @@ class StepRunner:
     ) -> tuple[StepResult, EdgeRate]:
         clock, engine = self.clock, self.engine
         t0 = clock.now()
-        self._apply(self.ledger.book.begin(spec.level, t0, "bench", spec.warmup_s))
+        inflight = self.ledger.inflight()  # drained: clean at once (unless the drain timed out)
+        self._apply(self.ledger.book.begin(spec.level, t0, "bench", spec.warmup_s, inflight))
         index = self.ledger.book.next_index - 1
         engine.set_level(index, spec.level, t0 + spec.warmup_s)
         engine.limit_sends(spec.max_requests)  # before resume: no measured send slips past it

@@ -2,9 +2,14 @@
 
 One ``LoadDial`` holds the level the operator (or the sweep) wants; ``press`` and ``tick``
 return a ``DialChange`` that one controller applies to the load engine, the session and the
-journal alike, so the level lives in one place. The sweep holds 1, 2, 4, … each for
-``step_s`` of held time (pauses do not count) and stops when the knee is confirmed or the SLO
-is breached, then holds the knee (or the last level within the SLO).
+journal alike, so the level lives in one place. The sweep holds 1, 2, 4, … and stops when the
+knee is confirmed or the SLO is breached, then holds the knee (or the last level within the
+SLO).
+
+A sweep step lasts long enough to mean something: ``max(step_s, 3 × the previous level's E2E
+p90)`` of *measured* time (after its clean start and warm-up; pauses do not count), so a level
+whose requests take longer than ``step_s`` still finishes requests of its own. A step still
+settling after that much held time is let go: it ends a transition.
 """
 
 from __future__ import annotations
@@ -13,8 +18,12 @@ import math
 from dataclasses import dataclass, replace
 
 from infmon.model.knee import SLO_ATTAINMENT, Knee
-from infmon.model.steps import CLOSED, RATE, Level
+from infmon.model.ledger import StepResult
+from infmon.model.steps import CLOSED, RATE, Level, Mode
 
+NAN = math.nan
+E2E_STEPS = 3.0
+"""A sweep step lasts at least this many of the previous level's E2E p90."""
 RATE_LADDER = (0.1, 0.2, 0.5, 1.0)
 """Rates below 1 req/s step through these; from 1 up the dial moves by 1 req/s."""
 MIN_RATE = RATE_LADDER[0]
@@ -22,7 +31,7 @@ MIN_RATE = RATE_LADDER[0]
 
 @dataclass(frozen=True, slots=True)
 class DialState:
-    mode: str
+    mode: Mode
     concurrency: int
     rate: float
     paused: bool
@@ -52,11 +61,56 @@ class SweepProgress:
     left_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class SweepStep:
+    """What the sweep reads of the step it holds."""
+
+    held_s: float
+    """Time the level was applied (pauses excluded)."""
+    measured_s: float = NAN
+    """Measured time (after the clean start and warm-up); nan: as ``held_s``."""
+    attainment: float = NAN
+    """SLO attainment (nan: no SLO)."""
+    settling: bool = False
+    """Not clean yet (``infmon.model.steps.starts_clean``)."""
+    e2el_p90_s: float = NAN
+
+    @property
+    def measured(self) -> float:
+        return self.held_s if math.isnan(self.measured_s) else self.measured_s
+
+
+def sweep_step(result: StepResult | None, now: float) -> SweepStep:
+    """The sweep's view of a step as the ledger has it (None: no step yet)."""
+    if result is None:
+        return SweepStep(0.0)
+    span, stats = result.span, result.stats
+    return SweepStep(
+        span.held_s(now),
+        span.measured_s(now),
+        stats.slo_attainment,
+        span.settling,
+        stats.e2el.p90,
+    )
+
+
 @dataclass(slots=True)
 class _Sweep:
     levels: tuple[int, ...]
     step_s: float
     position: int = 0
+    prev_e2el_p90_s: float = NAN
+
+    @property
+    def min_s(self) -> float:
+        """This step's least measured time: ``max(step_s, 3 × previous E2E p90)``."""
+        prev = self.prev_e2el_p90_s
+        return self.step_s if math.isnan(prev) else max(self.step_s, E2E_STEPS * prev)
+
+    def done(self, step: SweepStep) -> bool:
+        if step.settling:
+            return step.held_s >= self.min_s  # never clean: let it go (a transition)
+        return step.measured >= self.min_s
 
 
 def sweep_levels(start: int, max_level: int) -> tuple[int, ...]:
@@ -150,19 +204,18 @@ class LoadDial:
             level=self.state.level, origin="hold", note=f"sweep stopped: {why}; holding c={hold}"
         )
 
-    def tick(
-        self, held_s: float, attainment: float, knee: Knee | None, slo_limit: int | None
-    ) -> DialChange | None:
-        """The sweep's next move once the current level has been held ``step_s``.
+    def tick(self, step: SweepStep, knee: Knee | None, slo_limit: int | None) -> DialChange | None:
+        """The sweep's next move once the current step has lasted long enough (``_Sweep.done``).
 
-        ``held_s``/``attainment``: the current step's held time and SLO attainment (nan
-        without an SLO); ``knee``/``slo_limit``: the verdict over the steps so far.
+        ``step``: the current step as it stands; ``knee``/``slo_limit``: the verdict over the
+        steps so far.
         """
         sw = self._sweep
-        if sw is None or self.state.paused or held_s < sw.step_s:
+        if sw is None or self.state.paused or not sw.done(step):
             return None
         level = sw.levels[sw.position]
-        if not math.isnan(attainment) and attainment < SLO_ATTAINMENT:
+        attainment = step.attainment
+        if not math.isnan(attainment) and attainment < SLO_ATTAINMENT and not step.settling:
             return self._stop_sweep(f"SLO breached at c={level}", slo_limit)
         if knee is not None and knee.confirmed and level > knee.concurrency:
             return self._stop_sweep(
@@ -171,12 +224,14 @@ class LoadDial:
         if sw.position + 1 >= len(sw.levels):
             return self._stop_sweep(f"reached c={level}, the sweep's last level")
         sw.position += 1
+        if not step.settling:
+            sw.prev_e2el_p90_s = step.e2el_p90_s
         self.state = replace(self.state, concurrency=sw.levels[sw.position])
         return DialChange(level=self.state.level, origin="sweep")
 
-    def progress(self, held_s: float) -> SweepProgress | None:
+    def progress(self, step: SweepStep) -> SweepProgress | None:
         sw = self._sweep
         if sw is None:
             return None
-        left = max(0.0, sw.step_s - held_s)
+        left = max(0.0, sw.min_s - (step.held_s if step.settling else step.measured))
         return SweepProgress(sw.position + 1, len(sw.levels), sw.levels[sw.position], left)

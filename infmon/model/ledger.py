@@ -3,8 +3,10 @@
 One ledger serves the live session (fed as things happen) and reports (fed by replaying the
 journal: step events, records, scrapes), so both compute the same steps, throughputs, server
 evidence and knee. A step's throughput counts the output tokens whose chunks arrived inside
-its measured time, from every request, so it matches the server's generation counter over
-the same window. A step is *settled* once every request that could add to it has finished;
+its measured time, so it matches the server's generation counter over the same window; its
+measured time starts clean (``infmon.model.steps.starts_clean``: the ledger watches what is in
+flight and says when), so those tokens are its own level's. A step that never started clean
+is a transition: shown, never in the knee. A step is *settled* once every request that could add to it has finished;
 its result is then computed once and kept, and its per-request figures are let go.
 """
 
@@ -83,6 +85,11 @@ class StepResult:
     def index(self) -> int:
         return self.span.index
 
+    @property
+    def transition(self) -> bool:
+        """Ended before its load was ever clean: measured nothing (``StepSpan.transition``)."""
+        return self.span.transition
+
     def to_dict(self, origin_s: float = 0.0) -> dict[str, Any]:
         d = self.stats.to_dict()
         end = self.span.end_s
@@ -98,6 +105,8 @@ class StepResult:
             settled=self.settled,
             server_evidence=self.evidence.to_dict() if self.evidence else None,
         )
+        if self.transition:
+            d["transition"] = True
         return d
 
 
@@ -151,6 +160,8 @@ class StepLedger:
         """Measured requests a step keeps exact latencies for (``StepTally``; None: all)."""
         self._open: dict[int, _Open] = {}
         self._settled: dict[int, StepResult] = {}
+        self._inflight: dict[int, dict[int, int]] = {}
+        """Each worker's requests in flight per step tag, as its last window said."""
 
     # ---- ingest -------------------------------------------------------------------------------
     def apply(self, events: Iterable[StepEvent]) -> None:
@@ -198,6 +209,26 @@ class StepLedger:
                             entry.lateness.merge(lateness)
             if span.start_s <= t0:
                 break
+
+    def note_inflight(
+        self, worker: int, t: float, by_step: Iterable[tuple[int, int]]
+    ) -> list[StepEvent]:
+        """What ``worker`` had in flight per step tag at ``t`` (its window's end): the running
+        step's clean start when the load is now clean (the events applied; journal them)."""
+        self._inflight[worker] = dict(by_step)
+        return self.book.settle(t, self.inflight())
+
+    def forget_worker(self, worker: int) -> None:
+        """A lost worker: its requests in flight are records already."""
+        self._inflight.pop(worker, None)
+
+    def inflight(self) -> dict[int, int]:
+        """Requests in flight per step tag, all workers (as their last windows said)."""
+        out: dict[int, int] = {}
+        for by in self._inflight.values():
+            for step, n in by.items():
+                out[step] = out.get(step, 0) + n
+        return out
 
     def note_sent(self, index: int, sent: int) -> None:
         """Requests sent so far in step ``index`` (all workers; warm-up included)."""
@@ -334,7 +365,7 @@ class StepLedger:
         )
         attempts = stats.completed + stats.failed + stats.cancelled
         held = attempts if settled else max(attempts, entry.sent)
-        eligible = duration >= self.min_hold_s and held >= self.min_requests
+        eligible = duration >= self.min_hold_s and held >= self.min_requests and not span.transition
         return StepResult(span, stats, evidence_of(entry.samples), eligible, settled)
 
     def _credit(self, rec: RequestRecord) -> None:

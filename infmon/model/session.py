@@ -33,7 +33,6 @@ from infmon.model.ledger import StepLedger, StepResult
 from infmon.model.levels import LevelSample
 from infmon.model.live import LiveWindows
 from infmon.model.live_baseline import LiveBaseline, facts_from_snapshot
-from infmon.model.loghist import LogHistogram
 from infmon.model.measures import SLO, meets_slo
 from infmon.model.rates import TrailingRate
 from infmon.model.records import RequestRecord
@@ -78,6 +77,8 @@ class SessionConfig:
         self.endpoint = redact_url(self.endpoint)  # shown on screen: no URL's password
 
 
+SAY_SETTLE_S = 1.0
+"""A clean start that took at least this long after the change is said in the events."""
 PAUSED_SERVER_FLOOR_TOK_S = 1.0
 """While paused with nothing of ours in flight, a server rate below this is the tail of our
 own sizing probes or the counter's rounding, not traffic: the series shows nothing."""
@@ -128,8 +129,8 @@ class Session:
 
     # ---- ingest -------------------------------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
-        """A finished (or failed, or cancelled) request, decoded as the journal keeps it."""
-        self.ledger.add_record(rec)
+        """A finished (or failed, or cancelled) request, decoded as the journal keeps it (the
+        ledger has it already: ``RunWiring`` feeds it)."""
         self.method.add_record(rec)
         if rec.error_kind == "cancelled":
             self.cancelled += 1
@@ -145,9 +146,6 @@ class Session:
     def add_window(self, w: LoadWindow) -> None:
         self.windows.add(w)
         self.method.add_window(w.t0, w.t1, w.tokens)
-        lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
-        late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
-        self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id)
         self._settle()
 
     def add_server(self, snap: ServerSnapshot, now: float) -> None:
@@ -163,17 +161,18 @@ class Session:
         self.method.add_server(snap)
         self.gpus.add(snap, now)
         self._server_gen.add(now, snap.generation_tokens_per_s, snap.window_s)
-        from infmon.model.evidence import ServerSample
-
-        sample = ServerSample.of(snap)
-        if sample is not None:
-            self.ledger.add_sample(sample)
         self._views = None
 
     def apply_steps(self, events: list[StepEvent], now: float) -> None:
         """Step changes (the controller journals the same events)."""
         self.ledger.apply(events)
+        self.note_steps(events, now)
+
+    def note_steps(self, events: list[StepEvent], now: float) -> None:
+        """Step changes the ledger holds already (a clean start it saw in a window)."""
         for ev in events:
+            if ev.kind == "settle":
+                self._note_settle(ev)
             span = self.ledger.book.get(ev.index)
             if ev.kind == "begin" and span is not None:
                 more = f" (revisit of step {span.revisit_of})" if span.revisit_of else ""
@@ -185,6 +184,13 @@ class Session:
                 self.add_event(now, "load", f"step {ev.index}: {span.level.label}{more}")
                 self.series.step_started(ev.t, span.level.label)
         self._views = None
+
+    def _note_settle(self, ev: StepEvent) -> None:
+        span = self.ledger.book.get(ev.index)
+        if span is not None and ev.t - span.segments[-1].start_s >= SAY_SETTLE_S:
+            took = ev.t - span.segments[-1].start_s
+            text = f"step {ev.index}: {span.level.label} clean {took:.0f} s after the change"
+            self.add_event(ev.t, "load", f"{text}; measured from here")
 
     def set_server_info(
         self, *, model: str | None = None, backend: str | None = None, version: str | None = None

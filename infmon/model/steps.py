@@ -8,6 +8,12 @@ makes a new step that names the earlier one (``revisit_of``). A level changed ag
 ``coalesce_s`` of its start (quick key presses), or set while paused before the step ever
 ran, replaces that step instead of leaving a junk one behind.
 
+A step starts clean (``starts_clean``): after a level change its measured time begins only once
+the old level's streams have finished (a decrease, or a change of mode) or the new streams are
+all running (an increase), plus its warm-up. Until then the step is *settling*; the ledger says
+when it is clean with a ``settle`` event. A step that ends still settling is a *transition*:
+shown, never measured, never in the knee. So no step measures another level's streams.
+
 Every change is a ``StepEvent``; ``StepBook.apply`` is the only way the book changes, so the
 live session and a report replaying the journal's events build the same steps.
 """
@@ -18,19 +24,30 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final, Literal, TypeGuard
 
 import numpy as np
 
-CLOSED, RATE, REPLAY = "closed", "rate", "replay"
+Mode = Literal["closed", "rate", "replay"]
+CLOSED: Final = "closed"
+RATE: Final = "rate"
+REPLAY: Final = "replay"
 """Closed loop (``value`` streams), open loop (``value`` req/s), or a trace/schedule replayed."""
+MODES: tuple[Mode, ...] = (CLOSED, RATE, REPLAY)
+
+EventKind = Literal["begin", "pause", "resume", "end", "settle"]
+EVENT_KIND_NAMES: tuple[EventKind, ...] = ("begin", "pause", "resume", "end", "settle")
+
+
+def is_mode(x: object) -> TypeGuard[Mode]:
+    return x in MODES
 
 
 @dataclass(frozen=True, slots=True)
 class Level:
     """A load level: ``value`` streams in flight (closed loop) or requests/s (rate)."""
 
-    mode: str
+    mode: Mode
     value: float
 
     @property
@@ -54,12 +71,19 @@ class Segment:
 
     start_s: float
     measure_from_s: float
+    """+inf while the step is settling (``starts_clean``): nothing is measured yet."""
     end_s: float | None = None
     """None while the segment runs."""
+    warmup_s: float = 0.0
+    """The warm-up that follows the clean start (kept for the ``settle`` event)."""
+
+    @property
+    def settling(self) -> bool:
+        return math.isinf(self.measure_from_s)
 
     def measured_s(self, now: float) -> float:
         end = self.end_s if self.end_s is not None else now
-        return max(0.0, end - self.measure_from_s)
+        return 0.0 if self.settling else max(0.0, end - self.measure_from_s)
 
     def measures(self, t: float) -> bool:
         end = self.end_s if self.end_s is not None else math.inf
@@ -95,6 +119,16 @@ class StepSpan:
     def paused(self) -> bool:
         return not self.ended and self.segments[-1].end_s is not None
 
+    @property
+    def settling(self) -> bool:
+        """Still waiting for a clean start (see ``starts_clean``)."""
+        return self.segments[-1].settling
+
+    @property
+    def transition(self) -> bool:
+        """Ended without ever starting clean: the load moved between levels all along."""
+        return self.ended and all(s.settling for s in self.segments)
+
     def measured_s(self, now: float) -> float:
         """Measured time: warm-ups and paused time excluded."""
         return sum(s.measured_s(now) for s in self.segments)
@@ -129,15 +163,17 @@ class StepSpan:
 class StepEvent:
     """One change to the book; its ``payload()`` is what the journal keeps."""
 
-    kind: str
-    """``begin``, ``pause``, ``resume`` or ``end``."""
+    kind: EventKind
+    """``begin``, ``pause``, ``resume``, ``end`` or ``settle`` (the clean start)."""
     index: int
     t: float
-    mode: str | None = None
+    mode: Mode | None = None
     level: float | None = None
     origin: str | None = None
     warmup_s: float = 0.0
     revisit_of: int | None = None
+    clean: bool = True
+    """``begin``/``resume``: measured from ``t`` + warm-up; False: from a later ``settle``."""
 
     def payload(self) -> dict[str, Any]:
         d: dict[str, Any] = {"index": self.index, "t": self.t}
@@ -145,38 +181,60 @@ class StepEvent:
             d.update(mode=self.mode, level=self.level, origin=self.origin)
             if self.revisit_of is not None:
                 d["revisit_of"] = self.revisit_of
-        if self.kind in ("begin", "resume"):
+        if self.kind in ("begin", "resume", "settle"):
             d["warmup_s"] = self.warmup_s
+        if not self.clean and self.kind in ("begin", "resume"):
+            d["clean"] = False
         return d
 
     @classmethod
-    def from_payload(cls, kind: str, d: Mapping[str, Any]) -> StepEvent | None:
+    def from_payload(cls, kind: EventKind, d: Mapping[str, Any]) -> StepEvent | None:
         """The event back from a journal line (None when the line is not a usable one)."""
         index, t = d.get("index"), d.get("t")
         if not isinstance(index, int) or not isinstance(t, (int, float)):
             return None
         level = d.get("level")
         revisit = d.get("revisit_of")
+        mode = d.get("mode")
         return cls(
             kind=kind,
             index=index,
             t=float(t),
-            mode=d.get("mode") if isinstance(d.get("mode"), str) else None,
+            mode=mode if is_mode(mode) else None,
             level=float(level) if isinstance(level, (int, float)) else None,
             origin=d.get("origin") if isinstance(d.get("origin"), str) else None,
             warmup_s=float(d.get("warmup_s") or 0.0),
             revisit_of=revisit if isinstance(revisit, int) else None,
+            clean=d.get("clean") is not False,
         )
 
 
-EVENT_KINDS = {
-    "step_begin": "begin",
-    "step_pause": "pause",
-    "step_resume": "resume",
-    "step_end": "end",
-}
+EVENT_KINDS: dict[str, EventKind] = {f"step_{k}": k for k in EVENT_KIND_NAMES}
 """Journal event kind → ``StepEvent.kind``."""
-JOURNAL_KIND = {v: k for k, v in EVENT_KINDS.items()}
+JOURNAL_KIND: dict[EventKind, str] = {v: k for k, v in EVENT_KINDS.items()}
+
+
+def starts_clean(
+    before: Level | None, level: Level, inflight: Mapping[int, int], index: int
+) -> bool:
+    """Is step ``index`` at ``level`` clean, with ``inflight`` requests in flight per step tag?
+
+    Clean when no request of an earlier step is in flight (the old level's streams have
+    finished), or, on an increase within a mode, when the new streams are all running
+    (closed loop: the step's own streams started and ``level`` in flight, within a stream or
+    1 % caught between a request and its successor, no more earlier ones than that; open
+    loop: at once, since the arrivals continue). A decrease or a change of mode waits for the old streams: until then the
+    server serves more than the level, and the step would measure them."""
+    earlier = sum(n for step, n in inflight.items() if step < index)
+    if earlier <= 0 or before is None:
+        return True
+    if before.mode != level.mode or level.value < before.value or level.mode == REPLAY:
+        return False
+    if level.mode == RATE:
+        return True
+    own, total = inflight.get(index, 0), sum(inflight.values())
+    slack = max(1.0, level.value // 100)  # a stream between its request and the next one
+    return own > 0 and earlier <= level.value <= total + slack
 
 
 class StepBook:
@@ -190,8 +248,16 @@ class StepBook:
         """Start time of each step in ``_order`` (non-decreasing)."""
 
     # ---- decisions (each returns the event it applied) ----------------------------------------
-    def begin(self, level: Level, now: float, origin: str, warmup_s: float) -> list[StepEvent]:
-        """A new level: ends the running step (or replaces it while it is still young)."""
+    def begin(
+        self,
+        level: Level,
+        now: float,
+        origin: str,
+        warmup_s: float,
+        inflight: Mapping[int, int] | None = None,
+    ) -> list[StepEvent]:
+        """A new level: ends the running step (or replaces it while it is still young).
+        ``inflight``: requests in flight per step tag now (None: unknown, taken as clean)."""
         events: list[StepEvent] = []
         cur = self.current
         index = self.next_index
@@ -203,7 +269,10 @@ class StepBook:
             else:
                 events.append(self.apply(StepEvent("end", cur.index, now)))
         revisit = self._earlier_at(level, index)
-        begin = StepEvent("begin", index, now, level.mode, level.value, origin, warmup_s, revisit)
+        clean = self._clean(level, index, inflight)
+        begin = StepEvent(
+            "begin", index, now, level.mode, level.value, origin, warmup_s, revisit, clean
+        )
         events.append(self.apply(begin))
         return events
 
@@ -213,11 +282,24 @@ class StepBook:
             return []
         return [self.apply(StepEvent("pause", cur.index, now))]
 
-    def resume(self, now: float, warmup_s: float) -> list[StepEvent]:
+    def resume(
+        self, now: float, warmup_s: float, inflight: Mapping[int, int] | None = None
+    ) -> list[StepEvent]:
         cur = self.current
         if cur is None or not cur.paused:
             return []
-        return [self.apply(StepEvent("resume", cur.index, now, warmup_s=warmup_s))]
+        clean = self._clean(cur.level, cur.index, inflight)
+        return [self.apply(StepEvent("resume", cur.index, now, warmup_s=warmup_s, clean=clean))]
+
+    def settle(self, now: float, inflight: Mapping[int, int]) -> list[StepEvent]:
+        """The running step's clean start, once ``inflight`` says it is clean (else none)."""
+        cur = self.current
+        if cur is None or cur.paused or not cur.settling:
+            return []
+        if not self._clean(cur.level, cur.index, inflight):
+            return []
+        warmup_s = cur.segments[-1].warmup_s
+        return [self.apply(StepEvent("settle", cur.index, now, warmup_s=warmup_s))]
 
     def end(self, now: float) -> list[StepEvent]:
         cur = self.current
@@ -231,7 +313,7 @@ class StepBook:
         span = self._steps.get(ev.index)
         if ev.kind == "begin":
             level = Level(ev.mode or CLOSED, ev.level if ev.level is not None else 0.0)
-            seg = Segment(ev.t, ev.t + ev.warmup_s)
+            seg = _segment(ev)
             new = StepSpan(ev.index, level, ev.origin or "operator", (seg,), ev.revisit_of)
             if span is None:
                 self._order.append(ev.index)
@@ -273,6 +355,12 @@ class StepBook:
         for k in range(bisect_right(self._starts, t) - 1, -1, -1):
             yield self._steps[self._order[k]]
 
+    def _clean(self, level: Level, index: int, inflight: Mapping[int, int] | None) -> bool:
+        if inflight is None:
+            return True
+        before = next((s.level for s in reversed(self.steps) if s.index < index), None)
+        return starts_clean(before, level, inflight, index)
+
     def _earlier_at(self, level: Level, index: int) -> int | None:
         for i in self._order:
             s = self._steps[i]
@@ -287,9 +375,17 @@ def _changed(span: StepSpan, ev: StepEvent) -> StepSpan:
     if ev.kind == "pause" and last.end_s is None:
         segs[-1] = replace(last, end_s=ev.t)
     elif ev.kind == "resume" and last.end_s is not None:
-        segs.append(Segment(ev.t, ev.t + ev.warmup_s))
+        segs.append(_segment(ev))
+    elif ev.kind == "settle" and last.end_s is None and last.settling:
+        segs[-1] = replace(last, measure_from_s=max(ev.t, last.start_s) + ev.warmup_s)
     elif ev.kind == "end":
         if last.end_s is None:
             segs[-1] = replace(last, end_s=max(ev.t, last.start_s))
         return replace(span, segments=tuple(segs), ended=True)
     return replace(span, segments=tuple(segs))
+
+
+def _segment(ev: StepEvent) -> Segment:
+    """The segment a ``begin`` or ``resume`` starts (settling when it is not clean)."""
+    measure_from = ev.t + ev.warmup_s if ev.clean else math.inf
+    return Segment(ev.t, measure_from, warmup_s=ev.warmup_s)

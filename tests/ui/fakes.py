@@ -17,9 +17,10 @@ import numpy as np
 
 from infmon.clock import FakeClock
 from infmon.commands.live import LiveController
-from infmon.commands.wiring import RunWiring
+from infmon.commands.wiring import RunWiring, wire_session
 from infmon.engine.controller import Target, Totals
 from infmon.engine.outbox import _Hists
+from infmon.engine.types import RecordBatch
 from infmon.model.dial import DialState, LoadDial
 from infmon.model.loghist import LogHistogram
 from infmon.model.measures import SLO
@@ -144,7 +145,9 @@ class MemoryJournal:
     def write_event(self, kind: str, **payload: Any) -> None:
         self.events.append((kind, payload))
 
-    def write_record(self, record: RequestRecord) -> None:
+    def write_record(
+        self, record: RequestRecord, worker: int = 0, endpoint: int | None = None
+    ) -> None:
         pass
 
     def write_scrape(self, snap: ServerSnapshot) -> None:
@@ -171,7 +174,7 @@ def make_controller(
     step_s: float = 30.0,
 ) -> UiController:
     journal: Any = MemoryJournal()
-    wiring = RunWiring(journal, session.ledger, feed_ledger=False)
+    wiring = RunWiring(journal, session.ledger, session.health)
     dial = LoadDial(DialState(mode, concurrency, rate, paused), step_s=step_s)
     engine: Any = RecordingEngine()
     return UiController(
@@ -190,6 +193,7 @@ def populated_session(
     """A session that ran a sweep: deterministic records, a window and a scrape a second."""
     session = new_session(clock, SLO(ttft_s=0.5))
     feed = ServerFeed()
+    wiring = feeder(session, clock)
     session.set_paused(False, clock.now())
     i = 0
     for level in steps:
@@ -208,9 +212,8 @@ def populated_session(
             t0 = clock.now()
             clock.advance(1.0)
             recs = planned[sec * per_s : (sec + 1) * per_s]
-            for r in recs:
-                session.add_record(r)
-            session.add_window(window_of(recs, t0, clock.now(), level, index, streams=planned))
+            wiring.records(RecordBatch(0, recs))
+            wiring.window(window_of(recs, t0, clock.now(), level, index, streams=planned))
             snap = feed.scrape(
                 clock.now(),
                 running=min(level, 8),
@@ -219,15 +222,19 @@ def populated_session(
                 gen_per_s=60.0 * min(level, 8),
                 spec=0.3 if spec else None,
             )
-            deliver(session, snap, clock.now())
+            wiring.snapshot(snap)
             session.snapshot(clock.now())
     session.add_mark(clock.now(), "switched to FP8")
     return session
 
 
+def feeder(session: Session, clock: FakeClock) -> RunWiring:
+    """What feeds a Session in the monitor: ``RunWiring`` (the ledger's one feeder) told the
+    Session of each record, window and scrape (the journal kept in memory)."""
+    return wire_session(RunWiring(MemoryJournal(), session.ledger, session.health), session, clock)
+
+
 def deliver(session: Session, snap: ServerSnapshot, now: float) -> None:
-    """A scrape as ``RunWiring`` hands it on: health first (its events said once), then the
-    session."""
-    for ev in session.health.observe(snap):
-        session.add_event(now, "server", ev.text)
-    session.add_server(snap, now)
+    """A scrape as ``RunWiring`` hands it on: health first (its events said once), the
+    ledger's evidence, then the session."""
+    feeder(session, FakeClock(now)).snapshot(snap)

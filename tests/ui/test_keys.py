@@ -91,9 +91,12 @@ async def test_w_sweeps_doubling_each_held_step(clock):
         assert ctl.dial.sweeping and levels(app)[-1] == ("closed", 1) and not ctl.paused
         app.render_tick()
         assert app.last_snapshot.header.state == "sweeping"
-        for _ in range(10):
+        for _ in range(11):  # 10 s of measured time: after the 2 s warm-up
             clock.advance(1.0)
             ctl.tick()
+        assert levels(app)[-1] == ("closed", 1)
+        clock.advance(1.0)
+        ctl.tick()
         assert levels(app)[-1] == ("closed", 2)
         app.render_tick()
         assert app.last_snapshot.header.sweep == "sweep 2/11 · c=2 · 10 s left"

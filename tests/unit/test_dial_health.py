@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.dial import DialState, LoadDial, rate_down, rate_up, sweep_levels
+from infmon.model.dial import (
+    DialState,
+    LoadDial,
+    SweepStep,
+    rate_down,
+    rate_up,
+    sweep_levels,
+)
 from infmon.model.health import DOWN, NO_METRICS, UP, ServerHealth
 from infmon.model.knee import Knee
 from infmon.model.server import ServerSnapshot, SourceState, unavailable
@@ -45,14 +52,16 @@ def test_the_sweep_doubles_after_each_hold_and_stops_at_a_confirmed_knee() -> No
     d = dial(c=3, paused=True, step_s=10.0, max_level=64)
     start = d.press("sweep")
     assert start.level.value == 1 and start.paused is False and d.sweeping
-    assert d.tick(held_s=9.9, attainment=math.nan, knee=None, slo_limit=None) is None
-    assert d.tick(10.0, math.nan, None, None).level.value == 2
-    assert d.progress(4.0).index == 2 and d.progress(4.0).left_s == 6.0
-    assert d.progress(4.0).total == len(sweep_levels(1, 64)) == 7
+    assert d.tick(SweepStep(9.9), knee=None, slo_limit=None) is None
+    assert d.tick(SweepStep(10.0, attainment=math.nan), None, None).level.value == 2
+    assert d.progress(SweepStep(4.0)).index == 2 and d.progress(SweepStep(4.0)).left_s == 6.0
+    assert d.progress(SweepStep(4.0)).total == len(sweep_levels(1, 64)) == 7
     candidate = Knee(2, "flat", confirmed=False, evidence="throughput")
-    assert d.tick(10.0, math.nan, candidate, None).level.value == 4  # not confirmed: go on
+    assert (
+        d.tick(SweepStep(10.0, attainment=math.nan), candidate, None).level.value == 4
+    )  # not confirmed: go on
     knee = Knee(2, "running capped", confirmed=True, evidence="server")
-    stop = d.tick(10.0, math.nan, knee, None)
+    stop = d.tick(SweepStep(10.0, attainment=math.nan), knee, None)
     assert stop.level.value == 2 and stop.origin == "hold" and not d.sweeping
     assert "knee at c=2" in stop.note and "holding c=2" in stop.note
 
@@ -60,20 +69,22 @@ def test_the_sweep_doubles_after_each_hold_and_stops_at_a_confirmed_knee() -> No
 def test_the_sweep_stops_at_an_slo_breach_and_when_the_operator_takes_the_dial() -> None:
     d = dial(step_s=1.0)
     d.press("sweep")
-    d.tick(1.0, 1.0, None, None)  # c=2
-    stop = d.tick(1.0, 0.5, None, slo_limit=1)
+    d.tick(SweepStep(1.0, attainment=1.0), None, None)  # c=2
+    stop = d.tick(SweepStep(1.0, attainment=0.5), None, slo_limit=1)
     assert "SLO breached at c=2" in stop.note and stop.level.value == 1
     d.press("sweep")
     took = d.press("up")
     assert not d.sweeping and "the operator took the dial" in took.note
-    assert d.tick(100.0, math.nan, None, None) is None  # no sweep: nothing moves
+    assert (
+        d.tick(SweepStep(100.0, attainment=math.nan), None, None) is None
+    )  # no sweep: nothing moves
 
 
 def test_a_paused_sweep_waits() -> None:
     d = dial(step_s=1.0)
     d.press("sweep")
     d.press("pause")
-    assert d.tick(100.0, math.nan, None, None) is None
+    assert d.tick(SweepStep(100.0, attainment=math.nan), None, None) is None
 
 
 def ok(t: float, restarted: bool = False) -> ServerSnapshot:
@@ -101,3 +112,29 @@ def test_no_metrics_is_not_an_outage_and_an_open_outage_is_reported() -> None:
     assert h.observe(snap) == () and h.state == NO_METRICS and h.up
     h.observe(unavailable(5.0, SourceState.DOWN, "timeout", "no answer"))
     assert h.all_outages()[-1].end_s is None and h.all_outages()[-1].duration_s is None
+
+
+def test_a_sweep_step_lasts_three_of_the_previous_levels_e2e_p90_of_measured_time() -> None:
+    """Issue 26 finding 2: 6 s steps at levels whose requests take 8-14 s finished none."""
+    d = dial(step_s=6.0, max_level=64)
+    d.press("sweep")
+    assert d.tick(SweepStep(6.5, 5.5, e2el_p90_s=4.0), None, None) is None  # warm-up excluded
+    assert d.tick(SweepStep(7.0, 6.0, e2el_p90_s=4.0), None, None).level.value == 2
+    # c=2 must last 3 × 4 s = 12 s of measured time
+    assert d.tick(SweepStep(12.0, 11.0), None, None) is None
+    assert d.progress(SweepStep(12.0, 11.0)).left_s == 1.0
+    assert d.tick(SweepStep(13.0, 12.0, e2el_p90_s=1.0), None, None).level.value == 4
+    # c=4: max(6 s, 3 × 1 s)
+    assert d.tick(SweepStep(6.5, 5.9), None, None) is None
+    assert d.tick(SweepStep(7.0, 6.0), None, None).level.value == 8
+
+
+def test_a_sweep_step_waits_for_its_clean_start_then_lets_a_transition_go() -> None:
+    d = dial(step_s=6.0)
+    d.press("sweep")
+    assert d.tick(SweepStep(5.0, 0.0, settling=True), None, None) is None
+    assert d.progress(SweepStep(5.0, 0.0, settling=True)).left_s == 1.0
+    # measured time counts from the clean start, not from the change
+    assert d.tick(SweepStep(9.0, 4.0), None, None) is None
+    moved = d.tick(SweepStep(6.0, 0.0, settling=True), None, None)
+    assert moved is not None and moved.level.value == 2  # never clean within its time

@@ -7,17 +7,19 @@ import math
 from dataclasses import replace
 
 from infmon.clock import FakeClock
+from infmon.engine.types import RecordBatch
 from infmon.model.baseline import Reference, compare_run
 from infmon.model.levels import by_level
 from infmon.model.session import Session
 from infmon.model.steps import CLOSED, Level
-from tests.ui.fakes import ServerFeed, deliver, ended, new_session, record, window_of
+from tests.ui.fakes import ServerFeed, ended, feeder, new_session, record, window_of
 
 
 def _sweep(session: Session, clock: FakeClock, spec: float | None, slow: float = 1.0) -> None:
     """Levels 1 and 4, 12 s each: records (``slow`` stretches their token gaps), windows,
     a scrape a second (speculating at acceptance ``spec``)."""
     feed, i = ServerFeed(), 0
+    wiring = feeder(session, clock)
     session.set_paused(False, clock.now())
     for level in (1, 4):
         start = clock.now()
@@ -37,11 +39,9 @@ def _sweep(session: Session, clock: FakeClock, spec: float | None, slow: float =
             t0 = clock.now()
             clock.advance(1.0)
             recs = planned[sec * level : (sec + 1) * level]
-            for r in recs:
-                session.add_record(r)
-            session.add_window(window_of(recs, t0, clock.now(), level, index, streams=planned))
-            snap = feed.scrape(clock.now(), running=level, kv=0.05 * level, spec=spec)
-            deliver(session, snap, clock.now())
+            wiring.records(RecordBatch(0, recs))
+            wiring.window(window_of(recs, t0, clock.now(), level, index, streams=planned))
+            wiring.snapshot(feed.scrape(clock.now(), running=level, kv=0.05 * level, spec=spec))
             session.snapshot(clock.now())
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from infmon.clock import FakeClock
 from infmon.commands.live import LiveController
-from infmon.commands.wiring import RunWiring
+from infmon.commands.wiring import RunWiring, wire_session
 from infmon.engine.types import RecordBatch
 from infmon.journal import JournalWriter
 from infmon.model.dial import DialState, LoadDial
@@ -35,11 +35,7 @@ def run_sweep(session_dir: Path, step_s: float = 8.0):
     session = Session(
         SessionConfig(endpoint="http://fluid", slo=SLO(), step_warmup_s=0.8), start_s=clock.now()
     )
-    wiring = RunWiring(journal, session.ledger, feed_ledger=False)
-    session.health = wiring.health
-    wiring.on_record.append(session.add_record)
-    wiring.on_window.append(session.add_window)
-    wiring.on_snapshot.append(lambda snap: session.add_server(snap, clock.now()))
+    wiring = wire_session(RunWiring(journal, session.ledger, session.health), session, clock)
     dial = LoadDial(DialState(CLOSED, 1, 1.0, paused=True), step_s=step_s)
     ctl = LiveController(RecordingEngine(), session, wiring, journal, dial, clock, warmup_s=0.8)  # type: ignore[arg-type]
     server = FluidServer()
