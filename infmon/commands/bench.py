@@ -433,8 +433,9 @@ def _describe_health(wiring: RunWiring) -> str:
     failed = ", ".join(f"{k} {n}" for k, n in h.failed_by_kind.most_common()) or "none"
     text = f"server metrics: {h.scrapes} scrapes, failed: {failed}, restarts seen: {h.restarts}"
     for o in h.all_outages():
-        dur = "until the end" if o.duration_s is None else f"{o.duration_s:.1f} s"
-        text += f"\n  server unreachable for {dur} ({o.error_kind})"
+        dur = "until the end" if o.duration_s is None else f"for {o.duration_s:.1f} s"
+        what = "unreachable" if o.error_kind in ("connect", "timeout", "http") else "unusable"
+        text += f"\n  server metrics {what} {dur} ({o.error_kind})"
     return text
 
 

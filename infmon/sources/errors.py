@@ -21,6 +21,9 @@ class SourceError(Exception):
     """The page (or Prometheus answer) is over the size cap (``--metrics-max-bytes``)."""
     TOO_MANY_SERIES = "too_many_series"
     """The page has more series than the cap (``--metrics-max-series``): rejected unparsed."""
+    TOO_COMPLEX = "too_complex"
+    """The page is beyond the parser's other bounds (lines, line length, labels per series) or
+    its parse ran past ``--metrics-timeout`` (``infmon.sources.exposition``)."""
     OTHER = "other"
 
     def __init__(self, kind: str, message: str) -> None:

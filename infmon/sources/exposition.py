@@ -7,17 +7,26 @@ a page with more series than ``max_series`` raises ``TooManySeries`` (one) befor
 so a label-cardinality explosion costs a line count, not seconds of parsing. Metric and label
 names and label values are untrusted text: control and bidi characters in them come out
 escaped (``infmon.model.sanitize``), so nothing downstream sees them raw.
+
+The parser's cost is bounded too (``TooComplex``), checked before parsing in one linear pass:
+lines (4 per allowed series, plus 10,000: 16 MB of blank lines held 240 MB and 6.6 s), the
+longest line (64 KiB) and labels per series (128; the parser is quadratic in them: 256k labels
+on one series took 62 s); and during parsing, a deadline (``deadline_s``, checked every 32
+lines).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import io
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client.openmetrics.parser import (
-    text_string_to_metric_families as openmetrics_families,
+    text_fd_to_metric_families as openmetrics_families,
 )
-from prometheus_client.parser import text_string_to_metric_families as text_families
+from prometheus_client.parser import text_fd_to_metric_families as text_families
 
 from infmon.model.sanitize import clean, is_clean
 
@@ -25,10 +34,22 @@ MAX_SERIES = 100_000
 """Default cap on the series of one page (``--metrics-max-series``)."""
 MAX_LABEL_CHARS = 1024
 """A metric name, label name or value longer than this is cut (with a marker)."""
+MAX_LINE_CHARS = 64 * 1024
+"""The longest line a page may have (a vLLM line is under 1 KiB)."""
+MAX_LABELS = 128
+"""Labels one series may have (vLLM's have at most a dozen)."""
+EXTRA_LINES = 10_000
+"""Lines a page may have beyond 4 per allowed series (HELP, TYPE, blank lines)."""
+_LINES_PER_CHECK = 32
 
 
 class ExpositionError(ValueError):
     """The text is not Prometheus exposition format (the one error parsing can raise)."""
+
+
+class TooComplex(ExpositionError):
+    """The page is beyond what the parser is given (lines, a line's length, labels per series,
+    time): rejected, with the reason."""
 
 
 class TooManySeries(ExpositionError):
@@ -99,9 +120,12 @@ def count_series(text: str) -> int:
     )
 
 
-def parse_exposition(text: str | bytes, max_series: int | None = MAX_SERIES) -> Page:
+def parse_exposition(
+    text: str | bytes, max_series: int | None = MAX_SERIES, deadline_s: float | None = None
+) -> Page:
     """Parse a ``/metrics`` page; raise ``ExpositionError`` if it is not exposition text,
-    ``TooManySeries`` if it has more than ``max_series`` series (None: no cap)."""
+    ``TooManySeries`` if it has more than ``max_series`` series (None: no cap), ``TooComplex``
+    past the other bounds or when ``time.monotonic()`` passes ``deadline_s``."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -109,20 +133,19 @@ def parse_exposition(text: str | bytes, max_series: int | None = MAX_SERIES) -> 
             raise ExpositionError(f"not UTF-8 text (byte {exc.start:,})") from None
     if "\x00" in text:
         raise ExpositionError("NUL byte in exposition text")
-    if max_series is not None and text.count("\n") >= max_series:
-        n = count_series(text)
-        if n > max_series:
-            raise TooManySeries(n, max_series)
+    check_shape(text, max_series)
     is_openmetrics = text.rstrip().endswith("# EOF")
     parser = openmetrics_families if is_openmetrics else text_families
     # Label values hold a raw newline only through the ``\\n`` escape; long lines may hold
     # long values. Otherwise a clean page has clean names and values: no per-label pass.
     plain = is_clean(text, multiline=True) and "\\n" not in text and not _has_long_line(text)
     try:
-        families = list(parser(text))
+        families = list(parser(_Lines(text, deadline_s)))  # type: ignore[arg-type]
         samples = [
             Sample(s.name, s.labels, float(s.value)) for fam in families for s in fam.samples
         ]
+    except TooComplex:
+        raise
     except Exception as exc:  # the parsers raise ValueError, KeyError, IndexError…
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise ExpositionError(f"not Prometheus exposition text: {clean(first, 200)}") from None
@@ -130,11 +153,59 @@ def parse_exposition(text: str | bytes, max_series: int | None = MAX_SERIES) -> 
     return page_from_samples(samples if plain else [_clean_sample(s) for s in samples], names)
 
 
+def check_shape(text: str, max_series: int | None) -> None:
+    """The bounds checked before parsing (module docstring), cheapest first."""
+    lines = text.count("\n") + 1
+    if max_series is not None:
+        if lines > 4 * max_series + EXTRA_LINES:
+            raise TooComplex(
+                f"page has {lines:,} lines, over the cap of {4 * max_series + EXTRA_LINES:,} "
+                "(4 per --metrics-max-series, plus 10,000)"
+            )
+        if lines > max_series:
+            n = count_series(text)
+            if n > max_series:
+                raise TooManySeries(n, max_series)
+    if len(text) > MAX_LINE_CHARS and (m := _LONG_LINE.search(text)):
+        end = text.find("\n", m.start())
+        size = (len(text) if end < 0 else end) - m.start()
+        raise TooComplex(f"a line of {size:,} characters, over the cap of {MAX_LINE_CHARS:,}")
+    if text.count("=") > MAX_LABELS:
+        for line in text.split("\n"):
+            if line.count("=") > MAX_LABELS and (n := line.count('="')) > MAX_LABELS:
+                raise TooComplex(f"a series with {n:,} labels, over the cap of {MAX_LABELS}")
+
+
+_LONG_LINE = re.compile(f"(?m)^[^\n]{{{MAX_LINE_CHARS + 1}}}")
+
+
+class _Lines:
+    """The page's lines for the parser, with the parse deadline checked as they are read."""
+
+    def __init__(self, text: str, deadline_s: float | None) -> None:
+        self._lines: Iterator[str] = iter(io.StringIO(text))
+        self._deadline_s = deadline_s
+        self._n = 0
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        self._n += 1
+        if (
+            self._deadline_s is not None
+            and self._n % _LINES_PER_CHECK == 0
+            and time.monotonic() > self._deadline_s
+        ):
+            raise TooComplex(f"parsing took too long (stopped at line {self._n:,})")
+        return next(self._lines)
+
+
 def _has_long_line(text: str) -> bool:
-    return (
-        len(text) > MAX_LABEL_CHARS
-        and max(map(len, text.splitlines()), default=0) > MAX_LABEL_CHARS
-    )
+    return len(text) > MAX_LABEL_CHARS and _LABEL_LINE.search(text) is not None
+
+
+_LABEL_LINE = re.compile(f"(?m)^[^\n]{{{MAX_LABEL_CHARS + 1}}}")
 
 
 def clean_labels(labels: Mapping[str, str]) -> dict[str, str]:

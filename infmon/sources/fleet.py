@@ -22,17 +22,15 @@ from infmon.sources.backends import table_named
 from infmon.sources.canonical import Readings, read_page, snapshot_from
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import (
-    ExpositionError,
     Sample,
-    TooManySeries,
     page_from_samples,
-    parse_exposition,
 )
 from infmon.sources.scraper import (
     DirectSource,
     ScrapeLimits,
     fetch_body,
     make_http_client,
+    parse_page,
     split_url,
 )
 
@@ -78,12 +76,7 @@ class FleetSource:
 
     async def _one(self, metrics_url: str, name: str) -> list[Sample]:
         body = await fetch_body(self.client, metrics_url, self.limits)
-        try:
-            page = await asyncio.to_thread(parse_exposition, body, self.limits.max_series)
-        except TooManySeries as exc:
-            raise SourceError(SourceError.TOO_MANY_SERIES, str(exc)) from None
-        except ExpositionError as exc:
-            raise SourceError(SourceError.PARSE, str(exc)) from None
+        page = await asyncio.to_thread(parse_page, body, self.limits)
         return [
             Sample(s.name, {**s.labels, ENDPOINT_LABEL: name}, s.value)
             for samples in page.by_name.values()

@@ -6,14 +6,16 @@ previous page so each snapshot carries rates and window statistics over the poll
 Bounded (``ScrapeLimits``): one read of ``/metrics`` has a total deadline (default 5 s: a page
 that drips a byte a second fails as ``timeout``), a size cap (16 MiB: a page that never ends
 fails as ``too_large`` without holding more) and a series cap (100,000: beyond it the page is
-rejected as ``too_many_series`` before parsing). Parsing runs in a worker thread, off the
-caller's event loop. Certificates are verified unless ``--insecure``; ``--ca-bundle`` applies.
+rejected as ``too_many_series`` before parsing) and the parser's bounds (lines, line length,
+labels per series, and the parse itself within the same deadline: ``too_complex``). Parsing
+runs in a worker thread, off the caller's event loop. Certificates are verified unless ``--insecure``; ``--ca-bundle`` applies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -27,7 +29,14 @@ from infmon.sources.backends import table_named
 from infmon.sources.backends.table import BackendTable
 from infmon.sources.canonical import Readings, read_page, snapshot_from
 from infmon.sources.errors import SourceError
-from infmon.sources.exposition import MAX_SERIES, ExpositionError, TooManySeries, parse_exposition
+from infmon.sources.exposition import (
+    MAX_SERIES,
+    ExpositionError,
+    Page,
+    TooComplex,
+    TooManySeries,
+    parse_exposition,
+)
 from infmon.sources.gpu import GpuReading, dcgm_gpus
 from infmon.sources.poller import SnapshotSource
 
@@ -94,14 +103,22 @@ async def fetch_body(client: httpx.AsyncClient, metrics_url: str, limits: Scrape
     return got.body
 
 
-def parse_body(body: bytes, limits: ScrapeLimits, table: BackendTable | None) -> Readings:
-    """Page bytes → readings (CPU work: run it off the event loop)."""
+def parse_page(body: bytes, limits: ScrapeLimits) -> Page:
+    """Page bytes → samples within the page's bounds, the parse itself within
+    ``limits.timeout_s``; every failure becomes a ``SourceError`` (CPU work: off the loop)."""
     try:
-        return read_page(parse_exposition(body, limits.max_series), table)
+        return parse_exposition(body, limits.max_series, time.monotonic() + limits.timeout_s)
     except TooManySeries as exc:
         raise SourceError(SourceError.TOO_MANY_SERIES, str(exc)) from None
+    except TooComplex as exc:
+        raise SourceError(SourceError.TOO_COMPLEX, str(exc)) from None
     except ExpositionError as exc:
         raise SourceError(SourceError.PARSE, str(exc)) from None
+
+
+def parse_body(body: bytes, limits: ScrapeLimits, table: BackendTable | None) -> Readings:
+    """Page bytes → readings (CPU work: run it off the event loop)."""
+    return read_page(parse_page(body, limits), table)
 
 
 class DirectSource:

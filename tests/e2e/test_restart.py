@@ -59,6 +59,6 @@ def test_bench_survives_a_killed_and_restarted_server(tmp_path: Path) -> None:
     assert server["restarts"] >= 1  # the new process's counters started from zero
     kinds = [e["kind"] for e in a.events]
     assert kinds.index("server_down") < kinds.index("server_up") < kinds.index("restart")
-    assert "server unreachable for" in out
+    assert "server metrics unreachable for" in out
     report = (tmp_path / "session" / "report.md").read_text()
     assert "## Faults" in report and "server restarted" in report and "server back after" in report

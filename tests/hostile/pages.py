@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import gzip
 import json
 
 PAYLOAD = (
@@ -108,3 +110,19 @@ def prom_answer(metric: dict[str, str], value: str = "1") -> bytes:
     return json.dumps(
         {"status": "success", "data": {"resultType": "vector", "result": result}}
     ).encode()
+
+
+@functools.cache
+def complex_page(mode: str) -> tuple[bytes, dict[str, str]]:
+    """A page that is cheap to send and costly to parse (body, extra headers)."""
+    if mode == "blank-gzip":
+        return gzip.compress(b"\n" * (16 * 1024 * 1024), 9), {"Content-Encoding": "gzip"}
+    if mode == "many-labels":
+        labels = ",".join(f'l{i}="v"' for i in range(256_000))
+        return (
+            f"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{{labels}}} 1\n".encode(),
+            {},
+        )
+    labels = ",".join(f'l{i}="v"' for i in range(120))  # within the labels cap: slow to parse
+    rows = "".join(f'vllm:num_requests_running{{{labels},k="{j}"}} 1\n' for j in range(10_000))
+    return f"# TYPE vllm:num_requests_running gauge\n{rows}".encode(), {}

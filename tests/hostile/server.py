@@ -36,6 +36,9 @@ MODES = {
     "drip-metrics": "/metrics answers one byte a second",
     "endless-metrics": "/metrics never ends (64 KiB writes as fast as the client reads)",
     "many-series": "/metrics has 200,000 series",
+    "many-labels": "/metrics has one series with 256,000 labels (3 MB; the parser is quadratic)",
+    "wide-labels": "/metrics: 10,000 series of 121 labels each (within every shape bound)",
+    "blank-gzip": "/metrics is 16 KiB of gzip that inflates to 16 MB of blank lines",
     "nan-metrics": "/metrics gauges and counters are NaN / +Inf",
     "counter-down": "/metrics counters go negative and down between scrapes",
     "no-metrics": "/metrics is 404",
@@ -177,6 +180,9 @@ class Hostile:
             return 200
         if m == "endless-metrics":
             return await self.chunked(w, 200, _endless_lines(), "text/plain")
+        if m in ("many-labels", "wide-labels", "blank-gzip"):
+            body, extra = pages.complex_page(m)
+            return self.reply(w, 200, body, "text/plain", extra=extra)
         if m == "many-series":
             self._many = self._many or pages.many_series_page(MANY_SERIES)
             return self.reply(w, 200, self._many, "text/plain")
