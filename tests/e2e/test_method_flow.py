@@ -89,7 +89,7 @@ def test_bench_baseline_prints_break_even_and_fail_if_sets_the_status(runs, tmp_
     for level in ("c=1", "c=16"):
         at = next(i for i, x in enumerate(rows) if x.split()[1:2] == [level])
         below = "\n".join(rows[at + 1 : at + 6])
-        assert f"{level}: spec is" in below and "it would need acceptance ≥" in below, below
+        assert f"{level}: spec is" in below and "it would need acceptance α ≥" in below, below
     with running_sim("--scenario", "baseline", "--seed", "1") as url:
         same = _infmon(
             "bench", url, *LOAD, "--seed", "1", "--session-dir", str(tmp_path / "same"),
