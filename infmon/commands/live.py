@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from typing import Any
 
 from infmon.clock import Clock
@@ -51,6 +52,10 @@ class LiveController:
         """``--metrics-port``'s ``ClientExporter`` (stopped at shutdown), or None."""
         self.target: Target | None = None
         self._ended = False
+        self.fatal: str | None = None
+        """Why the load could never start (a server that is not OpenAI-compatible): the
+        monitor ends with this line and status 2, as bench does."""
+        self.on_fatal: Callable[[], None] | None = None
 
     # ---- life ---------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -67,6 +72,9 @@ class LiveController:
             self.target = await self.engine.wait_ready()
         except EngineError as exc:
             self.session.add_event(self.clock.now(), "error", f"the load cannot start: {exc}")
+            self.fatal = f"infmon: error: {exc.message}"
+            if self.on_fatal is not None:
+                self.on_fatal()
             return
         t = self.target
         self.session.set_server_info(model=t.model)

@@ -208,7 +208,8 @@ def build_monitor(
     )
     recorder = Recorder(journal, session_dir)
     recorder.never_reached = lambda: (
-        None if reach.reached or engine.ready.is_set() else (reach.error_line())
+        controller.fatal
+        or (None if reach.reached or engine.ready.is_set() else (reach.error_line()))
     )
     app = InfmonApp(
         session,
@@ -219,6 +220,7 @@ def build_monitor(
         ui_hz=args.ui_hz,
         on_shutdown=controller.shutdown,
     )
+    controller.on_fatal = app.quit_on_error
     return app, recorder
 
 

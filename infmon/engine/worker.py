@@ -134,7 +134,9 @@ class WorkerCore:
                 break
             except (ClientError, WorkloadError, SpreadError) as exc:
                 text = exc.message if isinstance(exc, ClientError) else str(exc)
-                if msg.retry_s is None or not isinstance(exc, ClientError):
+                # a 404 is an answer: this server has no OpenAI API there; waiting cannot help
+                final = not isinstance(exc, ClientError) or exc.http_status == 404
+                if msg.retry_s is None or final:
                     kind = exc.kind if isinstance(exc, ClientError) else _kind(exc)
                     self.deliver(
                         p.Ready(msg.worker_id, os.getpid(), host_id(), error_kind=kind, error=text)

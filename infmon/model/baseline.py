@@ -226,8 +226,10 @@ class RunFacts:
         )
 
 
-def _spec_text(k: int | None) -> str:
-    return "?" if k is None else ("none" if k == 0 else f"draft k={k}")
+def _spec_text(k: int | None, drafter: str | None = None) -> str:
+    if k is None:
+        return "?"
+    return "none" if k == 0 else f"draft k={k}" + (f" ({drafter})" if drafter else "")
 
 
 def _num(x: float) -> str:
@@ -240,7 +242,7 @@ def config_changes(base: RunFacts, cur: RunFacts) -> tuple[str, ...]:
     out = []
     pairs = (
         ("dtype", base.weights, cur.weights),
-        ("speculative:", _spec_text(base.spec_k), _spec_text(cur.spec_k)),
+        ("speculative:", _spec_text(base.spec_k), _spec_text(cur.spec_k, cur.drafter)),
         ("model", base.model, cur.model),
         ("cache dtype", base.cache_dtype, cur.cache_dtype),
         ("gpu_memory_utilization", base.gpu_memory_utilization, cur.gpu_memory_utilization),

@@ -325,6 +325,8 @@ class ServerSnapshot:
     """Tokens per engine step (batch size), from ``vllm:iteration_tokens_total``."""
     spec_decode: SpecDecode | None = None
     cache_config: Mapping[str, str] = field(default_factory=dict)
+    spec_config: Mapping[str, str] = field(default_factory=dict)
+    """A ``speculative_config_info`` gauge's labels (method, drafter model), when published."""
     max_model_len: int | None = None
     kv_capacity_tokens: int | None = None
     kv_block_size_tokens: int | None = None
@@ -391,6 +393,7 @@ class ServerSnapshot:
             "iteration_tokens": self.iteration_tokens.to_dict() if self.iteration_tokens else None,
             "spec_decode": self.spec_decode.to_dict() if self.spec_decode else None,
             "cache_config": dict(self.cache_config),
+            "spec_config": dict(self.spec_config),
             "max_model_len": self.max_model_len,
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "kv_block_size_tokens": self.kv_block_size_tokens,

@@ -104,6 +104,7 @@ def config_rows(runs: tuple[Run, ...]) -> tuple[ConfigRow, ...]:
         row("model", lambda f, d: f.model),
         row("dtype (by model id)", lambda f, d: f.weights),
         row("spec_decoding", spec),
+        row("drafter", lambda f, d: f.drafter),
         row("max_model_len", lambda f, d: _int(f.max_model_len)),
         row("kv_num_gpu_blocks", lambda f, d: _int(f.kv_blocks)),
         row("kv_block_size_tokens", lambda f, d: _int(f.kv_block_size)),

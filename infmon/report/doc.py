@@ -102,6 +102,8 @@ class ServerConfig(TypedDict, total=False):
     kv_num_gpu_blocks: int
     cache_config: dict[str, str]
     """The labels of ``cache_config_info``, as the server wrote them."""
+    spec_config: dict[str, str]
+    """The labels of a ``speculative_config_info`` gauge (the drafter), when published."""
     spec_decode_positions: int
     cache_dtype: str
     restarts_seen: int

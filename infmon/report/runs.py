@@ -28,6 +28,7 @@ from infmon.model.columns import RecordColumns
 from infmon.model.evidence import ServerEvidence
 from infmon.model.kv_fill import max_num_seqs_seen
 from infmon.model.levels import LevelBuilder, LevelSample, by_level
+from infmon.model.sanitize import clean
 from infmon.model.steps import CLOSED, RATE, Level, StepBook, StepEvent, StepSpan
 from infmon.report.doc import SCHEMA, Latency, ReportDoc, StepEntry
 from infmon.report.docjson import ReportFormatError, json_ready, parse_report
@@ -79,7 +80,17 @@ def facts_of(doc: ReportDoc) -> RunFacts:
         max_num_seqs=max_num_seqs_seen([e for e in evidence if e is not None]),
         tokens_per_seq=_f(session.get("mean_prompt_tokens"))
         + _f(session.get("mean_output_tokens")),
+        drafter=_drafter(server.get("spec_config") or {}),
     )
+
+
+def _drafter(spec: Mapping[str, str]) -> str | None:
+    """The drafter's model as the server's speculative config names it (vLLM's field
+    ``model``, SGLang's and TensorRT-LLM's ``spec_draft_model``)."""
+    for key in ("model", "draft_model", "spec_draft_model"):
+        if (name := spec.get(key)) and name not in ("None", "none", ""):
+            return clean(str(name), 200)
+    return None
 
 
 class _SessionLevels:

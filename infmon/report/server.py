@@ -18,6 +18,7 @@ CONFIG_KEYS = (
     "kv_block_size_tokens",
     "kv_num_gpu_blocks",
     "cache_config",
+    "spec_config",
 )
 
 

@@ -128,6 +128,23 @@ class SimMetrics:
             registry=self.registry,
         )
         cfg_gauge.labels(**info).set(1)
+        if cfg.spec_enabled and self.schema == "v1":
+            self._speculative_info(cfg)
+
+    def _speculative_info(self, cfg: EngineConfig) -> None:
+        """The speculative config as an info gauge, the shape of ``cache_config_info`` (SGLang
+        and TensorRT-LLM publish one; vLLM does not yet): the drafter is named on the page."""
+        info = {
+            "method": str(cfg.spec_method),
+            "model": cfg.drafter.name if cfg.drafter is not None else "None",
+            "num_speculative_tokens": str(cfg.speculative_k),
+        }
+        Gauge(
+            "vllm:speculative_config_info",
+            "Information of the engine SpeculativeConfig",
+            sorted(info),
+            registry=self.registry,
+        ).labels(**info).set(1)
 
     def _build_http(self) -> None:
         h, r = ms.HTTP_HELP, self.registry

@@ -42,6 +42,8 @@ class Readings:
     per_pos: Mapping[int, float] = field(default_factory=dict)
     hists: Mapping[str, Histogram] = field(default_factory=dict)
     cache_config: Mapping[str, str] = field(default_factory=dict)
+    spec_config: Mapping[str, str] = field(default_factory=dict)
+    """The labels of a ``*speculative_config_info`` gauge (its drafter), when published."""
     kv_by_group: Mapping[GroupKey, tuple[int | None, int | None, int | None]] = field(
         default_factory=dict
     )
@@ -130,6 +132,19 @@ def _cache_config(
     return config, kv
 
 
+SPEC_INFO = ("vllm:speculative_config_info", "sglang:speculative_config_info",
+             "speculative_config_info", "trtllm_speculative_config_info")  # fmt: skip
+"""Info gauges naming the speculative config (SGLang, TensorRT-LLM, the simulator)."""
+
+
+def _spec_config(page: Page) -> dict[str, str]:
+    """The first speculative-config info series' labels (the drafter's model among them)."""
+    for name in SPEC_INFO:
+        for s in page.get(name):
+            return {k: v for k, v in s.labels.items() if k not in _NOT_CONFIG}
+    return {}
+
+
 def _models(page: Page, table: BackendTable) -> tuple[str, ...]:
     if table.model_label is None:
         return ()
@@ -196,6 +211,7 @@ def read_page(
         per_pos=dict(sorted(per_pos.items())),
         hists=hists,
         cache_config=config,
+        spec_config=_spec_config(page),
         kv_by_group=kv,
         gpus=gpus,
         detected=found.name if found else None,
@@ -422,6 +438,7 @@ def snapshot_from(
         iteration_tokens=window_stat(w.hist("iteration_tokens")),
         spec_decode=_spec(w),
         cache_config=dict(cur.cache_config),
+        spec_config=dict(cur.spec_config),
         max_model_len=max_model_len,
         kv_capacity_tokens=tokens,
         kv_block_size_tokens=bs,

@@ -328,6 +328,11 @@ class InfmonApp(App[None]):
             print(clean(self.closing_summary, 2000), flush=True)
             print("infmon: writing the report…", file=sys.stderr, flush=True)
 
+    def quit_on_error(self) -> None:
+        """The load can never start (the command says why, with status 2): leave at once."""
+        self.exit_reason = self.exit_reason or "error"
+        self._quit()
+
     async def action_quit(self, _variant: str = "") -> None:
         self.exit_reason = self.exit_reason or "quit"
         self._quit()

@@ -119,3 +119,26 @@ def test_method_writes_runs_compare_txt_with_one_change(tmp_path):
     method._compare_all(runs_dir / "baseline", runs_dir)
     assert (runs_dir / "compare.txt").read_text().startswith("compare: baseline baseline vs fp8")
     assert json.loads((runs_dir / "compare.json").read_text())
+
+
+def test_the_drafter_is_named_from_the_servers_speculative_config():
+    from prometheus_client import generate_latest
+
+    from infmon.model.baseline import RunFacts, config_changes
+    from infmon.sim.engine import Engine
+    from infmon.sim.metrics import SimMetrics
+    from infmon.sim.scenarios import SCENARIOS, build_config
+    from infmon.sources.canonical import snapshot_of_page
+    from infmon.sources.exposition import parse_exposition
+
+    cfg = build_config(SCENARIOS["spec-pitfall"])
+    page = generate_latest(SimMetrics(cfg, Engine(cfg).budget).registry).decode()
+    snap = snapshot_of_page(parse_exposition(page))
+    assert cfg.drafter is not None
+    assert (
+        snap.spec_config["model"] == cfg.drafter.name == "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B"
+    )
+    cur = RunFacts(spec_k=3, drafter=cfg.drafter.name)
+    assert config_changes(RunFacts(spec_k=0), cur) == (
+        "speculative: none → draft k=3 (deepseek-ai/DeepSeek-R1-Distill-Qwen-7B)",
+    )

@@ -1,0 +1,71 @@
+"""Issue 26's on-screen findings an operator meets first, in a real terminal: a server that is
+not OpenAI-compatible (``python3 -m http.server``) never looks healthy in the monitor: it ends
+with bench's one-line error and status 2."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import poll_until
+from tests.e2e.test_tmux_cli import start
+from tests.e2e.test_tmux_demo import Tmux
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)"),
+]
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    t = Tmux(f"infmon-op-{os.getpid()}", "op")
+    try:
+        yield t
+    finally:
+        t.run("kill-server", check=False)
+
+
+@pytest.fixture
+def plain_http(tmp_path: Path) -> Iterator[str]:
+    """``python3 -m http.server`` on a free loopback port: it answers, but 404 to /v1/models."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def up() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            except OSError:
+                return False
+            return True
+
+        poll_until(up, timeout_s=20, what="http.server listening", proc=proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_server_that_is_not_openai_compatible_ends_with_bench_error(
+    tmux: Tmux, tmp_path: Path, plain_http: str
+) -> None:
+    start(tmux, plain_http, "--session-dir", str(tmp_path / "s"), status=tmp_path / "status")
+    screen = tmux.wait_for("the exit", lambda s: (tmp_path / "status").exists(), timeout_s=90)
+    assert "infmon: error: HTTP 404 from /v1/models (is this an OpenAI-compatible server" in screen
+    assert "running · 0 failed" not in screen
+    assert (tmp_path / "status").read_text().strip() == "status=2"
