@@ -58,6 +58,8 @@ class HeaderView:
     """The server-config difference: ``dtype auto → fp8``, ``speculative: none → draft k=3``."""
     started: bool = False
     """Load has run at some point (the footer says "space start" until it has)."""
+    paused: bool = True
+    """The load is held (whatever the server's state): the footer offers start / resume."""
     hint: str | None = None
     """A line telling the operator what to do or what is happening: ``paused: space starts
     c=1, w sweeps`` before anything ran, ``quitting: writing the report…`` on the way out."""

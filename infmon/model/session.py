@@ -475,6 +475,7 @@ class Session:
             baseline_run=self.method.reference.name if self.method.reference else None,
             baseline_changes=self.method.view.changes if self.method.view else (),
             started=self._started,
+            paused=self._paused,
             hint=self._hint
             or self._paused_hint(cur.level.label if cur else "c=1")
             or self._verdict,

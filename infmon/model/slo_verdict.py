@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infmon.model.knee import SLO_ATTAINMENT, points_of
+from infmon.model.knee import SLO_ATTAINMENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class SloVerdict:
         if not self.slo_set:
             return "no SLO set"
         if self.highest_tried is None:
-            return "not judged (no step long enough)"
+            return "not judged (no request measured)"
         if self.limit is None:
             return "none met"
         if not self.reached:
@@ -54,7 +54,7 @@ class SloVerdict:
         if not self.slo_set:
             return "No SLO set (--slo ttft=500ms,tpot=50ms gives goodput and the SLO limit)."
         if self.highest_tried is None:
-            return "SLO: not judged (no step was held long enough to judge)."
+            return "SLO: not judged (no measured request)."
         if self.limit is None:
             first = f"c={self.lowest_tried:,}" if self.lowest_tried is not None else "the lowest"
             return f"SLO: none met ({first} already missed it)."
@@ -75,14 +75,26 @@ class SloVerdict:
         }
 
 
+def _attainments(steps: Sequence[Any]) -> list[tuple[float, float]]:
+    """(concurrency, SLO attainment) of the first measured step at each level, by level: a
+    step too short to judge the knee still tells whether its requests met the SLO."""
+    first: dict[float, float] = {}
+    for step in steps:
+        d = step.to_dict() if hasattr(step, "to_dict") else step
+        c, a = d.get("concurrency"), d.get("slo_attainment")
+        if isinstance(c, (int, float)) and isinstance(a, (int, float)) and math.isfinite(a):
+            first.setdefault(float(c), float(a))
+    return sorted(first.items())
+
+
 def slo_verdict(steps: Sequence[Any], slo_set: bool) -> SloVerdict:
     """The verdict over closed-loop steps (``StepStats``/``StepResult`` or their dicts)."""
-    points = [p for p in points_of(steps) if math.isfinite(p.slo_attainment)]
+    points = _attainments(steps)
     limit: int | None = None
-    for p in points:
-        if p.slo_attainment < SLO_ATTAINMENT:
+    for c, attainment in points:
+        if attainment < SLO_ATTAINMENT:
             break
-        limit = int(p.concurrency)
-    highest = int(points[-1].concurrency) if points else None
-    lowest = int(points[0].concurrency) if points else None
+        limit = int(c)
+    highest = int(points[-1][0]) if points else None
+    lowest = int(points[0][0]) if points else None
     return SloVerdict(slo_set, limit if slo_set else None, highest, lowest)

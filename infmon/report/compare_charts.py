@@ -87,14 +87,12 @@ def findings(cmp: Comparison) -> list[str]:
             d = c.get(key)
             if d is None or not math.isfinite(d.delta.rel):
                 continue
-            mark = {True: " (beyond noise)", False: " (within noise)", None: ""}[
-                d.delta.beyond_noise
-            ]
+            mark = {True: " *", False: " ≈", None: " ?"}[d.delta.beyond_noise]
             base, now = (
                 value_text(BY_KEY[key], d.delta.base),
                 value_text(BY_KEY[key], d.delta.value),
             )
-            cells.append(f"{BY_KEY[key].label} {now} vs {base} ({100 * d.delta.rel:+.0f}%){mark}")
+            cells.append(f"{BY_KEY[key].label} {now} vs {base} ({100 * d.delta.rel:+.0f}%{mark})")
         if cells:
             out.append(f"{run.name} at {lv.label}: " + "; ".join(cells))
     return out

@@ -155,11 +155,12 @@ class InfmonApp(App[None]):
 
     def _update_footer(self, width: int | None = None) -> None:
         h = self.last_snapshot.header if self.last_snapshot is not None else None
-        paused = h is None or h.state == "paused"
+        paused = h is None or h.paused
         started = h is not None and h.started
         variants = {
             "toggle_pause": "pause" if not paused else ("resume" if started else "start"),
             "toggle_sweep": "stop" if h is not None and h.sweep else "start",
+            "toggle_mode": "closed" if h is None or h.load_mode != "rate" else "rate",
         }
         state = (variants, footer_keys(width or self.size.width, variants))
         if state != self._footer_state:
