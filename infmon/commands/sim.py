@@ -78,9 +78,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, help="closed-loop users")
     p.add_argument("--rate", help="open-loop requests/s (Poisson) or inf (a burst)")
     p.add_argument("--requests", type=int, default=200)
-    p.add_argument("--prompt-tokens", type=int, default=512)
-    p.add_argument("--output-tokens", type=int, default=256)
+    p.add_argument("--prompt-tokens", type=int, help="default 512 (--fitted: the fit's)")
+    p.add_argument("--output-tokens", type=int, help="default 256 (--fitted: the fit's)")
     p.add_argument("--json", action="store_true", help="the prediction as JSON")
+    p.add_argument(
+        "--break-even",
+        action="store_true",
+        help="with --fitted and --speculative-k: the concurrency where spec stops paying",
+    )
+    from infmon.commands import simfit
+
+    simfit.add_arguments(parser)
 
 
 def _config(args: argparse.Namespace) -> tuple[Any, float]:
@@ -165,6 +173,10 @@ def _predict(args: argparse.Namespace, cfg: Any) -> int:
         raise CliError(f"--rate must be a number or inf, not {args.rate!r}") from None
     if rate is not None and not (rate > 0 or math.isinf(rate)):
         raise CliError("--rate must be positive")
+    if args.prompt_tokens is None:
+        args.prompt_tokens = 512
+    if args.output_tokens is None:
+        args.output_tokens = 256
     load = LoadSpec(
         args.requests, args.prompt_tokens, args.output_tokens, args.concurrency, rate, args.seed
     )
@@ -201,6 +213,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.firehose:
         return _firehose(args)
+    if args.fit or (args.predict and args.fitted):
+        from infmon.commands import simfit
+
+        return simfit.run_fit(args) if args.fit else simfit.run_predict(args)
     cfg, error_rate = _config(args)
     mem = memory_budget(cfg)
     if mem.num_gpu_blocks == 0:

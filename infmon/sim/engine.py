@@ -81,6 +81,7 @@ class StepOutput:
     read_bytes: float = 0.0
     write_bytes: float = 0.0
     kernel_s: float = 0.0  # the step's GPU work (no host time, no neighbour): DCGM activity
+    load: StepLoad | None = None  # what the step priced (the fit sums its cost vector)
 
     @property
     def duration_s(self) -> float:
@@ -218,7 +219,7 @@ class Engine:
         self.pool.now_s = now_s
         plan = self._schedule(out, now_s)
         if plan:
-            load = self._load(plan)
+            load = out.load = self._load(plan)
             cost = step_cost(self.cfg, load)
             out.end_s = now_s + cost.time_s
             out.kernel_s = kernel_time_s(self.cfg, load, cost)

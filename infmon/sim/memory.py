@@ -71,7 +71,15 @@ def activation_peak_bytes(model: ModelProfile, tokens: int, seqs: int) -> float:
 
 
 def memory_budget(cfg: EngineConfig) -> MemoryBudget:
-    """What the profiling run leaves for KV: utilisation x memory - weights - activations - …"""
+    """What the profiling run leaves for KV: utilisation x memory - weights - activations - …
+    (or, for a fitted server, the blocks it reported)."""
+    if cfg.num_gpu_blocks is not None:
+        return MemoryBudget(
+            *(0.0,) * 8,
+            kv_bytes_per_token=0,
+            num_gpu_blocks=cfg.num_gpu_blocks,
+            block_size=cfg.block_size,
+        )
     drafter = cfg.drafter if cfg.spec_enabled else None
     weights = cfg.model.weight_bytes / GIB
     drafter_w = drafter.weight_bytes / GIB if drafter is not None else 0.0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infmon.sim.costmodel import FittedCost, step_time_s
 from infmon.sim.profiles import EngineProfile, GpuProfile, ModelProfile
 
 
@@ -41,12 +42,14 @@ class EngineConfig:
     kv_cache_metrics: bool = False
     compute_nans_in_logits: bool = False
     seed: int = 0
+    fitted: FittedCost | None = None  # a server's own fitted step cost instead of the roofline
+    num_gpu_blocks: int | None = None  # KV blocks as the server reported them (a fitted config)
 
     @property
     def spec_enabled(self) -> bool:
         if self.speculative_k <= 0:
             return False
-        return self.spec_method == "ngram" or self.drafter is not None
+        return self.spec_method in ("ngram", "fitted") or self.drafter is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,9 @@ def host_s(cfg: EngineConfig, step: StepLoad) -> float:
 
 def step_cost(cfg: EngineConfig, step: StepLoad) -> PassCost:
     """A whole engine step: host work, target pass, drafting, contention."""
+    if cfg.fitted is not None:
+        k = cfg.speculative_k if cfg.spec_enabled else 0
+        return PassCost(step_time_s(cfg.fitted, step, k) * (1.0 + cfg.contention), 0.0, 0.0, 0.0)
     gpu = pass_cost(cfg.gpu, cfg.model, step.target) + drafter_cost(cfg, step)
     t = (host_s(cfg, step) + gpu.time_s) * (1.0 + cfg.contention)
     return PassCost(t, gpu.flops, gpu.read_bytes, gpu.write_bytes)

@@ -1,0 +1,330 @@
+"""`infmon sim --fit SESSION_DIR…`: read recorded sessions into plain observations, fit the
+simulator's step costs to them (``infmon.sim.fit``), print the residuals, write the profile;
+and `--predict --fitted FILE`: what-ifs on that server with error bands.
+
+The simulator stands alone (it imports no other infmon package), so reading a session (its
+report document) into typed observations happens here, on the commands side.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from infmon.commands import CliError
+
+DEFAULT_PROFILE = "sim-profile.toml"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("fit the simulator to a recorded server (--fit)")
+    a = g.add_argument
+    a(
+        "--fit",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="SESSION_DIR",
+        help="a session "
+        "of closed-loop bench steps (repeatable: another prompt length, a spec session)",
+    )
+    a(
+        "--holdout",
+        metavar="C,C…",
+        help="leave the levels at these concurrencies out of the "
+        "fit and report the forecast's error on them",
+    )
+    a(
+        "--profile-out",
+        type=Path,
+        metavar="FILE",
+        help=f"write the fitted profile here (default: {DEFAULT_PROFILE} in the first session)",
+    )
+    a("--fitted", type=Path, metavar="FILE", help="--predict on a fitted profile (--fit's)")
+    a(
+        "--draft-cost",
+        type=float,
+        metavar="C",
+        help="with --fitted: a drafter whose pass costs "
+        "C x the target's decode step (a what-if without a spec session)",
+    )
+    a(
+        "--weights-ratio",
+        type=float,
+        metavar="R",
+        help="with --fitted: weight bytes x R (FP8 weights: 0.5)",
+    )
+    a(
+        "--compute-ratio",
+        type=float,
+        metavar="R",
+        help="with --fitted: compute time per token x R (FP8 tensor cores: 0.5)",
+    )
+
+
+# -- sessions into observations -------------------------------------------------------------
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
+def _acceptance(session_dir: Path) -> tuple[float, ...]:
+    """Mean per-position acceptance over the session's scrapes (vLLM's per-position counters)."""
+    from infmon.journal.reader import SessionReader
+
+    rows: list[list[float]] = []
+    with SessionReader(session_dir) as reader:
+        for line in reader.iter_scrapes():
+            spec = (line.get("snap") or {}).get("spec_decode") or {}
+            per_pos = [v for v in spec.get("acceptance_per_position") or [] if _num(v) is not None]
+            if per_pos:
+                rows.append([float(v) for v in per_pos])
+    if not rows:
+        return ()
+    k = max(len(r) for r in rows)
+    rows = [r for r in rows if len(r) == k]
+    return tuple(sum(r[i] for r in rows) / len(rows) for i in range(k))
+
+
+def read_session(session_dir: Path) -> tuple[list[Any], dict[str, Any]]:
+    """The session's closed-loop steps as observations, and its server config."""
+    from infmon.journal import JournalReadError, is_session_dir
+    from infmon.report import build_summary
+    from infmon.sim.fit import Observation
+
+    if not is_session_dir(session_dir):
+        raise CliError(f"{session_dir}: not a session directory")
+    try:
+        doc = build_summary(session_dir)
+    except JournalReadError as exc:
+        raise CliError(str(exc)) from None
+    name = Path(session_dir).name
+    acceptance = _acceptance(session_dir)
+    out = []
+    for st in doc["steps"]:
+        c, done = st.get("concurrency"), st.get("completed") or 0
+        prompt, output = _num(st.get("prompt_tokens")), _num(st.get("output_tokens"))
+        tpot = _num((st.get("tpot_ms") or {}).get("mean"))
+        ttft = _num((st.get("ttft_ms") or {}).get("mean"))
+        tok_s = _num(st.get("output_throughput_tok_s"))
+        if not c or done < 2 or None in (prompt, output, tpot, ttft, tok_s):
+            continue
+        out.append(
+            Observation(
+                session=name,
+                concurrency=int(c),
+                prompt_tokens=prompt / done,  # type: ignore[operator]
+                output_tokens=output / done,  # type: ignore[operator]
+                tpot_s=tpot / 1e3,  # type: ignore[operator]
+                ttft_s=ttft / 1e3,  # type: ignore[operator]
+                output_tok_s=tok_s,  # type: ignore[arg-type]
+                speculative_k=len(acceptance),
+                acceptance=acceptance,
+            )
+        )
+    return out, dict(doc["server"])
+
+
+def base_config(servers: list[dict[str, Any]], args: argparse.Namespace) -> Any:
+    """The fitted server's limits: KV blocks from ``cache_config_info``, the rest from flags."""
+    from infmon.sim.scenarios import SCENARIOS, build_config
+
+    blocks = next((s["kv_num_gpu_blocks"] for s in servers if s.get("kv_num_gpu_blocks")), None)
+    block = next((s["kv_block_size_tokens"] for s in servers if s.get("kv_block_size_tokens")), 16)
+    max_len = next((s["max_model_len"] for s in servers if s.get("max_model_len")), 32768)
+    cfg = build_config(SCENARIOS["baseline"], max_model_len=int(max_len))
+    return replace(
+        cfg,
+        num_gpu_blocks=int(blocks) if blocks else None,
+        block_size=int(block),
+        max_num_seqs=args.max_num_seqs or cfg.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens or cfg.max_num_batched_tokens,
+        enable_prefix_caching=False,
+    )
+
+
+def _levels(text: str | None) -> set[int]:
+    if not text:
+        return set()
+    try:
+        return {int(x) for x in text.split(",") if x.strip()}
+    except ValueError:
+        raise CliError(f"--holdout takes concurrencies like 16,64, not {text!r}") from None
+
+
+# -- the fit ------------------------------------------------------------------------------
+def run_fit(args: argparse.Namespace) -> int:
+    from infmon.sim import fitio
+    from infmon.sim.fit import FitError, fit
+    from infmon.sim.forecast import holdout
+
+    obs, servers = [], []
+    for d in args.fit:
+        o, server = read_session(d)
+        obs += o
+        servers.append(server)
+    if not obs:
+        raise CliError("no closed-loop steps with TPOT, TTFT and tokens/s in these sessions")
+    base = base_config(servers, args)
+    held = _levels(args.holdout)
+    try:
+        result, left = holdout(base, obs, held) if held else (fit(base, obs), [])
+    except FitError as exc:
+        raise CliError(str(exc)) from None
+    for line in render_fit(result):
+        print(line)
+    for line in render_holdout(left):
+        print(line)
+    out = args.profile_out or Path(args.fit[0]) / DEFAULT_PROFILE
+    try:
+        fitio.write(result.cost, out)
+    except OSError as exc:
+        raise CliError(f"profile not written to {out}: {exc.strerror}") from None
+    print(f"profile: {out}")
+    return 0
+
+
+def render_fit(result: Any) -> list[str]:
+    from infmon.sim.costmodel import DESCRIBE, PARAMS
+
+    c = result.cost
+    lines = [
+        f"fitted {len(PARAMS)} costs in {result.iterations} iterations; "
+        f"relative scatter {c.rms_rel:.1%}"
+    ]
+    for i, name in enumerate(PARAMS):
+        src = c.sources[i]
+        if name in result.unseen:
+            guess = c.value(name) * 1e3
+            lines.append(f"  {name:16} {guess:12.6f} ms (no step used it: a guess, not fitted)")
+            continue
+        if not src:
+            held = " (held at 0)" if name in result.held_at_zero else " (not fitted)"
+            lines.append(f"  {name:16} {'-':>22}{held}")
+            continue
+        v, se = c.value(name), c.stderr(name)
+        rel = f"{se / v:.0%}" if v > 0 else "n/a"
+        lines.append(f"  {name:16} {v * 1e3:12.6f} ms ± {se * 1e3:.6f} ({rel})  {DESCRIBE[name]}")
+    if c.acceptance:
+        lines.append(
+            f"  acceptance per position (given the earlier ones): "
+            f"{', '.join(f'{a:.3f}' for a in c.acceptance)}"
+        )
+    lines.append("residuals per step (fitted / measured - 1):")
+    lines.append("  session                 c  prompt output   TPOT ms      TTFT ms      tok/s")
+    rows: dict[tuple[str, int, float], dict[str, Any]] = {}
+    for r in result.residuals:
+        o = r.observation
+        rows.setdefault((o.session, o.concurrency, o.prompt_tokens), {"o": o})[r.figure] = r
+    for (session, conc, _), row in rows.items():
+        o = row["o"]
+        cells = [
+            f"{row[f].measured * s:8.2f} {row[f].relative:+6.1%}"
+            for f, s in (("tpot", 1e3), ("ttft", 1e3), ("tok_s", 1.0))
+        ]
+        lines.append(
+            f"  {session[:20]:20} {conc:4} {o.prompt_tokens:7.0f} "
+            f"{o.output_tokens:6.0f}  " + "  ".join(cells)
+        )
+    return lines
+
+
+def render_holdout(left: list[Any]) -> list[str]:
+    if not left:
+        return []
+    lines = ["held out (forecast from the other levels; error and whether inside the 95% band):"]
+    for h in left:
+        err, inside = h.errors(), h.inside_band()
+        cells = "  ".join(f"{k} {err[k]:+.1%}{'' if inside[k] else ' (outside band)'}" for k in err)
+        lines.append(f"  c={h.observation.concurrency} {h.observation.session}: {cells}")
+    return lines
+
+
+# -- what-ifs on a fitted server ------------------------------------------------------------
+def fitted_cost(args: argparse.Namespace) -> Any:
+    """The fitted profile with the asked what-ifs applied (weights, compute, a drafter)."""
+    from infmon.sim import fitio
+    from infmon.sim.profiles import ProfileError
+
+    try:
+        cost = fitio.load(args.fitted)
+    except ProfileError as exc:
+        raise CliError(str(exc)) from None
+    factors = {}
+    if args.weights_ratio is not None:
+        factors["weights_s"] = args.weights_ratio
+    if args.compute_ratio is not None:
+        factors["compute_token_s"] = args.compute_ratio
+    if factors:
+        cost = cost.scaled(factors)
+    if args.draft_cost is not None:
+        c = args.draft_cost
+        fixed = cost.value("step_s") + cost.value("weights_s")
+        cost = cost.with_values({"draft_pass_s": c * fixed, "draft_seq_s": c * cost.value("seq_s")})
+    return cost
+
+
+def _shape(args: argparse.Namespace, cost: Any, concurrency: int, k: int) -> Any:
+    from infmon.sim.levels import Shape
+    from infmon.sim.spec import expand_acceptance
+
+    r = cost.fitted_range
+    prompt = args.prompt_tokens or round(sum(r.prompt_tokens) / 2)
+    output = args.output_tokens or round(sum(r.output_tokens) / 2)
+    acc: tuple[float, ...] = ()
+    if k:
+        acc = expand_acceptance(tuple(args.acceptance) if args.acceptance else cost.acceptance, k)
+    return Shape(concurrency, prompt, output, k, acc)
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from infmon.sim.fit import with_cost
+    from infmon.sim.forecast import forecast
+
+    cost = fitted_cost(args)
+    k = args.speculative_k if args.speculative_k is not None else 0
+    if k and not (cost.value("draft_pass_s") or cost.value("draft_seq_s")):
+        raise CliError("a drafter what-if needs --draft-cost C or a spec session in the fit")
+    if k and not (args.acceptance or cost.acceptance):
+        raise CliError("a drafter what-if needs --acceptance (no spec session in the fit)")
+    base = with_cost(base_config([], args), cost)
+    if args.max_num_seqs:
+        base = replace(base, max_num_seqs=args.max_num_seqs)
+    if args.max_num_batched_tokens:
+        base = replace(base, max_num_batched_tokens=args.max_num_batched_tokens)
+    if args.break_even:
+        return _break_even(args, base, cost, k)
+    if args.concurrency is None:
+        raise CliError("--predict --fitted needs --concurrency N (or --break-even)")
+    f = forecast(base, cost, _shape(args, cost, args.concurrency, k))
+    for line in render_forecast(f):
+        print(line)
+    return 0
+
+
+def render_forecast(f: Any) -> list[str]:
+    s = f.shape
+    spec = f", spec k={s.speculative_k}" if s.speculative_k else ""
+    lines = [
+        f"fitted server, c={s.concurrency}, prompt {s.prompt_tokens}, output "
+        f"{s.output_tokens}{spec} (95% band):",
+        f"  TPOT ms       {f.tpot_s.text(1e3)}",
+        f"  TTFT ms p50   {f.ttft_p50_s.text(1e3)}   mean {f.ttft_mean_s.text(1e3)}",
+        f"  output tok/s  {f.output_tok_s.text(1.0, 1)}",
+        f"  largest batch {f.batch_max}; preemptions {f.preemptions}",
+    ]
+    lines += [f"  outside the fitted range: {why}" for why in f.outside]
+    return lines
+
+
+def _break_even(args: argparse.Namespace, base: Any, cost: Any, k: int) -> int:
+    from infmon.sim.spec_fit import break_even
+
+    if not k:
+        raise CliError("--break-even needs --speculative-k K")
+    shape = _shape(args, cost, 1, k)
+    be = break_even(base, cost, shape)
+    for line in be.lines():
+        print(line)
+    return 0

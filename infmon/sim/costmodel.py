@@ -1,0 +1,140 @@
+"""A step-cost model fitted to one server (``infmon sim --fit``), in place of the roofline of
+datasheet figures: the same shape with every number measured on the operator's own server.
+
+One engine step costs ``step_s + seq_s x running + max(weights_s + kv_token_s x context read,
+compute_token_s x query tokens)``: host work per step and per running sequence, then the forward
+pass, memory-bound (the weights and every scheduled context's KV) or compute-bound (prefill
+chunks, verification, big batches) whichever is slower, as vLLM's kernels are. With speculative
+decoding each of the ``k`` drafting passes adds ``draft_pass_s + draft_seq_s x drafting
+sequences``. A request reaches the scheduler ``request_s`` after it is sent (the API server).
+
+Every cost is linear in the parameters once it is known which side of the ``max`` a step is on,
+so ``features`` gives the step's time as a vector: the fit sums these into each observation and
+solves a linear least-squares problem (``infmon.sim.fit``), and a forecast's variance is
+``a' Cov a`` for the vector ``a`` of what it sums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from infmon.sim.roofline import StepLoad
+
+PARAMS = (
+    "step_s",
+    "seq_s",
+    "weights_s",
+    "kv_token_s",
+    "compute_token_s",
+    "request_s",
+    "draft_pass_s",
+    "draft_seq_s",
+)
+"""The parameter vector's order."""
+SPEC_PARAMS = ("draft_pass_s", "draft_seq_s")
+DESCRIBE = {
+    "step_s": "host work per engine step (scheduler, input preparation, sampler)",
+    "seq_s": "host work per running sequence and step",
+    "weights_s": "memory-bound pass: weights (and fixed kernel launches)",
+    "kv_token_s": "memory-bound pass: per KV token of context read",
+    "compute_token_s": "compute-bound pass: per query token (prefill, verification)",
+    "request_s": "API server per request (template, tokeniser) before scheduling",
+    "draft_pass_s": "speculative decoding: one drafting pass",
+    "draft_seq_s": "speculative decoding: one drafting pass, per drafting sequence",
+}
+I_STEP, I_SEQ, I_WEIGHTS, I_KV, I_COMPUTE, I_REQUEST, I_DRAFT, I_DRAFT_SEQ = range(len(PARAMS))
+
+
+@dataclass(frozen=True, slots=True)
+class FittedRange:
+    """What the fit saw: a forecast outside it extrapolates and says so."""
+
+    concurrency: tuple[int, int]
+    prompt_tokens: tuple[float, float]
+    output_tokens: tuple[float, float]
+    batch_max: int  # the most sequences that ran in one step of the replayed levels
+    spec_k: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FittedCost:
+    """Fitted parameters (seconds), their covariance, and where they came from."""
+
+    values: tuple[float, ...]
+    cov: tuple[tuple[float, ...], ...]
+    sources: tuple[str, ...]  # per parameter: the sessions it was fitted on ("" = not fitted)
+    rms_rel: float  # the fit's root-mean-square relative residual (model error in a forecast)
+    fitted_range: FittedRange
+    acceptance: tuple[float, ...] = ()  # conditional acceptance per draft position (spec fit)
+    speculative_k: int = 0
+    kv_capacity_tokens: int = 0
+    block_size: int = 16
+    max_model_len: int = 0
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if len(self.values) != len(PARAMS):
+            raise ValueError(f"a fitted cost has {len(PARAMS)} values, not {len(self.values)}")
+
+    @property
+    def vector(self) -> np.ndarray:
+        return np.asarray(self.values, dtype=float)
+
+    @property
+    def covariance(self) -> np.ndarray:
+        return np.asarray(self.cov, dtype=float)
+
+    def value(self, name: str) -> float:
+        return self.values[PARAMS.index(name)]
+
+    def stderr(self, name: str) -> float:
+        i = PARAMS.index(name)
+        return float(np.sqrt(max(self.cov[i][i], 0.0)))
+
+    def scaled(self, factors: dict[str, float]) -> FittedCost:
+        """The same server with some costs scaled (a what-if: FP8 weights halve ``weights_s``);
+        the covariance is scaled with them."""
+        d = np.ones(len(PARAMS))
+        for name, f in factors.items():
+            d[PARAMS.index(name)] = f
+        cov = self.covariance * np.outer(d, d)
+        vals = tuple(float(v) for v in self.vector * d)
+        return replace(self, values=vals, cov=tuple(tuple(float(x) for x in r) for r in cov))
+
+    def with_values(self, updates: dict[str, float]) -> FittedCost:
+        vals = list(self.values)
+        for name, v in updates.items():
+            vals[PARAMS.index(name)] = v
+        return replace(self, values=tuple(vals))
+
+
+def features(values: np.ndarray, step: StepLoad, k: int, by_kind: bool = False) -> np.ndarray:
+    """The step's cost as a vector over ``PARAMS`` (its time is ``features @ values``); the
+    side of the ``max`` is the one the current ``values`` put it on, or with ``by_kind`` the one
+    a step's kind suggests (a prefill chunk computes, a decode reads memory): the fit's start,
+    which cannot fall into the corner where one side is never taken and so never fitted."""
+    phi = np.zeros(len(PARAMS))
+    phi[I_STEP] = 1.0
+    phi[I_SEQ] = step.num_seqs
+    ctx, tokens = step.target.context_read, step.target.tokens
+    memory = values[I_WEIGHTS] + values[I_KV] * ctx
+    if (not step.prefill_tokens) if by_kind else memory >= values[I_COMPUTE] * tokens:
+        phi[I_WEIGHTS] = 1.0
+        phi[I_KV] = ctx
+    else:
+        phi[I_COMPUTE] = tokens
+    if step.spec_seqs and k:
+        phi[I_DRAFT] = k
+        phi[I_DRAFT_SEQ] = k * step.spec_seqs
+    return phi
+
+
+def step_time_s(cost: FittedCost, step: StepLoad, k: int) -> float:
+    v = cost.vector
+    return float(features(v, step, k) @ v)

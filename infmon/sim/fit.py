@@ -1,0 +1,351 @@
+"""Fit the step-cost model (``infmon.sim.costmodel``) to a server's recorded levels.
+
+Each observation is one level of a session: concurrency, prompt and output length, and what the
+client measured (mean TPOT, median TTFT, output tokens/s). Each level is replayed through the
+engine (``infmon.sim.levels``), giving its three figures as vectors ``a`` with ``a @ values``
+their value; least squares on the relative residuals ``(a @ values - y) / y`` gives new values.
+The replay's schedule (which steps prefill, which side of the roofline a step is on) depends on
+the values, so replay and solve alternate until the values settle (a Gauss-Newton iteration).
+
+Costs are non-negative (a negative one is held at zero and said). A parameter the sessions do
+not determine (``kv_token_s`` and ``seq_s`` need two prompt lengths to be told apart) is held
+near a neutral split by a faint ridge, and its standard error says it is undetermined. The
+covariance is ``(A'A / s^2 + PRIOR_PRECISION)^-1`` with ``s`` the residual scatter, never below
+``NOISE_FLOOR`` (a run-to-run spread of real measurements).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from infmon.sim.costmodel import (
+    I_COMPUTE,
+    I_KV,
+    I_REQUEST,
+    I_SEQ,
+    I_STEP,
+    I_WEIGHTS,
+    PARAMS,
+    SPEC_PARAMS,
+    FittedCost,
+    FittedRange,
+)
+from infmon.sim.levels import LevelVectors, Shape, replay
+from infmon.sim.roofline import EngineConfig
+
+NOISE_FLOOR = 0.01
+"""Relative scatter assumed at least (1%): a perfect fit still has error bars."""
+RIDGE = 1e-6
+"""Relative weight of the neutral split for directions the data leaves open (the estimate)."""
+PRIOR_PRECISION = 1.0
+"""The covariance's prior: one cost explains about one figure at most (unit variance on the
+normalised scale), so a cost the data leaves open gets a band of its own size, not infinity."""
+FIGURES = ("tpot", "ttft", "tok_s")
+SPLITS = (0.9, 0.5, 0.1)
+"""Shares of the decode step's fixed cost given to the weights at the roofline fit's starts."""
+
+
+class FitError(ValueError):
+    """Observations that cannot be fitted (too few, or nothing measured)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One measured level of a session (all times in seconds)."""
+
+    session: str
+    concurrency: int
+    prompt_tokens: float  # mean per request
+    output_tokens: float
+    tpot_s: float  # mean
+    ttft_s: float  # mean (a median jumps between the waves of a lockstep burst)
+    output_tok_s: float
+    speculative_k: int = 0
+    acceptance: tuple[float, ...] = ()  # marginal per position (vLLM's per-position counters)
+
+    @property
+    def shape(self) -> Shape:
+        return Shape(
+            self.concurrency,
+            max(1, round(self.prompt_tokens)),
+            max(2, round(self.output_tokens)),
+            self.speculative_k,
+            conditional_acceptance(self.acceptance),
+        )
+
+    def targets(self) -> tuple[float, float, float]:
+        """Mean TPOT, mean TTFT, seconds per output token: each linear in the costs."""
+        return (self.tpot_s, self.ttft_s, 1.0 / self.output_tok_s)
+
+
+def conditional_acceptance(marginal: tuple[float, ...]) -> tuple[float, ...]:
+    """Per-position acceptance given the earlier positions were accepted."""
+    out, prev = [], 1.0
+    for m in marginal:
+        out.append(min(1.0, m / prev) if prev > 0 else 0.0)
+        prev = m
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Residual:
+    observation: Observation
+    figure: str  # one of FIGURES
+    measured: float
+    fitted: float
+
+    @property
+    def relative(self) -> float:
+        return self.fitted / self.measured - 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class FitResult:
+    cost: FittedCost
+    residuals: tuple[Residual, ...]
+    iterations: int
+    held_at_zero: tuple[str, ...]
+    unseen: tuple[str, ...] = ()  # costs no replayed step used: a neutral guess, not fitted
+
+
+def _rows(vec: LevelVectors) -> list[np.ndarray]:
+    return [vec.tpot, vec.ttft_mean, vec.time_per_token]
+
+
+def initial_values(obs: list[Observation]) -> np.ndarray:
+    """A neutral start: half the lowest TPOT each to host and weights, a little per sequence,
+    compute-bound only for big chunks, the API server a third of the lowest TTFT."""
+    tpot = min(o.tpot_s for o in obs)
+    ttft = min(o.ttft_s for o in obs)
+    v = np.zeros(len(PARAMS))
+    v[I_STEP] = v[I_WEIGHTS] = tpot / 2
+    v[I_SEQ] = tpot / 100
+    v[I_KV] = tpot / 1e5
+    v[I_COMPUTE] = tpot / 256
+    v[I_REQUEST] = ttft / 3
+    return v
+
+
+def _solve(
+    a: np.ndarray, free: list[int], prior: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Least squares of ``a[:, free] @ x = 1`` with a faint ridge toward ``prior``; returns
+    (values, covariance over all PARAMS, residual scale)."""
+    sub = a[:, free]
+    norms = np.linalg.norm(sub, axis=0)
+    norms[norms == 0] = 1.0
+    scaled = sub / norms
+    ridge = np.sqrt(RIDGE) * np.eye(len(free))
+    lhs = np.vstack([scaled, ridge])
+    rhs = np.concatenate([np.ones(len(a)), ridge @ (prior[free] * norms)])
+    x, *_ = np.linalg.lstsq(lhs, rhs, rcond=None)
+    resid = scaled @ x - 1.0
+    dof = max(len(a) - len(free), 1)
+    s = max(float(np.sqrt(resid @ resid / dof)), NOISE_FLOOR)
+    inv = np.linalg.pinv(scaled.T @ scaled / s**2 + PRIOR_PRECISION * np.eye(len(free)))
+    cov = np.zeros((len(PARAMS), len(PARAMS)))
+    cov[np.ix_(free, free)] = inv / np.outer(norms, norms)
+    return x / norms, cov, s
+
+
+def _free(obs: list[Observation]) -> list[int]:
+    spec = any(o.speculative_k for o in obs)
+    return [i for i, name in enumerate(PARAMS) if spec or name not in SPEC_PARAMS]
+
+
+def _design(
+    base: EngineConfig, cost: FittedCost, obs: list[Observation], by_kind: bool = False
+) -> tuple[np.ndarray, list[LevelVectors]]:
+    vecs = [replay(base, cost, o.shape, by_kind) for o in obs]
+    rows = []
+    for o, vec in zip(obs, vecs, strict=True):
+        for row, y in zip(_rows(vec), o.targets(), strict=True):
+            rows.append(row / y)
+    return np.asarray(rows), vecs
+
+
+def fit(base: EngineConfig, obs: list[Observation], max_iterations: int = 30) -> FitResult:
+    """Fit ``obs`` (one or more sessions); ``base`` gives the server's limits (KV blocks,
+    ``max_num_seqs``, ``max_num_batched_tokens``)."""
+    obs = [o for o in obs if o.tpot_s > 0 and o.ttft_s > 0 and o.output_tok_s > 0]
+    if len(obs) < 2:
+        raise FitError("a fit needs at least two measured levels (TPOT, TTFT and tokens/s)")
+    prior = initial_values(obs)
+    start = _State(base, obs, prior, _free(obs), by_kind=True)
+    it = 0
+    for it in range(1, max_iterations + 1):  # noqa: B007 (the count is reported)
+        if not start.improve(prior):
+            break
+    state = _best_start(base, obs, start.values, prior)
+    for _ in range(max_iterations):
+        if not state.improve(prior):
+            break
+        it += 1
+    return FitResult(state.cost, state.residuals(), it, state.zeroed, state.unseen)
+
+
+def _best_start(
+    base: EngineConfig, obs: list[Observation], values: np.ndarray, prior: np.ndarray
+) -> _State:
+    """The roofline's fit has more than one basin (how the decode step's fixed cost splits
+    between host and weights, how much of TTFT is the API server): one Gauss-Newton step
+    from each of a few starts, and the best goes on."""
+    ttft = min(o.ttft_s for o in obs)
+    best: _State | None = None
+    for share in SPLITS:
+        for api in SPLITS:
+            v = _resplit(values, share)
+            v[I_REQUEST] = api * ttft
+            state = _State(base, obs, v, _free(obs))
+            state.improve(prior)
+            if best is None or state.obj < best.obj:
+                best = state
+    assert best is not None
+    return best
+
+
+def _resplit(values: np.ndarray, share: float = 0.5) -> np.ndarray:
+    """The decode step's fixed cost shared between host and weights again: a by-kind start
+    can leave one of them at zero, where the roofline's memory side is never taken."""
+    out = values.copy()
+    fixed = values[I_STEP] + values[I_WEIGHTS]
+    out[I_STEP], out[I_WEIGHTS] = fixed * (1 - share), fixed * share
+    return out
+
+
+def _objective(a: np.ndarray, values: np.ndarray) -> float:
+    r = a @ values - 1.0
+    return float(r @ r)
+
+
+class _State:
+    """The current values, their replayed design, and one damped Gauss-Newton step."""
+
+    def __init__(
+        self,
+        base: EngineConfig,
+        obs: list[Observation],
+        values: np.ndarray,
+        free: list[int],
+        by_kind: bool = False,
+    ) -> None:
+        self.base, self.obs, self.all_free, self.by_kind = base, obs, free, by_kind
+        self.free = list(free)
+        self.zeroed: tuple[str, ...] = ()
+        self.unseen: tuple[str, ...] = ()
+        self.cov, self.scale = np.zeros((len(PARAMS),) * 2), NOISE_FLOOR
+        self._set(values)
+
+    def _set(self, values: np.ndarray) -> None:
+        self.values = values
+        self.cost = _cost(self.base, self.obs, values, self.cov, self.scale, self._fitted())
+        self.a, self.vecs = _design(self.base, self.cost, self.obs, self.by_kind)
+        self.obj = _objective(self.a, values)
+
+    def _nnls(self, prior: np.ndarray) -> np.ndarray:
+        seen = np.linalg.norm(self.a, axis=0) > 0
+        free, zeroed = [i for i in self.all_free if seen[i]], []
+        self.unseen = tuple(PARAMS[i] for i in self.all_free if not seen[i])
+        while True:
+            x, cov, s = _solve(self.a, free, prior)
+            if (x >= 0).all():
+                break
+            worst = free[int(np.argmin(x))]
+            free.remove(worst)
+            zeroed.append(PARAMS[worst])
+        self.free, self.zeroed, self.cov, self.scale = free, tuple(zeroed), cov, s
+        new = self.values.copy()  # a cost no step used keeps its neutral guess
+        new[[i for i in self.all_free if seen[i]]] = 0.0
+        new[free] = x
+        return new
+
+    def improve(self, prior: np.ndarray, tol: float = 1e-5) -> bool:
+        """One step; False when no step lowers the objective by more than ``tol``."""
+        target = self._nnls(prior)
+        for t in (1.0, 0.5, 0.25, 0.125, 0.0625):
+            cand = self.values + t * (target - self.values)
+            old_values, old_obj = self.values, self.obj
+            self._set(cand)
+            if self.obj < old_obj * (1 - tol) - 1e-15:
+                return True
+            self._set(old_values)
+        self.cost = _cost(self.base, self.obs, self.values, self.cov, self.scale, self._fitted())
+        return False
+
+    def _fitted(self) -> list[int]:
+        """Costs the sessions determined (zero included: the data asked for less)."""
+        return self.free + [PARAMS.index(z) for z in self.zeroed]
+
+    def residuals(self) -> tuple[Residual, ...]:
+        return _residuals(self.obs, self.vecs, self.values)
+
+
+def _residuals(
+    obs: list[Observation], vecs: list[LevelVectors], values: np.ndarray
+) -> tuple[Residual, ...]:
+    out = []
+    for o, vec in zip(obs, vecs, strict=True):
+        fitted = [float(r @ values) for r in _rows(vec)]
+        measured = o.targets()
+        fitted[2], m2 = 1.0 / fitted[2], 1.0 / measured[2]  # tokens/s as measured
+        for name, f, m in zip(FIGURES, fitted, (measured[0], measured[1], m2), strict=True):
+            out.append(Residual(o, name, m, f))
+    return tuple(out)
+
+
+def _cost(
+    base: EngineConfig,
+    obs: list[Observation],
+    values: np.ndarray,
+    cov: np.ndarray,
+    s: float,
+    free: list[int],
+) -> FittedCost:
+    spec = [o for o in obs if o.speculative_k]
+    sessions = sorted({o.session for o in obs})
+    spec_sessions = sorted({o.session for o in spec})
+    sources = tuple(
+        ", ".join(spec_sessions if name in SPEC_PARAMS else sessions) if i in free else ""
+        for i, name in enumerate(PARAMS)
+    )
+    rng = FittedRange(
+        concurrency=(min(o.concurrency for o in obs), max(o.concurrency for o in obs)),
+        prompt_tokens=(min(o.prompt_tokens for o in obs), max(o.prompt_tokens for o in obs)),
+        output_tokens=(min(o.output_tokens for o in obs), max(o.output_tokens for o in obs)),
+        batch_max=max(o.concurrency for o in obs),
+        spec_k=tuple(sorted({o.speculative_k for o in spec})),
+    )
+    acceptance: tuple[float, ...] = ()
+    if spec:
+        best = max(spec, key=lambda o: len(o.acceptance))
+        acceptance = best.shape.acceptance
+    return FittedCost(
+        values=tuple(float(v) for v in values),
+        cov=tuple(tuple(float(x) for x in row) for row in cov),
+        sources=sources,
+        rms_rel=s,
+        fitted_range=rng,
+        acceptance=acceptance,
+        speculative_k=spec[0].speculative_k if spec else 0,
+        kv_capacity_tokens=base.num_gpu_blocks * base.block_size if base.num_gpu_blocks else 0,
+        block_size=base.block_size,
+        max_model_len=base.max_model_len,
+        max_num_seqs=base.max_num_seqs,
+        max_num_batched_tokens=base.max_num_batched_tokens,
+    )
+
+
+def with_cost(base: EngineConfig, cost: FittedCost) -> EngineConfig:
+    """The server a fitted profile describes (its limits, its costs)."""
+    blocks = cost.kv_capacity_tokens // cost.block_size if cost.kv_capacity_tokens else None
+    return replace(
+        base,
+        fitted=cost,
+        num_gpu_blocks=blocks if blocks else base.num_gpu_blocks,
+        block_size=cost.block_size,
+        max_model_len=cost.max_model_len or base.max_model_len,
+        max_num_seqs=cost.max_num_seqs,
+        max_num_batched_tokens=cost.max_num_batched_tokens,
+    )

@@ -1,0 +1,119 @@
+"""A fitted server as a TOML profile: every number with its standard error and its sessions."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from infmon.sim.costmodel import DESCRIBE, PARAMS, FittedCost, FittedRange
+from infmon.sim.profiles import ProfileError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+KIND = "infmon.fitted-server/1"
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def _num(x: float) -> str:
+    return repr(float(x)) if math.isfinite(x) else "nan"
+
+
+def dumps(cost: FittedCost) -> str:
+    r = cost.fitted_range
+    lines = [
+        "# infmon sim --fit: this server's step costs, fitted to its recorded sessions",
+        f"kind = {_toml_str(KIND)}",
+        f"rms_rel = {_num(cost.rms_rel)}  # the fit's relative scatter",
+        "",
+        "[server]  # limits as the sessions recorded them (KV from cache_config_info)",
+        f"kv_capacity_tokens = {cost.kv_capacity_tokens}",
+        f"block_size = {cost.block_size}",
+        f"max_model_len = {cost.max_model_len}",
+        f"max_num_seqs = {cost.max_num_seqs}",
+        f"max_num_batched_tokens = {cost.max_num_batched_tokens}",
+        "",
+        "[range]  # what the fit saw",
+        f"concurrency = [{r.concurrency[0]}, {r.concurrency[1]}]",
+        f"prompt_tokens = [{_num(r.prompt_tokens[0])}, {_num(r.prompt_tokens[1])}]",
+        f"output_tokens = [{_num(r.output_tokens[0])}, {_num(r.output_tokens[1])}]",
+        f"batch_max = {r.batch_max}",
+        f"spec_k = [{', '.join(map(str, r.spec_k))}]",
+        "",
+        "[spec]",
+        f"speculative_k = {cost.speculative_k}",
+        f"acceptance = [{', '.join(_num(a) for a in cost.acceptance)}]  # per position, given the"
+        " earlier ones",
+    ]
+    for name in PARAMS:
+        lines += [
+            "",
+            f"[params.{name}]  # {DESCRIBE[name]}",
+            f"value = {_num(cost.value(name))}",
+            f"stderr = {_num(cost.stderr(name))}",
+            f"sessions = {_toml_str(cost.sources[PARAMS.index(name)])}",
+        ]
+    rows = ", ".join("[" + ", ".join(_num(x) for x in row) + "]" for row in cost.cov)
+    lines += ["", "[covariance]", f"order = [{', '.join(map(_toml_str, PARAMS))}]"]
+    lines += [f"matrix = [{rows}]", ""]
+    return "\n".join(lines)
+
+
+def write(cost: FittedCost, path: Path) -> None:
+    path.write_text(dumps(cost), encoding="utf-8")
+
+
+def _get(doc: dict[str, Any], where: str, *keys: str) -> Any:
+    cur: Any = doc
+    for k in keys:
+        if not isinstance(cur, dict) or k not in cur:
+            raise ProfileError(f"{where}: fitted profile lacks {'.'.join(keys)}")
+        cur = cur[k]
+    return cur
+
+
+def load(path: Path) -> FittedCost:
+    where = str(path)
+    try:
+        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(f"cannot read fitted profile {where}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"fitted profile {where} is not valid TOML: {exc}") from None
+    if doc.get("kind") != KIND:
+        raise ProfileError(f"{where}: not a fitted profile (kind {KIND!r} expected)")
+    try:
+        rng = FittedRange(
+            concurrency=tuple(_get(doc, where, "range", "concurrency")),  # type: ignore[arg-type]
+            prompt_tokens=tuple(_get(doc, where, "range", "prompt_tokens")),  # type: ignore[arg-type]
+            output_tokens=tuple(_get(doc, where, "range", "output_tokens")),  # type: ignore[arg-type]
+            batch_max=int(_get(doc, where, "range", "batch_max")),
+            spec_k=tuple(int(k) for k in _get(doc, where, "range", "spec_k")),
+        )
+        server = _get(doc, where, "server")
+        matrix = _get(doc, where, "covariance", "matrix")
+        return FittedCost(
+            values=tuple(float(_get(doc, where, "params", n, "value")) for n in PARAMS),
+            cov=tuple(tuple(float(x) for x in row) for row in matrix),
+            sources=tuple(str(_get(doc, where, "params", n, "sessions")) for n in PARAMS),
+            rms_rel=float(_get(doc, where, "rms_rel")),
+            fitted_range=rng,
+            acceptance=tuple(float(a) for a in _get(doc, where, "spec", "acceptance")),
+            speculative_k=int(_get(doc, where, "spec", "speculative_k")),
+            kv_capacity_tokens=int(server["kv_capacity_tokens"]),
+            block_size=int(server["block_size"]),
+            max_model_len=int(server["max_model_len"]),
+            max_num_seqs=int(server["max_num_seqs"]),
+            max_num_batched_tokens=int(server["max_num_batched_tokens"]),
+        )
+    except ProfileError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProfileError(f"{where}: fitted profile is malformed ({exc})") from None

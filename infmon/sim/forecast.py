@@ -1,0 +1,136 @@
+"""What-ifs from a fitted server (``infmon sim --predict --fitted FILE``), each with an error
+band, and the held-out check of a fit (``--holdout``).
+
+A forecast replays the asked level through the engine priced by the fitted costs; each figure
+is ``a @ values`` for a cost vector ``a`` (``infmon.sim.levels``), so its variance is
+``a' Cov a`` from the fit plus the fit's own scatter (``rms_rel`` of the value): the band is
+1.96 standard errors (95%). A question the fit never saw (more concurrency, a longer prompt, a
+bigger batch, a drafter) is answered, and said to leave the fitted range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from infmon.sim.costmodel import PARAMS, FittedCost
+from infmon.sim.fit import FitResult, Observation, fit, with_cost
+from infmon.sim.levels import Shape, replay
+from infmon.sim.roofline import EngineConfig
+
+Z95 = 1.96
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    value: float
+    stderr: float
+
+    @property
+    def half_width(self) -> float:
+        return Z95 * self.stderr
+
+    def contains(self, x: float) -> bool:
+        return abs(x - self.value) <= self.half_width
+
+    def text(self, scale: float = 1.0, digits: int = 2) -> str:
+        v, h = self.value * scale, self.half_width * scale
+        return f"{v:.{digits}f} ± {h:.{digits}f}"
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    shape: Shape
+    tpot_s: Band
+    ttft_mean_s: Band
+    ttft_p50_s: Band
+    output_tok_s: Band
+    batch_max: int
+    preemptions: int
+    outside: tuple[str, ...]  # how the question leaves the fitted range (empty: inside)
+
+
+def _band(a: np.ndarray, cost: FittedCost) -> Band:
+    value = float(a @ cost.vector)
+    var = float(a @ cost.covariance @ a) + (cost.rms_rel * value) ** 2
+    return Band(value, math.sqrt(max(var, 0.0)))
+
+
+def forecast(base: EngineConfig, cost: FittedCost, shape: Shape) -> Forecast:
+    """One closed-loop level on the fitted server (``base``'s limits, ``cost``'s prices)."""
+    vec = replay(with_cost(base, cost), cost, shape)
+    per_token = _band(vec.time_per_token, cost)
+    tok_s = 1.0 / per_token.value if per_token.value > 0 else math.nan
+    return Forecast(
+        shape=shape,
+        tpot_s=_band(vec.tpot, cost),
+        ttft_mean_s=_band(vec.ttft_mean, cost),
+        ttft_p50_s=_band(vec.ttft_p50, cost),
+        output_tok_s=Band(tok_s, tok_s * per_token.stderr / per_token.value),
+        batch_max=vec.batch_max,
+        preemptions=vec.preemptions,
+        outside=outside_range(cost, shape, vec.batch_max)
+        + _unfitted(cost, vec.tpot + vec.ttft_mean),
+    )
+
+
+def _unfitted(cost: FittedCost, used: np.ndarray) -> tuple[str, ...]:
+    """Costs this forecast uses that no fitted session determined."""
+    names = [n for i, n in enumerate(PARAMS) if used[i] > 0 and not cost.sources[i]]
+    return (f"it uses costs no session fitted: {', '.join(names)}",) if names else ()
+
+
+def outside_range(cost: FittedCost, shape: Shape, batch_max: int) -> tuple[str, ...]:
+    r, out = cost.fitted_range, []
+    lo, hi = r.concurrency
+    if not lo <= shape.concurrency <= hi:
+        out.append(f"concurrency {shape.concurrency} is outside the fitted {lo}-{hi}")
+    if batch_max > r.batch_max:
+        out.append(f"batches of up to {batch_max} sequences; the fit saw {r.batch_max} at most")
+    for what, value, (a, b) in (
+        ("prompt", shape.prompt_tokens, r.prompt_tokens),
+        ("output", shape.output_tokens, r.output_tokens),
+    ):
+        if not a * 0.9 <= value <= b * 1.1:
+            out.append(f"{what} of {value} tokens; the fit saw {a:.0f}-{b:.0f}")
+    if shape.speculative_k and shape.speculative_k not in r.spec_k:
+        seen = ", ".join(map(str, r.spec_k)) or "none"
+        out.append(f"speculative decoding k={shape.speculative_k}; spec sessions fitted: {seen}")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOut:
+    """A level left out of the fit, against its forecast."""
+
+    observation: Observation
+    forecast: Forecast
+
+    def errors(self) -> dict[str, float]:
+        """Relative error of each figure (forecast / measured - 1)."""
+        o, f = self.observation, self.forecast
+        return {
+            "tpot": f.tpot_s.value / o.tpot_s - 1,
+            "ttft": f.ttft_mean_s.value / o.ttft_s - 1,
+            "tok_s": f.output_tok_s.value / o.output_tok_s - 1,
+        }
+
+    def inside_band(self) -> dict[str, bool]:
+        o, f = self.observation, self.forecast
+        return {
+            "tpot": f.tpot_s.contains(o.tpot_s),
+            "ttft": f.ttft_mean_s.contains(o.ttft_s),
+            "tok_s": f.output_tok_s.contains(o.output_tok_s),
+        }
+
+
+def holdout(
+    base: EngineConfig, obs: list[Observation], levels: set[int]
+) -> tuple[FitResult, list[HeldOut]]:
+    """Fit without the levels at ``levels`` concurrency, then forecast each of them."""
+    kept = [o for o in obs if o.concurrency not in levels]
+    left = [o for o in obs if o.concurrency in levels]
+    result = fit(base, kept)
+    return result, [HeldOut(o, forecast(base, result.cost, o.shape)) for o in left]
