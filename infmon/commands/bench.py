@@ -43,6 +43,13 @@ from infmon.commands.scale import (
     stop_exporter,
 )
 from infmon.commands.search_args import SearchOutput, add_search_arguments, search_from_args
+from infmon.commands.trials_out import (
+    TrialOptions,
+    add_trial_arguments,
+    stop_rule,
+    trials_from_args,
+    write_trials,
+)
 from infmon.commands.wiring import RunWiring
 from infmon.config import Config
 from infmon.engine.controller import EngineError, LoadEngine, Target
@@ -90,6 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_load_arguments(parser)
     add_scale_arguments(parser)
     add_search_arguments(parser)
+    add_trial_arguments(parser)
 
 
 def add_against_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +151,9 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     opts.gpu_metrics = getattr(args, "gpu_metrics", None)
     opts.metrics_url = getattr(args, "metrics_url", None)
     opts.search = search
+    opts.trials = trials_from_args(args)
+    if search is not None and opts.trials.active:
+        raise CliError("--search and --repeat/--until-ci: give one (a search re-measures itself)")
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
@@ -177,6 +188,7 @@ class _Options:
         self.gpu_metrics: str | None = None
         self.metrics_url: str | None = None
         self.search: SearchSpec | None = None
+        self.trials = TrialOptions()
 
 
 def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
@@ -255,7 +267,13 @@ async def _bench(
             counts=lambda i: (wiring.done[i], wiring.failed[i]),
         )
         found: dict[str, Any] | None = None
-        if opts.search is None:
+        trials: list[dict[str, object]] | None = None
+        if opts.trials.active:
+            results = await runner.rounds(
+                plan, opts.trials.repeat, stop_rule(opts.trials), progress.step, progress.tick
+            )
+            trials = write_trials([r for r, _ in results], session_dir, {})
+        elif opts.search is None:
             results = await runner.run(plan, on_step=progress.step, on_tick=progress.tick)
         else:
             results, found = await _search(
@@ -270,6 +288,8 @@ async def _bench(
         out["server"] = _health_summary(wiring, journal.origin["perf_s"])
         if found is not None:
             out["search"] = found
+        if trials is not None:
+            out["trials"] = trials
         journal.write_event(
             "bench_summary", knee=out["knee"], slo_max_concurrency=out["slo_max_concurrency"]
         )

@@ -21,10 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from infmon.commands import CliError, bench, quality
+from infmon.commands import CliError, abab, bench, quality
 from infmon.commands.against import finish as finish_against
 from infmon.commands.against import read_options, write_comparison
 from infmon.commands.common import add_load_arguments, say
+from infmon.commands.search_args import add_search_arguments
 from infmon.journal.safefile import write_text_atomic
 
 METHOD_FILE = "method.json"
@@ -81,6 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     bench.add_against_arguments(parser)
     add_load_arguments(parser)
+    abab.add_arguments(parser)
+    add_search_arguments(parser)
 
 
 def repeated_options(recorded: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,6 +136,8 @@ def _repeat_baseline(args: argparse.Namespace, baseline: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.abab:
+        return abab.run(args)
     status = run_one(args)
     if args.baseline is not None or args.headless:
         return status

@@ -146,6 +146,27 @@ class StepRunner:
                 on_step(i, spec, result, rate)
         return out
 
+    async def rounds(
+        self,
+        plan: Sequence[StepSpec],
+        repeat: int,
+        until: Callable[[list[StepResult]], bool] | None = None,
+        on_step: Callable[[int, StepSpec, StepResult, EdgeRate], None] | None = None,
+        on_tick: Callable[[StepProgress], None] | None = None,
+    ) -> list[tuple[StepResult, EdgeRate]]:
+        """The plan run ``repeat`` times in rounds (levels interleaved, so a drift of the
+        server spreads over every level alike); after a round ``until`` may end it early."""
+        out: list[tuple[StepResult, EdgeRate]] = []
+        for _ in range(repeat):
+            for spec in plan:
+                result, rate = await self._one(len(out), len(plan) * repeat, spec, on_tick)
+                out.append((result, rate))
+                if on_step is not None:
+                    on_step(len(out) - 1, spec, result, rate)
+            if until is not None and until([r for r, _ in out]):
+                break
+        return out
+
     async def search(
         self,
         goal: SearchSpec,

@@ -105,6 +105,25 @@ def _grow(spec: SearchSpec, level: float) -> float:
     return float(max(level + 1, round(nxt))) if spec.integer else nxt
 
 
+OVERSHOOT = 1.15
+"""Bracketing aims this far past where the margin's trend meets the bound."""
+
+
+def _reach(spec: SearchSpec, passing: list[LevelFit]) -> float:
+    """The next bracketing level: ×``growth``, or less when the latency margin of the two
+    highest passing levels, extended (log-log), meets the bound sooner (never under ×1.25)."""
+    lp = passing[-1]
+    nxt = lp.level * spec.growth
+    pts = [f for f in passing if f.margin > 0][-2:]
+    if len(pts) == 2 and pts[1].margin > pts[0].margin and pts[1].margin < 1:
+        a, b = pts
+        slope = math.log(b.margin / a.margin) / math.log(b.level / a.level)
+        aim = b.level * math.exp(-math.log(b.margin) / slope) * OVERSHOOT
+        nxt = min(nxt, max(lp.level * 1.25, aim))
+    nxt = min(spec.hi, nxt)
+    return float(max(lp.level + 1, round(nxt))) if spec.integer else nxt
+
+
 def _slo(spec: SearchSpec, fits: list[LevelFit], n: int) -> Move:
     t = spec.attainment
     passing = [f for f in fits if f.fitted >= t]
@@ -114,7 +133,7 @@ def _slo(spec: SearchSpec, fits: list[LevelFit], n: int) -> Move:
         assert lp is not None
         if lp.level >= spec.hi:
             return _slo_verdict(spec, fits, n, "above_range", lp, None)
-        return Next(_grow(spec, lp.level), f"bracketing: {_lbl(spec, lp.level)} meets the SLO")
+        return Next(_reach(spec, passing), f"bracketing: {_lbl(spec, lp.level)} meets the SLO")
     if lp is None:
         if (again := _remeasure(spec, ff, passes=False)) is not None:
             return again

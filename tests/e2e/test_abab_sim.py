@@ -1,0 +1,108 @@
+"""Must-show: ``infmon method --abab`` between the simulator's baseline and a change, the
+simulator restarted by a switch command before each run: one sentence and one JSON verdict
+with speed (ratio and interval per level), the SLO frontier and quality non-inferiority; and
+``--fail-if "frontier<-10%"`` exits 1 for spec-pitfall, 0 for fp8."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, infmon_cmd
+from tests.e2e.conftest import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+SWITCH = Path(__file__).with_name("simswitch.py")
+
+
+def _abab(
+    tmp_path: Path, change: str, rounds: int
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    port = free_port()
+    state = tmp_path / "sim"
+    switch = f"{sys.executable} {SWITCH} {state} {port} {{label}}"
+    try:
+        out = subprocess.run(
+            infmon_cmd(
+                "method",
+                f"http://127.0.0.1:{port}",
+                "--abab",
+                f"baseline,{change}",
+                "--rounds",
+                str(rounds),
+                "--switch-cmd",
+                switch,
+                "--headless",
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--concurrency",
+                "4,16",
+                "--step-duration",
+                "2",
+                "--warmup",
+                "0.5",
+                "--output-tokens",
+                "16-48",
+                "--slo",
+                "ttft=500ms,tpot=50ms",
+                "--search-range",
+                "8-128",
+                "--search-budget",
+                "8",
+                "--search-resolution",
+                "10%",
+                "--quality-margin",
+                "10",
+                "--fail-if",
+                "frontier<-10%",
+            ),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        subprocess.run([sys.executable, str(SWITCH), str(state), str(port), "stop"], check=True)
+    path = tmp_path / "runs" / f"abab-baseline-{change}" / "abab.json"
+    assert path.exists(), out.stdout + out.stderr
+    return out, json.loads(path.read_text())
+
+
+def test_abab_fp8_verdict_covers_speed_frontier_and_quality(tmp_path):
+    out, doc = _abab(tmp_path, "fp8", rounds=3)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert doc["schema"] == "infmon.abab/1" and doc["rounds"] == 3
+    assert doc["sentence"] in out.stdout and doc["sentence"].startswith("fp8: ")
+    # the switch really ran: one start per side and round, A-B-A-B
+    starts = [line for line in out.stdout.splitlines() if line.startswith("switching")]
+    assert [s.split()[4].rstrip(":") for s in starts] == ["baseline", "fp8"] * 3
+    by_level = {s["level"]: s for s in doc["speed"]}
+    assert set(by_level) == {"c=4", "c=16"} and doc["headline_level"] == "c=16"
+    c16 = by_level["c=16"]
+    assert c16["paired"] and c16["n"] == 3
+    assert c16["ci_low"] <= c16["ratio"] <= c16["ci_high"]
+    assert c16["ratio"] > 1.1  # FP8 weights: half the bytes per decoded token
+    assert "faster" in doc["sentence"] and "at c=16" in doc["sentence"]
+    f = doc["frontier"]
+    assert f["a"] is not None and f["b"] is not None and f["b"] >= f["a"]
+    assert f"SLO frontier {f['a']:g} → " in doc["sentence"]
+    q = doc["quality"]
+    assert q["probes"] >= 40 and q["margin_points"] == 10
+    assert q["diff_points"] == pytest.approx(
+        (q["b_correct"] - q["a_correct"]) / q["probes"] * 100, abs=0.01
+    )
+    assert q["ci_low_points"] <= q["diff_points"] <= q["ci_high_points"]
+    assert q["verdict"] in doc["sentence"] or "not shown" in doc["sentence"]
+    assert doc["failed_rules"] == []
+
+
+def test_abab_fail_if_frontier_catches_spec_pitfall(tmp_path):
+    out, doc = _abab(tmp_path, "spec-pitfall", rounds=1)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert doc["frontier"]["change"] is not None and doc["frontier"]["change"] < -0.10
+    assert doc["failed_rules"] and "frontier<-10%" in out.stderr
+    assert "slower" in doc["sentence"]

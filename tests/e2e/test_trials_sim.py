@@ -1,0 +1,81 @@
+"""Must-show: ``--repeat 5`` on the simulator gives output tok/s at c=16 a 95 % interval and a
+CV that agree with a grid of the same load measured at the same time; ``--until-ci`` stops
+before its last round on a steady server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infmon.model.trials import ratio_ci
+from tests.conftest import REPO, infmon_cmd, running_sim
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+LOAD = ("--step-duration", "3", "--warmup", "1", "--output-tokens", "16-48", "--seed", "1")
+
+
+def _trials(session: Path) -> dict[str, dict]:
+    doc = json.loads((session / "trials.json").read_text())
+    assert doc["schema"] == "infmon.trials/1"
+    return {lv["level"]: lv for lv in doc["levels"]}
+
+
+def _tok_s(session: Path, level: int) -> list[float]:
+    steps = json.loads((session / "report.json").read_text())["steps"]
+    return [s["output_throughput_tok_s"] for s in steps if s["concurrency"] == level]
+
+
+def test_repeat_gives_an_interval_that_covers_the_grid(tmp_path):
+    """The repeated run and the grid run at the same time against two simulators, so both
+    see the same machine (this host's pace drifts over minutes)."""
+    rep, grid = tmp_path / "repeat", tmp_path / "grid"
+    with running_sim("--scenario", "baseline", "--seed", "1") as a, \
+            running_sim("--scenario", "baseline", "--seed", "1") as b:  # fmt: skip
+        g = subprocess.Popen(
+            infmon_cmd("bench", b, "--concurrency", "8,16,32", "--repeat", "3",
+                       "--session-dir", str(grid), *LOAD),
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        out = subprocess.run(
+            infmon_cmd("bench", a, "--concurrency", "16", "--repeat", "5",
+                       "--session-dir", str(rep), *LOAD),
+            cwd=REPO, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        g_out, _ = g.communicate(timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert g.returncode == 0, g_out
+    c16 = _trials(rep)["c=16"]
+    tok = c16["figures"]["output_tok_s"]
+    assert c16["n"] == 5 and tok["n"] == 5
+    assert tok["ci_low"] < tok["mean"] < tok["ci_high"] and 0 < tok["cv"] < 0.5
+    assert "c=16 n=5  out tok/s" in out.stdout and "cv " in out.stdout
+    values = _tok_s(rep, 16)
+    assert tok["mean"] == pytest.approx(sum(values) / 5, rel=1e-3)
+    grid_values = _tok_s(grid, 16)
+    grid_mean = sum(grid_values) / len(grid_values)
+    covers = tok["ci_low"] <= grid_mean <= tok["ci_high"]
+    print(f"repeat c=16: {tok['mean']:.1f} ({tok['ci_low']:.1f}–{tok['ci_high']:.1f}) "
+          f"cv {tok['cv']:.1%}; grid mean {grid_mean:.1f} of {len(grid_values)}: covered {covers}")  # fmt: skip
+    # the two runs agree within noise: the interval of their ratio holds 1
+    r = ratio_ci(grid_values, values)
+    assert r.low <= 1.0 <= r.high, (r, values, grid_values)
+
+
+def test_until_ci_stops_early_on_a_steady_server(tmp_path):
+    session = tmp_path / "s"
+    with running_sim("--scenario", "baseline", "--seed", "1") as url:
+        out = subprocess.run(
+            infmon_cmd("bench", url, "--concurrency", "8", "--repeat", "10", "--until-ci", "10%",
+                       "--session-dir", str(session), *LOAD),
+            cwd=REPO, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    c8 = _trials(session)["c=8"]
+    assert 3 <= c8["n"] < 10
+    assert c8["figures"]["output_tok_s"]["ci_high"] - c8["figures"]["output_tok_s"]["mean"] <= (
+        0.1 * c8["figures"]["output_tok_s"]["mean"] + 1e-6
+    )
+    assert f"within ±10.0% after {c8['n']} rounds" in out.stdout

@@ -1,0 +1,89 @@
+"""The A/B verdict: speed ratio per level, the frontier move, quality non-inferiority, rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from infmon.model.abab import (
+    AbabRuleError,
+    AbabVerdict,
+    FrontierMove,
+    failures,
+    parse_abab_rules,
+    quality_check,
+    speeds,
+    verdict_doc,
+)
+
+
+def _verdict(b_scale: float, frontier: FrontierMove, worse: int = 0) -> AbabVerdict:
+    a = {4.0: [200.0, 204.0, 198.0], 16.0: [700.0, 712.0, 695.0]}
+    wobble = (1.0, 1.01, 0.995)
+    b = {lv: [x * b_scale * w for x, w in zip(v, wobble, strict=True)] for lv, v in a.items()}
+    qa = {f"p{i}": True for i in range(48)}
+    qb = {f"p{i}": i >= worse for i in range(48)}
+    return AbabVerdict(
+        "baseline", "fp8", 3, tuple(speeds(a, b)), frontier, quality_check(qa, qb, 0.05)
+    )
+
+
+def test_sentence_names_speed_frontier_and_quality():
+    v = _verdict(1.31, FrontierMove(37, 52))
+    s = v.sentence()
+    assert s.startswith("fp8: 1.31× faster (")
+    assert "at c=16, SLO frontier 37 → 52, quality not worse (margin 5 points)" in s
+    h = v.headline
+    assert h is not None and h.ratio.paired and h.ratio.n == 3 and h.ratio.beyond_noise
+
+
+def test_slower_and_within_noise_are_said_so():
+    assert "3.44× slower (" in _verdict(0.29, FrontierMove(37, None)).sentence()
+    a = {16.0: [700.0, 712.0, 695.0]}
+    b = {16.0: [705.0, 700.0, 699.0]}
+    assert speeds(a, b)[0].text().startswith("no faster or slower beyond noise (")
+    assert "SLO frontier 37 → none" in _verdict(0.29, FrontierMove(37, None)).sentence()
+    assert FrontierMove(64, 64, True, True).text() == "SLO frontier ≥ 64 → ≥ 64"
+
+
+def test_quality_non_inferiority_words():
+    qa = {f"p{i}": True for i in range(48)}
+    same = quality_check(qa, qa, 0.05)
+    assert same.word == "not worse" and same.diff == 0 and same.low > -0.05
+    # 48 probes, none discordant: an interval of about ±4 points, too wide for a 2-point margin
+    assert quality_check(qa, qa, 0.02).word == "inconclusive"
+    two = quality_check(qa, {f"p{i}": i >= 2 for i in range(48)}, 0.02)
+    assert two.word == "inconclusive" and two.diff == pytest.approx(-2 / 48)
+    assert "not shown to be not worse (-4.2 points" in two.text()
+    many = quality_check(qa, {f"p{i}": i >= 24 for i in range(48)}, 0.02)
+    assert many.word == "worse"
+    wide = quality_check(qa, {f"p{i}": i >= 2 for i in range(48)}, 0.15)
+    assert wide.word == "not worse"
+    assert quality_check({}, {}, 0.02).n == 0
+
+
+def test_fail_if_rules():
+    rules = parse_abab_rules("frontier<-10%,speed<-5%,quality<-2%")
+    assert [r.key for r in rules] == ["frontier", "speed", "quality"]
+    bad = _verdict(0.29, FrontierMove(37, None), worse=24)
+    lines = failures(rules, bad)
+    assert len(lines) == 3 and lines[0].startswith("frontier<-10%: SLO frontier 37 → none (-100%)")
+    good = _verdict(1.31, FrontierMove(37, 52))
+    assert failures(parse_abab_rules("frontier<-10%,speed<-5%"), good) == []
+    assert failures(parse_abab_rules("frontier<-10%"), _verdict(1.0, FrontierMove(37, 34))) == []
+    with pytest.raises(AbabRuleError):
+        parse_abab_rules("ttft_p90>+10%")
+
+
+def test_doc_is_plain_json_data():
+    v = _verdict(1.31, FrontierMove(37, 52))
+    doc = verdict_doc(v, parse_abab_rules("frontier<-10%"))
+    assert doc["schema"] == "infmon.abab/1" and doc["sentence"] == v.sentence()
+    assert doc["frontier"] == {"a": 37, "b": 52, "a_open": False, "b_open": False,
+                               "change": pytest.approx(15 / 37, abs=1e-4)}  # fmt: skip
+    speed = doc["speed"]
+    assert isinstance(speed, list) and speed[-1]["level"] == "c=16"
+    assert doc["failed_rules"] == []
+    nan = FrontierMove(None, 3)
+    assert math.isnan(nan.change)
