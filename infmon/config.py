@@ -79,6 +79,8 @@ class Config:
     warmup_s: float | None = None
     """Warm-up per step; None means 10 % of the step duration."""
     ignore_eos: bool = True
+    per_request_metrics: bool = False
+    """Require the server's per-request timings (vLLM ``--enable-per-request-metrics``)."""
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
     """Longest silence between two reads of a stream (no total timeout)."""
@@ -334,6 +336,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "step_requests": _positive_int,
     "warmup": _nonneg_duration,
     "ignore_eos": _bool,
+    "per_request_metrics": _bool,
     "connect_timeout": _positive_duration,
     "read_timeout": _positive_duration,
     "ca_bundle": str,

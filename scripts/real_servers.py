@@ -1,7 +1,7 @@
 """Real inference servers for infmon's end-to-end tests, on a CPU-only machine.
 
     python scripts/real_servers.py setup                 # cached env + tiny model (idempotent)
-    python scripts/real_servers.py serve-vllm [--spec]   # run vLLM until Ctrl-C
+    python scripts/real_servers.py serve-vllm [--spec] [--per-request]   # run vLLM until Ctrl-C
     python scripts/real_servers.py serve-transformers    # run `transformers serve` until Ctrl-C
     python scripts/real_servers.py bench-ref URL [--concurrency 4 --num-prompts 40]
 
@@ -266,12 +266,18 @@ class Server:
     log_path: Path
 
 
-def vllm_serve_cmd(port: int, spec: bool = False) -> list[str]:
+def vllm_serve_cmd(port: int, spec: bool = False, per_request: bool = False) -> list[str]:
+    """``per_request``: each response's final usage chunk carries the server's own timings
+    (and, with ``spec``, the request's acceptance figures, per verify step)."""
     cmd = [str(env_python()), "-m", VLLM_MODULE, "serve", str(model_dir())]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--served-model-name", MODEL_NAME]
     cmd += ["--max-model-len", "1024", "--dtype", "float32", "--enforce-eager"]
     if spec:
         cmd += ["--speculative-config", json.dumps(SPEC_CONFIG)]
+    if per_request:
+        cmd += ["--enable-per-request-metrics"]
+    if per_request and spec:
+        cmd += ["--per-request-spec-decode-metrics", "detailed"]
     return cmd
 
 
@@ -336,11 +342,13 @@ def running(
         _stop(proc)
 
 
-def serve_vllm(log_dir: Path, spec: bool = False, timeout_s: float = 300.0):
+def serve_vllm(
+    log_dir: Path, spec: bool = False, timeout_s: float = 300.0, per_request: bool = False
+):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    kind = "vllm-spec" if spec else "vllm"
-    cmd = vllm_serve_cmd(port, spec)
+    kind = ("vllm-spec" if spec else "vllm") + ("-perreq" if per_request else "")
+    cmd = vllm_serve_cmd(port, spec, per_request)
     return running(kind, cmd, url, "/health", log_dir / f"{kind}.log", timeout_s)
 
 
@@ -504,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("setup", help="build the cached env and the tiny model if missing")
     p = sub.add_parser("serve-vllm", help="run vLLM on a free loopback port")
     p.add_argument("--spec", action="store_true", help="ngram speculative decoding")
+    p.add_argument(
+        "--per-request", action="store_true", help="per-request timings (and spec figures)"
+    )
     sub.add_parser("serve-transformers", help="run `transformers serve` on a free port")
     p = sub.add_parser("bench-ref", help="run `vllm bench serve` against URL")
     p.add_argument("url")
@@ -517,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logs = cache_root() / "logs"
     if args.cmd == "serve-vllm":
-        return _serve_forever(serve_vllm(logs, spec=args.spec))
+        return _serve_forever(serve_vllm(logs, spec=args.spec, per_request=args.per_request))
     if args.cmd == "serve-transformers":
         return _serve_forever(serve_transformers(logs))
     result = bench_ref(

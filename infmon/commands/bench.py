@@ -57,6 +57,7 @@ from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec, p
 from infmon.journal import JournalWriter
 from infmon.journal.safefile import write_text_atomic
 from infmon.load.runtime import tune_for_load
+from infmon.model.anatomy import per_request_line
 from infmon.model.baseline import Reference
 from infmon.model.ledger import StepLedger, StepResult
 from infmon.model.sanitize import redact_url
@@ -353,7 +354,11 @@ def _journal_target(
         url=config.url,
         model=target.model,
         endpoint=target.endpoint,
-        capabilities={"stream_options": target.stream_options, "vllm_fields": target.vllm_fields},
+        capabilities={
+            "stream_options": target.stream_options,
+            "vllm_fields": target.vllm_fields,
+            "per_request_metrics": target.per_request_metrics,
+        },
     )
 
 
@@ -364,6 +369,7 @@ def _print_intro(config: Config, target: Target, wide: bool) -> None:
     # one fact a line: the intro fits 100 columns like the table (finding 8)
     say(f"target: {config.url} · model {target.model}")
     say(f"endpoint: {config.endpoint} · output length {length}")
+    say(per_request_line(target.per_request_metrics))
     if config.step_requests is not None:
         say(
             f"each step sends exactly {config.step_requests} measured requests "

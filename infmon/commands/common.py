@@ -61,6 +61,7 @@ _LOAD_KEYS = (
     "step_requests",
     "warmup",
     "ignore_eos",
+    "per_request_metrics",
     "connect_timeout",
     "read_timeout",
     "ca_bundle",
@@ -242,6 +243,13 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="pin output length with ignore_eos/min_tokens where the server accepts them (default on)",
+    )
+    g.add_argument(
+        "--per-request-metrics",
+        action="store_true",
+        default=None,
+        help="require the server's own per-request timings on every response (vLLM: start it "
+        "with --enable-per-request-metrics; its API has no per-request switch)",
     )
 
 

@@ -440,6 +440,7 @@ class LoadEngine:
                 first.stream_options,
                 first.vllm_fields,
                 first.workload,
+                all(r.per_request_metrics for r in self._readies.values()),
             )
             self.ready.set()
 

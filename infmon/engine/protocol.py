@@ -120,6 +120,8 @@ class Ready:
     """Discovery failed (unreachable server, unknown model, probe rejected): one line."""
     workload: WorkloadInfo | None = None
     """What the worker sends: workload kind, sizing (exact or approximate), seed, trace."""
+    per_request_metrics: bool = False
+    """The server's answers carry its own per-request timings (vLLM)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ class SpreadError(Exception):
 class _Caps:
     stream_options: bool
     vllm_fields: bool
+    per_request_metrics: bool = False
 
 
 class SpreadClient:
@@ -73,7 +74,9 @@ class SpreadClient:
     async def detect_capabilities(self) -> Any:
         caps = [await c.detect_capabilities() for c in self.clients]
         self.capabilities = _Caps(
-            all(x.stream_options for x in caps), all(x.vllm_fields for x in caps)
+            all(x.stream_options for x in caps),
+            all(x.vllm_fields for x in caps),
+            all(x.per_request_metrics for x in caps),
         )
         for c in self.clients:  # fields one endpoint rejects are sent to none
             c.capabilities = replace(

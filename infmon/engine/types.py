@@ -26,6 +26,8 @@ class Target:
     stream_options: bool
     vllm_fields: bool
     workload: WorkloadInfo | None = None
+    per_request_metrics: bool = False
+    """Every response carries the server's own per-request timings (vLLM)."""
 
 
 @dataclass(frozen=True, slots=True)

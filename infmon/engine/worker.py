@@ -177,6 +177,7 @@ class WorkerCore:
                 caps.stream_options,
                 caps.vllm_fields,
                 workload=workload.info() if hasattr(workload, "info") else None,
+                per_request_metrics=caps.per_request_metrics,
             )
         )
         self._ready.set()

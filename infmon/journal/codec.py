@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from infmon.model.records import RequestRecord
+from infmon.model.server_timing import decode_timing, encode_timing
 
 US = 1_000_000
 _NUMPY_FROM = 16
@@ -53,6 +54,8 @@ def encode_record(r: RequestRecord) -> dict[str, Any]:
         ("txt", r.output_text),
         ("ub", r.usage_rejected),
         ("pr", r.prompt_tokens_requested),
+        ("sv", None if r.server is None else encode_timing(r.server)),
+        ("tk", r.task),
     )
     for key, value in optional:
         if value is not None:
@@ -69,7 +72,7 @@ _FIELDS = frozenset(RequestRecord.__dataclass_fields__)
 
 def _decode_plain(d: dict[str, Any]) -> RequestRecord:
     """A record written with its full field names (``dataclasses.asdict`` style)."""
-    kw = {k: v for k, v in d.items() if k in _FIELDS}
+    kw = {k: v for k, v in d.items() if k in _FIELDS and k != "server"}
     for key in ("chunk_times_s", "chunk_tokens"):
         kw[key] = tuple(kw.get(key) or ())
     if kw.get("end_s") is None:
@@ -106,4 +109,6 @@ def decode_record(d: dict[str, Any]) -> RequestRecord:
         get("txt"),
         usage_rejected=get("ub"),
         prompt_tokens_requested=get("pr"),
+        server=decode_timing(get("sv")),
+        task=get("tk"),
     )

@@ -11,12 +11,14 @@ pass on the writer's thread.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from infmon.model.records import RequestRecord
+from infmon.model.server_timing import ServerTiming, decode_timing, encode_timing
 
 US = 1_000_000
 _I32_MAX = 2**31 - 1
@@ -45,6 +47,8 @@ RECORD_SCHEMA = (
     ("usage_rejected", "TEXT"),
     ("prompt_tokens_requested", "INTEGER"),
     ("endpoint", "INTEGER"),
+    ("server_metrics", "TEXT"),
+    ("task", "TEXT"),
 )
 """The ``records`` table (``docs/journal.md``). A column added later must be nullable: a writer
 adds it to older journals (``ALTER TABLE``) and a reader reads it as NULL where it is absent."""
@@ -117,6 +121,8 @@ def record_rows(
                 r.usage_rejected,
                 r.prompt_tokens_requested,
                 endpoints[i] if endpoints is not None else None,
+                None if r.server is None else json.dumps(encode_timing(r.server)),
+                r.task,
             )
         )
     return rows
@@ -142,7 +148,7 @@ def row_record(row: Sequence[Any]) -> RequestRecord:
     else:
         chunk_tokens = (1,) * chunks if token_sum is not None else ()
     prompt, output, finish, status, kind, message, step, conc, rate, warmup, text, *more = rest
-    usage_rejected, requested = [*more, None, None][:2]
+    usage_rejected, requested, _endpoint, server, task = [*more, None, None, None, None, None][:5]
     return RequestRecord(
         int(rid),
         float(sent),
@@ -162,4 +168,16 @@ def row_record(row: Sequence[Any]) -> RequestRecord:
         text,
         usage_rejected=usage_rejected,
         prompt_tokens_requested=requested,
+        server=server_of(server),
+        task=task,
     )
+
+
+def server_of(text: str | None) -> ServerTiming | None:
+    """The ``server_metrics`` column (JSON of ``encode_timing``) back, or None."""
+    if not text:
+        return None
+    try:
+        return decode_timing(json.loads(text))
+    except ValueError:
+        return None

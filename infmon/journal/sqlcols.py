@@ -12,13 +12,15 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from infmon.journal.rows import gaps_of
+from infmon.journal.rows import gaps_of, server_of
 from infmon.journal.store import record_columns
 from infmon.model.columns import RecordColumns
+from infmon.model.server_timing import ServerColumns
 
 _I64 = np.int64
 _PLAIN = (
@@ -170,9 +172,29 @@ def read_columns(
             table = _numeric(db, kinds, reasons, step, where, args)
         blobs = _gap_bytes(db, where, args) if chunks else None
         cols = _columns(table, kinds, reasons, step, blobs, db, where, args)
+        server = _server(db, where, args)
+        if server is not None:
+            cols = replace(cols, server=server)
     finally:
         db.execute("COMMIT")
     return cols
+
+
+def _server(db: sqlite3.Connection, where: str, args: list[Any]) -> ServerColumns | None:
+    """The server's per-request figures and task kinds, when this journal has any."""
+    have = record_columns(db)
+    if "server_metrics" not in have or "task" not in have:
+        return None
+    extra = "server_metrics IS NOT NULL OR task IS NOT NULL"
+    sql = f"SELECT 1 FROM records{where}{' AND ' if where else ' WHERE '}({extra}) LIMIT 1"
+    if db.execute(sql, args).fetchone() is None:
+        return None
+    rows = db.execute(f"SELECT server_metrics, task FROM records{where} ORDER BY rowid", args)
+    timings, tasks = [], []
+    for text, task in rows:
+        timings.append(server_of(text))
+        tasks.append(task if isinstance(task, str) else None)
+    return ServerColumns.of(timings, tasks)
 
 
 def _columns(

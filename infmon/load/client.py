@@ -179,6 +179,8 @@ class StreamingClient:
             for caps in trials:
                 last = await self._probe(caps)
                 if last.ok:
+                    caps = replace(caps, per_request_metrics=last.server is not None)
+                    self._require_per_request(caps)
                     self.capabilities = caps
                     return caps
                 if last.http_status not in (400, 422):
@@ -188,6 +190,17 @@ class StreamingClient:
                 last.error_kind or ErrorKind.OTHER,
                 f"probe request failed: {last.error_message}",
                 last.http_status,
+            )
+
+    def _require_per_request(self, caps: ServerCapabilities) -> None:
+        """``--per-request-metrics``: vLLM's API has no per-request switch (0.32: the server
+        flag decides), so asking means checking the probe's answer and saying what to do."""
+        if self.params.require_per_request_metrics and not caps.per_request_metrics:
+            hint = "" if caps.stream_options else " (it also refused stream_options)"
+            raise ClientError(
+                ErrorKind.PROTOCOL,
+                f"{self.params.base_url} sends no per-request metrics{hint}: start vLLM with "
+                "--enable-per-request-metrics, or drop --per-request-metrics",
             )
 
     async def _probe(self, caps: ServerCapabilities) -> RequestRecord:
@@ -217,6 +230,7 @@ class StreamingClient:
         rate: float | None = None,
         warmup: bool = False,
         prompt_tokens_requested: int | None = None,
+        task: str | None = None,
         keep_text: bool = False,
         extra_body: Mapping[str, Any] | None = None,
         on_cancel: Callable[[RequestRecord], None] | None = None,
@@ -243,6 +257,7 @@ class StreamingClient:
                 rate=rate,
                 warmup=warmup,
                 prompt_tokens_requested=prompt_tokens_requested,
+                task=task,
             )
 
         report_cancel = None if on_cancel is None else (lambda partial: on_cancel(label(partial)))
@@ -374,6 +389,7 @@ class StreamingClient:
             error_message=clean(self.scrub(message), 600) if message else None,
             output_text=st.kept_text(),
             usage_rejected=st.usage_problem if ok else None,
+            server=st.server_timing if ok else None,
         )
 
     # ----------------------------------------------------------------- errors

@@ -394,6 +394,7 @@ class LoadDriver:
             "rate": self.target if not closed else None,
             "warmup": now < self._warmup_until_s,
             "prompt_tokens_requested": item.prompt_tokens,
+            "task": item.task,
         }
         text = {"keep_text": True} if self.workload.keep_text else {}
         self.sent += 1

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
@@ -29,6 +29,9 @@ from infmon.load.workload.words import random_words
 from infmon.model.lengths import Lengths
 from infmon.model.records import RequestRecord
 from infmon.model.schedule import Schedule
+
+CHAT_TURN = "chat-turn"
+"""The task kind of a later turn of a conversation."""
 
 PREBUILD_LENGTHS = 256
 ARRIVALS_AHEAD = 512
@@ -234,12 +237,13 @@ class Feed:
             self._dataset_i += 1
             return WorkItem(prompt, out)
         assert self.maker is not None
-        conv, _ = await self.maker.first_turn(target, cid, self.turns)
+        conv, _, kind = await self.maker.first_turn_task(target, cid, self.turns)
         if self.turns > 1:
             self._convs[cid] = conv
             if slot is not None:
                 self._by_slot[slot] = conv
-        return WorkItem(conv.prompt(self.chat), out, target, cid if self.turns > 1 else None)
+        conversation = cid if self.turns > 1 else None
+        return WorkItem(conv.prompt(self.chat), out, target, conversation, task=kind)
 
     async def _next_turn(self, conv: Conversation, slot: int | None) -> WorkItem:
         assert self.maker is not None
@@ -251,7 +255,13 @@ class Feed:
         think = self.config.think_time_s if slot is not None else 0.0
         out = self.output_lengths.draw(self.rng)
         return WorkItem(
-            conv.prompt(self.chat), out, None, conv.conversation_id, conv.sent - 1, think
+            conv.prompt(self.chat),
+            out,
+            None,
+            conv.conversation_id,
+            conv.sent - 1,
+            think,
+            task=CHAT_TURN,
         )
 
     async def _from_trace(self, entry: TraceEntry, at: float) -> WorkItem:
@@ -286,6 +296,4 @@ class Feed:
 
 
 def _at(item: WorkItem, at: float) -> WorkItem:
-    return WorkItem(
-        item.prompt, item.output_tokens, item.prompt_tokens, item.conversation, item.turn, 0.0, at
-    )
+    return replace(item, think_s=0.0, at_s=at)

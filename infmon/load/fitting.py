@@ -29,6 +29,8 @@ class Fitted:
     tokens: int
     """The counted length of the whole prompt with this text."""
     target: int
+    kind: str | None = None
+    """The task kind the text was cut from (``summarise``, ``edit-code``, ...)."""
 
     @property
     def exact(self) -> bool:
@@ -52,7 +54,7 @@ class _Search:
         text = self.task.render(cut)
         n = await self.count(text)
         if n <= self.target and (self.best is None or n > self.best.tokens):
-            self.best = Fitted(text, n, self.target)
+            self.best = Fitted(text, n, self.target, self.task.kind)
         return n
 
     async def bracket(self, cuts: list[int], lo: int, hi: int, f_lo: int, f_hi: int) -> int:
@@ -84,15 +86,15 @@ async def fit_task(count: CountFn, task: Task, target: int) -> Fitted | None:
     cuts = word_ends(task.passage)
     f_lo = await s.at(0)
     if f_lo >= target:
-        return Fitted(task.render(0), f_lo, target)
+        return Fitted(task.render(0), f_lo, target, task.kind)
     f_hi = await s.at(cuts[-1])
     if f_hi < target:
         return None
     if f_hi == target:
-        return Fitted(task.render(), f_hi, target)
+        return Fitted(task.render(), f_hi, target, task.kind)
     j = await s.bracket(cuts, 0, len(cuts) - 1, f_lo, f_hi)
     if j >= 0:
-        return Fitted(task.render(cuts[j]), target, target)
+        return Fitted(task.render(cuts[j]), target, target, task.kind)
     if s.best is not None and s.calls < MAX_CALLS:
         await _inside_word(s, cuts)
     assert s.best is not None

@@ -41,6 +41,8 @@ class ClientParams:
     ca_bundle: str | None = None
     insecure: bool = False
     max_event_bytes: int = MAX_EVENT_BYTES
+    require_per_request_metrics: bool = False
+    """``--per-request-metrics``: the probe fails unless the server sends them."""
 
     @classmethod
     def from_config(cls, config: Config, max_connections: int | None = None) -> ClientParams:
@@ -59,6 +61,7 @@ class ClientParams:
             ca_bundle=config.ca_bundle,
             insecure=config.insecure,
             max_event_bytes=config.max_event_bytes,
+            require_per_request_metrics=config.per_request_metrics,
         )
 
 
@@ -69,6 +72,9 @@ class ServerCapabilities:
     stream_options: bool
     vllm_fields: bool
     """``ignore_eos`` and ``min_tokens`` (vLLM only; strict servers answer 422)."""
+    per_request_metrics: bool = False
+    """The probe's answer carried the server's per-request ``metrics`` object (vLLM started
+    with ``--enable-per-request-metrics``): every record can be split server vs client."""
 
 
 def base_headers(params: ClientParams) -> dict[str, str]:

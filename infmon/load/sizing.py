@@ -27,7 +27,7 @@ from infmon.load.tokenize import Counter, gather_limited
 from infmon.load.workload.conversation import Conversation, start
 from infmon.load.workload.corpus import Task, follow_up, make_task, system_prompt
 from infmon.load.workload.items import Prompt
-from infmon.load.workload.words import WORDS, random_words
+from infmon.load.workload.words import RANDOM_WORDS, WORDS, random_words
 
 HEAD_WORDS = 5
 """Random single-token words at the head of each prompt (5 of ~100: 10^10 heads)."""
@@ -81,8 +81,9 @@ class PromptMaker:
         self.pool = BODIES_PER_LENGTH if fixed_length else 1
         self.words: tuple[str, ...] = WORDS
         self.prefixes: tuple[str, ...] = ()
-        self._bodies: dict[int, list[str]] = {}
-        self._cutting: dict[int, asyncio.Task[str]] = {}
+        self._bodies: dict[int, list[tuple[str, str | None]]] = {}
+        """Cut bodies per target length, with the task kind each was cut from."""
+        self._cutting: dict[int, asyncio.Task[tuple[str, str | None]]] = {}
         self._base = 0
         """Count of prefix + head with an empty body (the synthetic workload adds words)."""
         self.empty_tokens = 0
@@ -150,26 +151,34 @@ class PromptMaker:
         self, target: int, conversation_id: int = 0, turns: int = 1
     ) -> tuple[Conversation, int]:
         """A new conversation whose first prompt counts ``target`` tokens; (it, group)."""
+        conv, group, _ = await self.first_turn_task(target, conversation_id, turns)
+        return conv, group
+
+    async def first_turn_task(
+        self, target: int, conversation_id: int = 0, turns: int = 1
+    ) -> tuple[Conversation, int, str | None]:
+        """``first_turn`` and the task kind of its body (``random-words`` when synthetic)."""
         group = self.rng.randrange(self.groups) if self.prefixes else 0
         head = self.head()
         short = self._base - target
+        system = self.prefixes[group] if self.prefixes else None
         if 0 < short < HEAD_WORDS:  # shorter than the frame: fewer head words, no body
             words = random_words(self.rng, HEAD_WORDS - short, self.words)
-            system = self.prefixes[group] if self.prefixes else None
-            return start(conversation_id, turns, system).ask(HEAD_LABEL + words + "\n"), group
+            conv = start(conversation_id, turns, system).ask(HEAD_LABEL + words + "\n")
+            return conv, group, RANDOM_WORDS
+        kind: str | None = RANDOM_WORDS
         if self.synthetic:
             body = random_words(self.rng, max(0, target - self._base), self.words)
         else:
             bodies = self._bodies.get(target, [])
-            body = (
+            body, kind = (
                 self.rng.choice(bodies)
                 if len(bodies) >= self.pool
                 else await self._new_body(target)
             )
-        system = self.prefixes[group] if self.prefixes else None
-        return start(conversation_id, turns, system).ask(head + body), group
+        return start(conversation_id, turns, system).ask(head + body), group, kind
 
-    async def _new_body(self, target: int) -> str:
+    async def _new_body(self, target: int) -> tuple[str, str | None]:
         """Cut one more body for ``target`` (concurrent asks for one length share the cut)."""
         task = self._cutting.get(target)
         if task is None:
@@ -178,7 +187,7 @@ class PromptMaker:
             task.add_done_callback(lambda _: self._cutting.pop(target, None))
         return await asyncio.shield(task)
 
-    async def _cut_body(self, target: int) -> str:
+    async def _cut_body(self, target: int) -> tuple[str, str | None]:
         rng = random.Random(f"body:{self.rng.random()}")
         head = self.head(random.Random(0))
 
@@ -203,8 +212,8 @@ class PromptMaker:
         if not fitted.exact:
             fitted = await self._pad(count, fitted, rng)
         self.miss_tokens = max(self.miss_tokens, abs(fitted.tokens - target))
-        self._bodies.setdefault(target, []).append(fitted.text)
-        return fitted.text
+        self._bodies.setdefault(target, []).append((fitted.text, fitted.kind))
+        return fitted.text, fitted.kind
 
     async def _pad(self, count: CountFn, fitted: Fitted, rng: random.Random) -> Fitted:
         """A cut that falls short (a word of several tokens straddles the target, common
@@ -216,9 +225,9 @@ class PromptMaker:
             text = fitted.text + random_words(rng, short, self.words)
             got = await count(text)
             if got == fitted.target:
-                return Fitted(text, got, fitted.target)
+                return Fitted(text, got, fitted.target, fitted.kind)
             if got < fitted.target:
-                fitted = Fitted(text, got, fitted.target)
+                fitted = Fitted(text, got, fitted.target, fitted.kind)
         return fitted
 
     async def follow_up(self, target: int) -> str:

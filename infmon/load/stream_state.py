@@ -15,6 +15,7 @@ from typing import Any
 from infmon.load.sse import MAX_EVENT_BYTES, SSEDecoder
 from infmon.model.records import ErrorKind
 from infmon.model.sanitize import clean
+from infmon.model.server_timing import ServerTiming, parse_server_metrics
 
 MAX_USAGE_TOKENS = 10_000_000
 """``usage`` token counts outside [0, 10^7] are impossible for one request: rejected."""
@@ -67,6 +68,7 @@ class StreamState:
         "output_tokens",
         "prompt_tokens",
         "scrub",
+        "server_timing",
         "status",
         "text_chunks",
         "texts",
@@ -104,6 +106,8 @@ class StreamState:
         self.max_chunks = chunk_cap(max_output_tokens)
         self.scrub: Callable[[str], str] | None = None
         """Removes secrets from server text before it is cut to length (set by the client)."""
+        self.server_timing: ServerTiming | None = None
+        """The server's per-request ``metrics`` object (vLLM), checked, when it sent one."""
 
     def feed(self, data: bytes, read_s: float) -> None:
         """Bytes of the body as read (``h1.Sink``): every event they complete is stamped ``read_s``."""
@@ -139,6 +143,9 @@ class StreamState:
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self._usage(usage)
+        metrics = obj.get("metrics")
+        if metrics is not None:
+            self.server_timing = parse_server_metrics(metrics)
 
     def _usage(self, usage: dict[str, Any]) -> None:
         self.prompt_tokens = self.output_tokens = None

@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.server_timing import ServerColumns
 
 US = 1_000_000
 MISSING = -1
@@ -79,6 +80,8 @@ class RecordColumns:
     """Record i's chunks are ``chunk_us[chunk_start[i]:chunk_start[i + 1]]`` (None: not loaded)."""
     chunk_us: np.ndarray | None
     """Every chunk's offset after its record's ``sent_s``, µs, records one after another."""
+    server: ServerColumns | None = None
+    """The server's own per-request figures and the task kinds (None: no record has any)."""
 
     def __len__(self) -> int:
         return int(self.sent_s.size)
@@ -130,6 +133,7 @@ class RecordColumns:
             finish_reasons=reasons,
             chunk_start=start,
             chunk_us=flat,
+            server=_server_of(records),
         )
 
     @classmethod
@@ -151,6 +155,11 @@ class RecordColumns:
             [_recode(p.finish_code, p.finish_reasons, reasons) for p in parts]
         )
         loaded = all(p.chunk_us is not None for p in parts)
+        server = None
+        if any(p.server is not None for p in parts):
+            server = ServerColumns.concat(
+                [p.server if p.server is not None else ServerColumns.empty(len(p)) for p in parts]
+            )
         return cls(
             **kw,  # type: ignore[arg-type]
             error_kinds=kinds,
@@ -159,6 +168,7 @@ class RecordColumns:
             chunk_us=np.concatenate([p.chunk_us for p in parts if p.chunk_us is not None])
             if loaded
             else None,
+            server=server,
         )
 
     def take(self, index: np.ndarray, chunks: bool = True) -> RecordColumns:
@@ -176,7 +186,8 @@ class RecordColumns:
             start = np.zeros(idx.size + 1, _I64)
             np.cumsum(counts, out=start[1:])
             chunk = self.chunk_us[_ranges(lo, counts)]
-        return RecordColumns(**kw, chunk_start=start, chunk_us=chunk)  # type: ignore[arg-type]
+        server = self.server.take(idx) if self.server is not None else None
+        return RecordColumns(**kw, chunk_start=start, chunk_us=chunk, server=server)  # type: ignore[arg-type]
 
     # ---- derived values: the same float operations as RequestRecord's properties ---------------
 
@@ -260,9 +271,23 @@ _PER_RECORD = tuple(
     f.name
     for f in fields(RecordColumns)
     if f.name
-    not in ("error_code", "finish_code", "error_kinds", "finish_reasons", "chunk_start", "chunk_us")
+    not in (
+        "error_code",
+        "finish_code",
+        "error_kinds",
+        "finish_reasons",
+        "chunk_start",
+        "chunk_us",
+        "server",
+    )
 )
 """The plain per-record arrays (the coded text columns and the chunks are handled apart)."""
+
+
+def _server_of(records: Sequence[RequestRecord]) -> ServerColumns | None:
+    if not any(r.server is not None or r.task is not None for r in records):
+        return None
+    return ServerColumns.of([r.server for r in records], [r.task for r in records])
 
 
 def _ends(flat: np.ndarray, start: np.ndarray, counts: np.ndarray, first: bool) -> np.ndarray:

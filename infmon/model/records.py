@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from infmon.model.server_timing import ServerTiming
+
 
 class ErrorKind:
     """The kinds a failed request is filed under (errors are data, never tracebacks)."""
@@ -72,6 +74,10 @@ class RequestRecord:
     prompt_tokens_requested: int | None = None
     """The prompt length the workload asked for (None: not sized, e.g. a dataset prompt);
     ``prompt_tokens`` is what the server counted."""
+    server: ServerTiming | None = None
+    """The server's own per-request figures (vLLM ``--enable-per-request-metrics``), if sent."""
+    task: str | None = None
+    """The workload task kind of the prompt (``summarize``, ``edit-code``, ...), where known."""
 
     @property
     def ok(self) -> bool:

@@ -15,6 +15,7 @@ from infmon.model.records import ErrorKind, RequestRecord
 class Caps:
     stream_options: bool = True
     vllm_fields: bool = True
+    per_request_metrics: bool = False
 
 
 class ScriptedClient:

@@ -267,8 +267,8 @@ def test_a_journal_from_before_a_column_was_added(tmp_path):
 
     from infmon.journal.rows import RECORD_SCHEMA
 
-    newest = [name for name, _ in RECORD_SCHEMA[-2:]]
-    assert newest == ["prompt_tokens_requested", "endpoint"]
+    newest = [name for name, _ in RECORD_SCHEMA[-4:]]
+    assert newest == ["prompt_tokens_requested", "endpoint", "server_metrics", "task"]
     with JournalWriter(tmp_path, autoflush=False) as j:
         j.write_record(_rec(1, prompt_tokens_requested=12))
     db = sqlite3.connect(tmp_path / "journal.sqlite")
@@ -278,7 +278,9 @@ def test_a_journal_from_before_a_column_was_added(tmp_path):
     db.close()
     [old] = list(SessionReader(tmp_path).iter_records())
     assert old.request_id == 1 and old.prompt_tokens_requested is None
+    assert old.server is None and old.task is None
     assert SessionReader(tmp_path).read_columns().prompt_tokens_requested.tolist() == [-1]
+    assert SessionReader(tmp_path).read_columns().server is None
     with JournalWriter(tmp_path, autoflush=False) as j:
         j.write_record(_rec(2, prompt_tokens_requested=12))
     back = list(SessionReader(tmp_path).iter_records())

@@ -41,3 +41,5 @@ class WorkItem:
     """Wait this long before sending (a user reading the previous answer)."""
     at_s: float | None = None
     """Trace or schedule: when to send, in seconds after the replay started."""
+    task: str | None = None
+    """The prompt's task kind (corpus tasks, ``random-words``, ``conversation`` turns)."""

@@ -11,6 +11,9 @@ import random
 
 from infmon.load.workload.items import Prompt, WorkItem
 
+RANDOM_WORDS = "random-words"
+"""The task kind of a prompt of random words."""
+
 _TEXT = """the of and to in is was for on are as with his they at be this from have or by one
 had not but what all were when we there can an your which their said if do will each
 about how up out them then she many some so these would other into has more her two
@@ -50,7 +53,7 @@ class RandomWords:
         lo, hi = self.output_tokens
         out = lo if lo == hi else self._rng.randint(lo, hi)
         text = random_words(self._rng, max(1, self.prompt_tokens)).lstrip()
-        return WorkItem(Prompt(text=text), out)
+        return WorkItem(Prompt(text=text), out, task=RANDOM_WORDS)
 
     async def next_item(self, slot: int | None) -> WorkItem:
         return self.next()
