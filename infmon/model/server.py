@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from infmon.model.server_detail import ServerDetail
+
 SCHEMA_VERSION = 1
 """Bumped whenever a key of ``ServerSnapshot.to_dict()`` changes meaning or disappears."""
 
@@ -344,6 +346,8 @@ class ServerSnapshot:
     error_message: str | None = None
     server_restarted: bool = False
     """A counter went down between the two scrapes behind this snapshot."""
+    detail: ServerDetail = field(default_factory=ServerDetail)
+    """The 2025–26 vLLM families (waiting by reason, prompt tokens by source, KV offload …)."""
 
     @property
     def ok(self) -> bool:
@@ -402,6 +406,7 @@ class ServerSnapshot:
             "gpus": [g.to_dict() for g in self.gpus],
             "gpu_source": self.gpu_source,
             "gpu_note": self.gpu_note,
+            **self.detail.to_dict(),
         }
 
 

@@ -20,8 +20,10 @@ from infmon.model.server import (
     ServerSnapshot,
     SpecDecode,
 )
+from infmon.model.server_detail import LoraState
 from infmon.sources.backends import detect, detect_version
 from infmon.sources.backends.table import BackendTable
+from infmon.sources.detail import read_labelled, read_lora, server_detail
 from infmon.sources.exposition import Page, Sample
 from infmon.sources.gpu import dcgm_gpus
 
@@ -51,6 +53,8 @@ class Readings:
     gpus: tuple[GpuSnapshot, ...] = ()
     detected: str | None = None
     """The backend the page's own names point to (``--backend`` may have forced another)."""
+    labelled: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    lora: LoraState | None = None
 
 
 def _first(page: Page, names: Sequence[str]) -> tuple[Sample, ...]:
@@ -215,6 +219,8 @@ def read_page(
         kv_by_group=kv,
         gpus=gpus,
         detected=found.name if found else None,
+        labelled=read_labelled(page, table),
+        lora=read_lora(page, table.lora_info) if table.lora_info else None,
     )
 
 
@@ -447,6 +453,7 @@ def snapshot_from(
         gpus=cur.gpus,
         window_s=w.window_s,
         server_restarted=restarted(cur, prev),
+        detail=server_detail(w, cur.labelled, None if prev is None else prev.labelled, cur.lora),
     )
 
 

@@ -40,3 +40,7 @@ class BackendTable:
     sample name or several joined by ``&`` (all must be present)."""
     default_version: str | None = None
     spec_position_label: str = "position"
+    labelled: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Families read per label value: concept → (sample name, label), e.g. waiting requests
+    by ``reason`` (``infmon.sources.detail``)."""
+    lora_info: str | None = None

@@ -15,7 +15,17 @@ _LATENCY = {
     "tpot": ("vllm:request_time_per_output_token_seconds",),
     "e2e": ("vllm:e2e_request_latency_seconds",),
     "iteration_tokens": ("vllm:iteration_tokens_total",),
+    "nixl_xfer_time": ("vllm:nixl_xfer_time_seconds",),
+    "nixl_bytes": ("vllm:nixl_bytes_transferred",),
 }
+_LABELLED = {
+    "waiting_by_reason": ("vllm:num_requests_waiting_by_reason", "reason"),
+    "prompt_tokens_by_source": ("vllm:prompt_tokens_by_source_total", "source"),
+    "prompt_tokens_cached_by_source": ("vllm:prompt_tokens_cached_by_source_total", "source"),
+    "admission_rejections": ("vllm:admission_rejections_total", "reason"),
+    "sleep_state": ("vllm:engine_sleep_state", "sleep_state"),
+}
+"""The 2025–26 families read per label value (``infmon.model.server_detail`` says what each is)."""
 
 VLLM_V1 = BackendTable(
     name="vllm-v1",
@@ -38,12 +48,23 @@ VLLM_V1 = BackendTable(
         "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
         "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
         "spec_accepted_per_pos": ("vllm:spec_decode_num_accepted_tokens_per_pos_total",),
+        "prompt_tokens_cached": ("vllm:prompt_tokens_cached_total",),
+        "kv_offload_load_bytes": ("vllm:kv_offload_load_bytes_total",),
+        "kv_offload_store_bytes": ("vllm:kv_offload_store_bytes_total",),
+        "kv_offload_load_time": ("vllm:kv_offload_load_time_total",),
+        "kv_offload_store_time": ("vllm:kv_offload_store_time_total",),
+        "nixl_failed_transfers": ("vllm:nixl_num_failed_transfers_total",),
+        "est_flops": ("vllm:estimated_flops_per_gpu_total",),
+        "est_read_bytes": ("vllm:estimated_read_bytes_per_gpu_total",),
+        "est_write_bytes": ("vllm:estimated_write_bytes_per_gpu_total",),
     },
     finished=(("vllm:request_success_total", "finished_reason"),),
     histograms=_LATENCY,
     cache_config_info="vllm:cache_config_info",
     model_label="model_name",
     engine_labels=("model_name", "engine"),
+    labelled=_LABELLED,
+    lora_info="vllm:lora_requests_info",
     versions=(
         ("vllm:num_requests_waiting_by_reason", "≥0.20"),
         ("vllm:prompt_tokens_by_source_total", "≥0.16"),

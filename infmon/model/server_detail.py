@@ -1,0 +1,174 @@
+"""The server families vLLM added in 2025–26, in the canonical snapshot (unknown is None).
+
+Names, labels and types as the installed vLLM 0.32 source declares them
+(``vllm/v1/metrics/loggers.py``; the KV-offloading connector's
+``distributed/kv_transfer/kv_connector/v1/offloading/metrics.py``; NIXL's ``nixl/stats.py``):
+
+- ``vllm:num_requests_waiting_by_reason{reason=capacity|deferred}`` gauge: why requests wait.
+- ``vllm:prompt_tokens_by_source_total{source=local_compute|local_cache_hit|external_kv_transfer}``
+  counter: where each prompt token's KV came from (the true prefix / KV-reuse share).
+- ``vllm:prompt_tokens_cached_total`` and ``..._by_source_total{source=device|host|disk|p2p|
+  external_unspecified}`` counters: which cache tier supplied a hit.
+- ``vllm:admission_rejections_total{reason}`` counter (no ``engine`` label).
+- ``vllm:engine_sleep_state{sleep_state=awake|weights_offloaded|discard_all}`` gauge, 1 on the
+  state the engine is in: a sleeping engine is a state, not an outage.
+- ``vllm:kv_offload_{load,store}_{bytes,time}_total`` counters (bytes, seconds).
+- ``vllm:nixl_xfer_time_seconds``, ``vllm:nixl_bytes_transferred`` histograms and
+  ``vllm:nixl_num_failed_transfers_total``: disaggregated prefill/decode KV transfer.
+- ``vllm:lora_requests_info{max_lora, running_lora_adapters, waiting_lora_adapters}`` gauge.
+- ``vllm:estimated_{flops,read_bytes,write_bytes}_per_gpu_total`` counters (the MFU estimates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCAL_COMPUTE = "local_compute"
+LOCAL_CACHE_HIT = "local_cache_hit"
+EXTERNAL_KV = "external_kv_transfer"
+
+
+def _share(part: float | None, whole: float | None) -> float | None:
+    return None if part is None or not whole else part / whole
+
+
+@dataclass(frozen=True, slots=True)
+class KvOffload:
+    """KV moved between the GPU and an offload tier (CPU memory, disk)."""
+
+    load_bytes_total: float | None = None
+    store_bytes_total: float | None = None
+    load_time_s_total: float | None = None
+    store_time_s_total: float | None = None
+    load_bytes_per_s: float | None = None
+    store_bytes_per_s: float | None = None
+    load_time_fraction: float | None = None
+    """Seconds spent loading per second of the window (0.18: 18% of the time)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "load_bytes_total": self.load_bytes_total,
+            "store_bytes_total": self.store_bytes_total,
+            "load_time_s_total": self.load_time_s_total,
+            "store_time_s_total": self.store_time_s_total,
+            "load_bytes_per_s": self.load_bytes_per_s,
+            "store_bytes_per_s": self.store_bytes_per_s,
+            "load_time_fraction": self.load_time_fraction,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PdTransfer:
+    """Disaggregated prefill/decode: KV transfers between the pods (NIXL)."""
+
+    transfers: float | None = None
+    """Transfers in the window (since start from one page)."""
+    xfer_time_mean_s: float | None = None
+    xfer_time_p90_s: float | None = None
+    bytes_mean: float | None = None
+    bytes_total: float | None = None
+    failed_total: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "transfers": self.transfers,
+            "xfer_time_mean_s": self.xfer_time_mean_s,
+            "xfer_time_p90_s": self.xfer_time_p90_s,
+            "bytes_mean": self.bytes_mean,
+            "bytes_total": self.bytes_total,
+            "failed_total": self.failed_total,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LoraState:
+    max_lora: int | None = None
+    running: tuple[str, ...] = ()
+    waiting: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_lora": self.max_lora,
+            "running": list(self.running),
+            "waiting": list(self.waiting),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Estimates:
+    """vLLM's own MFU estimates: FLOPs and bytes per GPU (counters), and their rates."""
+
+    flops_total: float | None = None
+    read_bytes_total: float | None = None
+    write_bytes_total: float | None = None
+    flops_per_s: float | None = None
+    read_bytes_per_s: float | None = None
+    write_bytes_per_s: float | None = None
+
+    def mfu(self, peak_flops: float | None) -> float | None:
+        """Achieved over peak FLOP/s (peak from the GPU profile); None when either is unknown."""
+        return _share(self.flops_per_s, peak_flops)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flops_total": self.flops_total,
+            "read_bytes_total": self.read_bytes_total,
+            "write_bytes_total": self.write_bytes_total,
+            "flops_per_s": self.flops_per_s,
+            "read_bytes_per_s": self.read_bytes_per_s,
+            "write_bytes_per_s": self.write_bytes_per_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ServerDetail:
+    """The families above; each None (or empty) when the page does not have it."""
+
+    waiting_by_reason: Mapping[str, float] = field(default_factory=dict)
+    prompt_tokens_by_source_total: Mapping[str, float] = field(default_factory=dict)
+    prompt_tokens_by_source_window: Mapping[str, float] = field(default_factory=dict)
+    """Increase over the window (since start from one page)."""
+    prompt_tokens_cached_total: float | None = None
+    prompt_tokens_cached_by_source_total: Mapping[str, float] = field(default_factory=dict)
+    admission_rejections_total: Mapping[str, float] = field(default_factory=dict)
+    sleep_state: str | None = None
+    kv_offload: KvOffload | None = None
+    pd_transfer: PdTransfer | None = None
+    lora: LoraState | None = None
+    estimates: Estimates | None = None
+
+    def source_share(self, source: str) -> float | None:
+        """One source's share of the window's prompt tokens (``local_cache_hit``: the true
+        prefix-reuse share; ``external_kv_transfer``: KV that came from another instance)."""
+        w = self.prompt_tokens_by_source_window
+        return _share(w.get(source), sum(w.values())) if source in w else None
+
+    @property
+    def asleep(self) -> bool:
+        return self.sleep_state is not None and self.sleep_state != "awake"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys of ``infmon scrape --json`` (null when the page lacks the family)."""
+
+        def d(m: Mapping[str, float]) -> dict[str, float] | None:
+            return dict(m) if m else None
+
+        return {
+            "waiting_by_reason": d(self.waiting_by_reason),
+            "prompt_tokens_by_source_total": d(self.prompt_tokens_by_source_total),
+            "prompt_tokens_by_source_window": d(self.prompt_tokens_by_source_window),
+            "prompt_tokens_cached_total": self.prompt_tokens_cached_total,
+            "prompt_tokens_cached_by_source_total": d(self.prompt_tokens_cached_by_source_total),
+            "admission_rejections_total": d(self.admission_rejections_total),
+            "engine_sleep_state": self.sleep_state,
+            "kv_offload": self.kv_offload.to_dict() if self.kv_offload else None,
+            "pd_transfer": self.pd_transfer.to_dict() if self.pd_transfer else None,
+            "lora": self.lora.to_dict() if self.lora else None,
+            "estimates": self.estimates.to_dict() if self.estimates else None,
+        }
+
+
+DETAIL_KEYS = tuple(ServerDetail().to_dict())
+"""The top-level keys the snapshot's ``to_dict`` adds (null on a page without them)."""
