@@ -59,6 +59,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KIND[:VALUE][:RATE]",
         help="inject a fault (repeatable; see the list below)",
     )
+    a(
+        "--enable-per-request-metrics",
+        action="store_true",
+        help="as vLLM: the engine's queue, prefill and decode times on each final usage chunk",
+    )
+    a(
+        "--per-request-spec-decode-metrics",
+        choices=("none", "summary", "detailed"),
+        default="none",
+        help="as vLLM: each request's acceptance figures (with speculative decoding)",
+    )
     a("--trace-timing", metavar="FILE", help="append per-request chunk write times (JSONL)")
     a("--probes", metavar="FILE", help="quality probes JSONL to answer (default: infmon's own)")
     a("--kv-cache-metrics", action="store_true", help="serve vllm:kv_block_* (sampled, as vLLM)")
@@ -278,6 +289,8 @@ async def _serve(cfg: Any, args: argparse.Namespace, error_rate: float, faults: 
         namespace=args.namespace,
         hostname=args.gpu_hostname,
         dcgm_port=args.dcgm_port,
+        per_request_metrics=args.enable_per_request_metrics,
+        spec_decode_metrics=args.per_request_spec_decode_metrics,
     )
     server = SimServer(cfg, opts)
     try:

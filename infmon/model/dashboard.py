@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from infmon.model.anatomy_live import AnatomyView
 from infmon.model.baseline import BaselineView, LevelComparison, SpecLevel
 from infmon.model.gpu import GpuView
 from infmon.model.knee import SLO_ATTAINMENT
@@ -114,6 +115,8 @@ class LatencyView:
     """p90 TTFT within the SLO (the rule the pane shows); None: no SLO or no data."""
     tpot_meets_slo: bool | None = None
     e2el_meets_slo: bool | None = None
+    anatomy: AnatomyView = field(default_factory=AnatomyView)
+    """Each step's E2E split by the server's own per-request figures (``a`` shows it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from infmon.model.anatomy_live import AnatomyBook
 from infmon.model.baseline import BaselineView, Reference, RunFacts
 from infmon.model.dashboard import (
     BaselineStep,
@@ -108,6 +109,8 @@ class Session:
         self.method = LiveBaseline(self.ledger.book, c.slo)
         """Levels against a baseline run, spec decoding per level, KV against the knee."""
         self.gpus = GpuState()
+        self.anatomy = AnatomyBook()
+        """Each step's latency split by the server's own per-request figures."""
         self._good: deque[tuple[float, bool]] = deque()
         self._sizes: deque[int] = deque(maxlen=200)
         self.series = SampleSeries(start_s, c.history_samples)
@@ -132,6 +135,7 @@ class Session:
         """A finished (or failed, or cancelled) request, decoded as the journal keeps it (the
         ledger has it already: ``RunWiring`` feeds it)."""
         self.method.add_record(rec)
+        self.anatomy.add(rec)
         if rec.error_kind == "cancelled":
             self.cancelled += 1
         elif not rec.ok:
@@ -339,7 +343,10 @@ class Session:
     def _build_views(self, t: float) -> tuple[ThroughputView, LatencyView, ServerView, KneeView]:
         return (
             self._throughput_view(t),
-            latency_view(self.windows, self.config.window_s, self.config.slo, self.series, t),
+            replace(
+                latency_view(self.windows, self.config.window_s, self.config.slo, self.series, t),
+                anatomy=self.anatomy.view(),
+            ),
             self._server_view(t),
             self._knee_view(t),
         )

@@ -48,6 +48,9 @@ class Sequence:
     accept_scale: float = 1.0  # this request's acceptance scale (spec.draw_scale)
     ngram: NgramIndex | None = None
     proposal: list[int] = field(default_factory=list)
+    queued_s: float = math.nan  # reached the scheduler (after the API server's own work)
+    spec_accepted_log: list[int] = field(default_factory=list)  # per verify step (per-request
+    spec_drafted_log: list[int] = field(default_factory=list)  # metrics, as vLLM's detailed)
 
     @property
     def num_tokens(self) -> int:
@@ -273,6 +276,8 @@ class Engine:
         out.drafts += 1
         out.draft_tokens += drafted
         out.accepted_tokens += accepted
+        seq.spec_accepted_log.append(accepted)
+        seq.spec_drafted_log.append(drafted)
         return accepted
 
     def _advance(self, seq: Sequence, n: int, is_spec: bool, out: StepOutput) -> None:

@@ -7,6 +7,7 @@ has passed), so ``generation_tokens_total`` always equals what clients have rece
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import (
@@ -28,6 +29,64 @@ from infmon.sim.memory import MemoryBudget
 from infmon.sim.roofline import EngineConfig
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsLevel:
+    """What a response's ``metrics`` object holds (vLLM's two server flags)."""
+
+    timing: bool
+    """``--enable-per-request-metrics``."""
+    spec: str
+    """``--per-request-spec-decode-metrics``: ``none``, ``summary`` or ``detailed``."""
+    k: int
+    """Draft tokens per step (the histogram has k + 1 bins)."""
+
+
+def _ms(a: float, b: float) -> float | None:
+    return (b - a) * 1000 if a == a and b == b else None
+
+
+def per_request_metrics(seq: Sequence, level: MetricsLevel) -> dict[str, Any]:
+    """vLLM 0.32's per-request ``metrics`` object (``build_per_request_timing_metrics`` and
+    ``RequestSpecDecodeMetrics.to_dict``): the engine's times, None fields left out."""
+    out: dict[str, Any] = {}
+    n = seq.output_len
+    if level.timing:
+        gen = _ms(seq.first_token_s, seq.last_token_s)
+        infer = _ms(seq.scheduled_s, seq.last_token_s)
+        values = {
+            "time_to_first_token_ms": _ms(seq.scheduled_s, seq.first_token_s),
+            "generation_time_ms": gen,
+            "queue_time_ms": _ms(seq.queued_s, seq.scheduled_s),
+            "mean_itl_ms": gen / (n - 1) if gen is not None and n > 1 else None,
+            "tokens_per_second": n / infer * 1000 if infer else None,
+        }
+        out = {k: v for k, v in values.items() if v is not None}
+    if level.spec != "none" and level.k:
+        out["speculative_decoding"] = _spec_metrics(seq, level)
+    return out
+
+
+def _spec_metrics(seq: Sequence, level: MetricsLevel) -> dict[str, Any]:
+    hist = [0] * (level.k + 1)
+    for j in seq.spec_accepted_log:
+        hist[min(j, level.k)] += 1
+    steps, accepted = sum(hist), sum(seq.spec_accepted_log)
+    drafted = sum(seq.spec_drafted_log)
+    out: dict[str, Any] = {
+        "mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+        "acceptance_histogram": hist,
+        "num_spec_steps": steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": level.k,
+    }
+    if level.spec == "detailed" and steps:
+        out["per_step_accepted"] = list(seq.spec_accepted_log)
+        out["per_step_drafted"] = list(seq.spec_drafted_log)
+    return out
 
 
 _V1_032_STATIC_LABELS = {

@@ -21,7 +21,7 @@ from infmon.sim.dcgm import DcgmSeries, Holder, Neighbour
 from infmon.sim.engine import Engine, Sequence, StepOutput
 from infmon.sim.faults import FaultPlan
 from infmon.sim.http import Connection, Request
-from infmon.sim.metrics import CONTENT_TYPE, SimMetrics
+from infmon.sim.metrics import CONTENT_TYPE, MetricsLevel, SimMetrics
 from infmon.sim.requests import ApiError, parse_detokenize, parse_request, parse_tokenize
 from infmon.sim.roofline import EngineConfig
 from infmon.sim.streams import SSE_HEADERS, Stream
@@ -45,6 +45,10 @@ class ServerOptions:
     hostname: str = "infmon-sim"
     dcgm_port: int | None = None
     """Also serve the DCGM page as ``/metrics`` on this port (an exporter of its own)."""
+    per_request_metrics: bool = False
+    """vLLM's ``--enable-per-request-metrics``: the server's timings on each final usage chunk."""
+    spec_decode_metrics: str = "none"
+    """vLLM's ``--per-request-spec-decode-metrics``: ``none``, ``summary`` or ``detailed``."""
 
 
 class SimServer:
@@ -287,6 +291,7 @@ class SimServer:
             truth=spec.token_id,
         )
         stream.seq = seq
+        stream.metrics_level = self._metrics_level(spec)
         conn.streaming = stream
         if spec.stream:
             conn.start_stream(
@@ -301,10 +306,19 @@ class SimServer:
         else:
             self._enqueue(seq, ids)
 
+    def _metrics_level(self, spec: object) -> MetricsLevel | None:
+        """What the final usage chunk carries (vLLM: n == 1 requests only; the simulator
+        serves n == 1 only)."""
+        spec_level = self.opts.spec_decode_metrics if self.cfg.spec_enabled else "none"
+        if not self.opts.per_request_metrics and spec_level == "none":
+            return None
+        return MetricsLevel(self.opts.per_request_metrics, spec_level, self.engine.k)
+
     def _enqueue(self, seq: Sequence, ids: list[int]) -> None:
         """The request reaches the scheduler (after the API server's own work)."""
         if seq.finish_reason is not None:
             return  # the client went away first
+        seq.queued_s = asyncio.get_running_loop().time()
         self.engine.add(seq, ids)
         self._wake.set()
 

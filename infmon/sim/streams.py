@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from infmon.sim.engine import Sequence
 from infmon.sim.http import Connection
+from infmon.sim.metrics import MetricsLevel, per_request_metrics
 from infmon.sim.text import Continuation
 from infmon.sim.tokenizer import ID_OF
 
@@ -57,6 +58,7 @@ class Stream:
         "held",
         "id",
         "last_emit_s",
+        "metrics_level",
         "model",
         "parts",
         "received_s",
@@ -70,6 +72,8 @@ class Stream:
     ) -> None:
         self.conn, self.spec, self.id, self.model, self.created = conn, spec, req_id, model, created
         self.seq: Sequence | None = None
+        self.metrics_level: MetricsLevel | None = None
+        """Set when the server was started with vLLM's per-request metrics flags."""
         self.parts: list[str] = []
         self.last_emit_s = math.nan
         self.trace: list[float] | None = None
@@ -127,6 +131,12 @@ class Stream:
             "completion_tokens": done,
         }
 
+    def _metrics(self) -> dict:
+        level, seq = self.metrics_level, self.seq
+        if level is None or seq is None:
+            return {}
+        return {"metrics": per_request_metrics(seq, level)}
+
     def usage_chunk(self) -> bytes:
         obj = "chat.completion.chunk" if self.spec.chat else "text_completion"
         chunk = {
@@ -136,6 +146,7 @@ class Stream:
             "model": self.model,
             "choices": [],
             "usage": self.usage(),
+            **self._metrics(),
         }
         return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
 
@@ -204,6 +215,7 @@ class Stream:
             "model": self.model,
             "choices": [choice],
             "usage": self.usage(),
+            **self._metrics(),
         }
         self.conn.streaming = None
         self.conn.send_json(200, body, self.headers())

@@ -319,6 +319,10 @@ class InfmonApp(App[None]):
         self.theme = names[(i + 1) % len(names)]
         self.notify(f"theme: {self.theme}", timeout=2)
 
+    def action_toggle_anatomy(self, _variant: str = "") -> None:
+        pane = self.query_one(LatencyPane)
+        pane.show_anatomy = not pane.show_anatomy
+
     def action_help(self, _variant: str = "") -> None:
         self.push_screen(HelpScreen(help_rows()))
 

@@ -51,6 +51,8 @@ KEYS: tuple[Key, ...] = (
     Key("s", "s", "snapshot_report", "write the session report now (+ screenshot)",
         (("", "report"),), 10),
     Key("t", "t", "next_theme", "next theme", (("", "theme"),), 12),
+    Key("a", "a", "toggle_anatomy", "latency anatomy: each step split by the server's own "
+        "per-request times (queue, prefill, decode, client-side)", (("", "anatomy"),), 13),
     Key("q", "q", "quit", "write the final report and quit", (("", "quit"),), 1),
     Key("question_mark", "?", "help", "show the keys", (("", "help"),), 0),
 )  # fmt: skip

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.reactive import var
 from textual.widgets import Sparkline
 
 from infmon.model.dashboard import LatencyView, Percentiles
 from infmon.ui import format as f
+from infmon.ui.panes.anatomy import TITLE as ANATOMY_TITLE
+from infmon.ui.panes.anatomy import anatomy_text
 from infmon.ui.panes.base import Body, Pane
 from infmon.ui.widgets.chart import Axes, Chart, Line, sparkline_data, step_vlines
 
@@ -17,6 +20,14 @@ TITLE = "Latency p50 / p90 / p99"
 
 
 class LatencyPane(Pane):
+    show_anatomy = var(False)
+    """``a``: the per-request anatomy instead of the percentiles (``ui/panes/anatomy.py``)."""
+
+    def watch_show_anatomy(self, _on: bool) -> None:
+        self.border_title = ANATOMY_TITLE if self.show_anatomy else TITLE
+        self.set_class(self.show_anatomy, "-anatomy")
+        self.repaint()
+
     def compose(self) -> ComposeResult:
         self.border_title = TITLE
         yield Body(classes="numbers")
@@ -45,6 +56,9 @@ class LatencyPane(Pane):
         return [*row, "\n"]
 
     def watch_snapshot(self, lat: LatencyView) -> None:
+        if self.show_anatomy:
+            self.query_one(Body).show(anatomy_text(lat.anatomy, self.style))
+            return
         slo = lat.slo
         if lat.e2el.count == 0 and lat.ttft.count == 0:
             text = Text("no request has finished yet", style=self.style("muted"))
