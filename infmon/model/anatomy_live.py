@@ -32,7 +32,7 @@ class AnatomyView:
     """What the latency pane's anatomy view renders (frozen: equal views do not repaint)."""
 
     rows: tuple[AnatomyRow, ...] = ()
-    """The most recent steps, oldest first."""
+    """The first step (the low-load reference) and the most recent ones, oldest first."""
     top: tuple[Unexplained, ...] = ()
     """The latest step's requests with the largest client-side share."""
     growth: str | None = None
@@ -69,8 +69,9 @@ class AnatomyBook:
         if step is None:
             step = self._steps[rec.step] = deque(maxlen=MAX_PER_STEP)
             self._levels[rec.step] = _label(rec)
-            while len(self._steps) > MAX_STEPS:
-                old, _ = self._steps.popitem(last=False)
+            while len(self._steps) > MAX_STEPS:  # the first step stays: the low-load reference
+                old = list(self._steps)[1]
+                del self._steps[old]
                 self._levels.pop(old, None)
         step.append(rec)
         self._view = None
@@ -90,7 +91,7 @@ class AnatomyBook:
         loads = [(self._levels[r.step][1], r.anatomy) for r in rows]
         growth = client_growth([(x, a) for x, a in loads if x == x])
         return AnatomyView(
-            rows=tuple(rows[-ROWS_SHOWN:]),
+            rows=tuple(rows if len(rows) <= ROWS_SHOWN else rows[:1] + rows[1 - ROWS_SHOWN :]),
             top=rows[-1].anatomy.top if rows else (),
             growth=growth.text() if growth else None,
             without=self._without,

@@ -31,6 +31,8 @@ EXPECTED_BACKEND = {
     "vllm-v1-0.10.0-glm45-ps617-part1.prom": ("vllm-v1", "0.9.2–0.11"),
     "vllm-v1-0.10.0-glm45-ps617-part2.prom": ("vllm-v1", "≥0.8.3"),
     "vllm-v1-0.32-cpu-tiny-gpt2.prom": ("vllm-v1", "≥0.20"),
+    "vllm-v1-0.32-cpu-perreq.prom": ("vllm-v1", "≥0.20"),
+    "vllm-v1-0.32-cpu-perreq-spec.prom": ("vllm-v1", "≥0.20"),
     "vllm-v1-dp2-multiengine-qwen3-8b-pr22227-part1.prom": ("vllm-v1", "≥0.8.3"),
 }
 

@@ -34,17 +34,17 @@ def anatomy_text(view: AnatomyView, style: Callable[[str], str]) -> Text:
         extra = f" ({view.without:,} requests without them)" if view.without else ""
         return Text(NO_DATA + extra, style=style("muted"), no_wrap=True, overflow="ellipsis")
     parts: list[tuple[str, str] | str] = [
-        (f"{'step':<7}{'n':>6}", style("muted")),
-        *((f"{h:>8}", style("muted")) for h in HEAD),
-        (f"{'client':>8} {'share':>5}", style("muted")),
+        (f"{'step':<6}{'n':>5}", style("muted")),
+        *((f"{h:>7}", style("muted")) for h in HEAD),
+        (f"{'client':>7}{'share':>6}", style("muted")),
         "\n",
     ]
     for row in view.rows:
         a = row.anatomy
-        parts.append((f"{row.label:<7}{a.requests:>6}", style("muted")))
-        parts += [f"{_v(a.part(name).p50_ms):>8}" for name in PARTS]
-        parts.append((f"{_v(a.client.p50_ms):>8}", style("client")))
-        parts.append((f" {a.client_fraction_p50 * 100:>4.0f}%", style("client")))
+        parts.append((f"{row.label:<6}{a.requests:>5}", style("muted")))
+        parts += [f"{_v(a.part(name).p50_ms):>7}" for name in PARTS]
+        parts.append((f"{_v(a.client.p50_ms):>7}", style("client")))
+        parts.append((f"{a.client_fraction_p50 * 100:>5.0f}%", style("client")))
         parts.append("\n")
     last = view.rows[-1]
     p90 = " ".join(f"{n} {_v(last.anatomy.part(n).p90_ms)}" for n in PARTS)
