@@ -33,7 +33,7 @@ def rows(screen: str) -> dict[int, dict[str, float]]:
     """The anatomy rows on the screen (the last row of a level wins: a revisit)."""
     out = {}
     for m in ROW.finditer(screen):
-        c, n, front, queue, prefill, decode, tail, client = m.groups()
+        c, n, _front, queue, _prefill, _decode, _tail, client = m.groups()
         out[int(c)] = {"n": float(n), "queue": float(queue), "client": float(client)}
     return out
 
