@@ -72,7 +72,10 @@ class RunWiring:
     def window(self, w: Window) -> None:
         lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
         late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
-        self.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id)
+        self.ledger.add_window(
+            w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id,
+            (w.cpu_s, w.runq_s, w.cpu_users),
+        )  # fmt: skip
         self._sent[w.worker_id] = dict(w.sent_by_step)
         for step in {s for by in self._sent.values() for s in by}:
             self.ledger.note_sent(step, sum(by.get(step, 0) for by in self._sent.values()))

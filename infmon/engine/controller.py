@@ -24,6 +24,7 @@ from infmon.clock import Clock
 from infmon.config import Config
 from infmon.engine import protocol as p
 from infmon.engine.clocksync import ClockSync
+from infmon.engine.cpuwatch import CpuWatch
 from infmon.engine.link import InProcessLink, ProcessLink, WorkerLink
 from infmon.engine.loss import WorkerLoss, lost_records
 from infmon.engine.outbox import ENDPOINT_KEY
@@ -104,6 +105,10 @@ class LoadEngine:
         self._dealer: ArrivalDealer | None = None
         self._dealing = False
         self.backoff: dict[int, str | None] = {}
+        self.cpu_watch = (
+            None if any(isinstance(k, InProcessLink) for k in self.links) else CpuWatch(clock)
+        )
+        """Names the machine's top CPU users when a worker starves (not beside in-process load)."""
 
     @property
     def workers(self) -> int:
@@ -132,6 +137,8 @@ class LoadEngine:
     async def open(self) -> None:
         """Start the workers; control sent from now on is applied once they are ready."""
         seed = self.config.seed
+        if self.cpu_watch is not None:
+            self.cpu_watch.start()
         for rank, link in enumerate(self.links):
             await link.open(self._receive)
             link.send(
@@ -165,6 +172,8 @@ class LoadEngine:
         """Stop every worker (in-flight streams cancelled and recorded) and reap them."""
         self._stopping = True
         self._dealer = None
+        if self.cpu_watch is not None:
+            self.cpu_watch.stop()
         for link in self.links:
             link.send(p.Stop(cancel))
         pending = [link for link in self.links if not link.closed.is_set()]
@@ -422,7 +431,7 @@ class LoadEngine:
             w.sent, w.finished, w.failed, w.cancelled
         )
         self._idle_event.set()
-        self.on_window(w)
+        self.on_window(self.cpu_watch.annotate(w) if self.cpu_watch is not None else w)
 
     def _on_ready(self, msg: p.Ready) -> None:
         if msg.error is not None:
@@ -430,6 +439,8 @@ class LoadEngine:
             self.ready.set()
             return
         self._readies[msg.worker_id] = msg
+        if msg.host == host_id() and self.cpu_watch is not None:
+            self.cpu_watch.own.add(msg.pid)
         if msg.host != host_id():
             self._spawn(self._sync.keep(msg.worker_id, lambda: self._stopping))
         if len(self._readies) == self.workers:

@@ -122,6 +122,8 @@ class Outbox:
         self.lags: Callable[[float, float], list[float]] | None = None
         self.lateness: Callable[[float, float], list[float]] | None = None
         self.backoff: Callable[[], str | None] | None = None
+        self.sched: Callable[[float, float], tuple[float, float]] | None = None
+        """The load thread's (CPU s, run-queue wait s) over a window (``SelfCheck``)."""
         self.endpoints: dict[int, int] | None = None
         """Request id → endpoint index (``SpreadClient.endpoint_of``), popped as encoded."""
         self._records: deque[RequestRecord] = deque()
@@ -279,6 +281,7 @@ class Outbox:
             lag.add(self.lags(t0, now))
         if self.lateness is not None:
             late.add(self.lateness(t0, now))
+        cpu_s, runq_s = self.sched(t0, now) if self.sched is not None else (0.0, 0.0)
         off = self.offset_s
         return Window(
             worker_id=self.worker_id,
@@ -300,6 +303,8 @@ class Outbox:
             lag=lag.sparse(),
             lateness=late.sparse() if late.count else None,
             backoff=self.backoff() if self.backoff is not None else None,
+            cpu_s=cpu_s,
+            runq_s=runq_s,
         )
 
 

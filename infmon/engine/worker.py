@@ -156,6 +156,7 @@ class WorkerCore:
         if self.spread is not None and len(self.spread.clients) > 1:
             self.outbox.endpoints = self.spread.endpoint_of
         self.outbox.lags = driver.check.lags_between
+        self.outbox.sched = driver.check.sched_between
         self.outbox.backoff = lambda: driver.backoff.describe() or None
         seen = [0]
 

@@ -1,21 +1,27 @@
-"""The load loop watching itself, so a step can say when its own client was the limit.
+"""The load loop watching itself, so a step can say when its own client was the limit, and why.
 
-Two measures, both cheap on the loop: how late the loop wakes a timer (``run``: a 50 ms sleep
-whose overshoot is the lag a chunk would have waited), and the in-flight request-seconds
-(∫ inflight dt, advanced at every change of the count) whose differences over a window give
-the achieved concurrency.
+Three measures, all cheap on the loop: how late the loop wakes a timer (``run``: a 50 ms sleep
+whose overshoot is the lag a chunk would have waited); at each wake, the load thread's own
+CPU time and run-queue wait from ``/proc/thread-self/schedstat`` (the kernel's account: time
+runnable but waiting for a CPU is starvation by other processes, time on a CPU is the loop's
+own work); and the in-flight request-seconds (∫ inflight dt, advanced at every change of the
+count) whose differences over a window give the achieved concurrency. ``CpuUsers`` names the
+machine's top CPU users (``/proc/PID/stat``), read off the load loop by the controller.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import os
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from infmon.clock import Clock
+from infmon.model.sanitize import clean
 
 
 class SelfCheck:
@@ -23,6 +29,9 @@ class SelfCheck:
         self.clock, self.interval_s = clock, interval_s
         self._lags: deque[tuple[float, float]] = deque(maxlen=20_000)
         """(when, how late) of each timer wake."""
+        self._sched: deque[tuple[float, float, float]] = deque(maxlen=20_000)
+        """(when, CPU s, run-queue wait s) of the load thread since the previous wake."""
+        self._last_sched = thread_sched()
         self._area_s = 0.0
         self._area_t = clock.now()
         self._area_samples: deque[tuple[float, float]] = deque(maxlen=4096)
@@ -50,6 +59,16 @@ class SelfCheck:
         lags = [lag for t, lag in self._lags if since_s is None or t >= since_s]
         return float(np.percentile(lags, 99)) if lags else math.nan
 
+    def sched_between(self, t0: float, t1: float) -> tuple[float, float]:
+        """The load thread's (CPU s, run-queue wait s) over the wakes in ``[t0, t1)``."""
+        cpu = wait = 0.0
+        for t, c, w in reversed(self._sched):
+            if t < t0:
+                break
+            if t < t1:
+                cpu, wait = cpu + c, wait + w
+        return cpu, wait
+
     def lags_between(self, t0: float, t1: float) -> list[float]:
         """The lags measured in ``[t0, t1)`` (a worker's window), read from the newest end: the
         window is the last few wakes of a long deque, and this runs on the load loop."""
@@ -70,4 +89,88 @@ class SelfCheck:
             await asyncio.sleep(interval)
             t1 = self.clock.now()
             self._lags.append((t1, max(0.0, t1 - t0 - interval)))
+            now = thread_sched()
+            if now is not None and self._last_sched is not None:
+                self._sched.append((t1, now[0] - self._last_sched[0], now[1] - self._last_sched[1]))
+            self._last_sched = now
             self._area_samples.append((t1, self.area_s(inflight())))
+
+
+SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def thread_sched(path: str = SCHEDSTAT) -> tuple[float, float] | None:
+    """The calling thread's (CPU s, run-queue wait s) since it started; None off Linux (or
+    without schedstats)."""
+    try:
+        with open(path, "rb") as f:
+            cpu_ns, wait_ns = f.read(64).split()[:2]
+        return int(cpu_ns) / 1e9, int(wait_ns) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class CpuUser:
+    """The processes of one name and the cores they used over an interval (1.0: a core)."""
+
+    name: str
+    pids: tuple[int, ...]
+    cores: float
+
+    def text(self) -> str:
+        pids = ", ".join(str(p) for p in self.pids[:3]) + (", …" if len(self.pids) > 3 else "")
+        name = clean(self.name, max_chars=32)  # any process may name itself anything
+        return f"{name} (pid{'s' if len(self.pids) > 1 else ''} {pids}) {self.cores:.1f} cores"
+
+
+class CpuUsers:
+    """Every process's CPU time from ``/proc/PID/stat`` (utime + stime), read by ``sample``;
+    ``top`` gives who used the most between the two last samples. A few ms per sample for a
+    few hundred processes: never on the load loop (the controller's thread reads it)."""
+
+    def __init__(self, clock: Clock, proc: str = "/proc") -> None:
+        self.clock, self.proc = clock, proc
+        self.tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+        self._prev: tuple[float, dict[int, tuple[str, int]]] | None = None
+        self._last: tuple[float, dict[int, tuple[str, int]]] | None = None
+
+    def sample(self) -> None:
+        seen: dict[int, tuple[str, int]] = {}
+        for entry in os.scandir(self.proc):
+            if entry.name.isdigit():
+                stat = _proc_stat(f"{self.proc}/{entry.name}/stat")
+                if stat is not None:
+                    seen[int(entry.name)] = stat
+        self._prev, self._last = self._last, (self.clock.now(), seen)
+
+    def top(self, n: int = 3, exclude: frozenset[int] = frozenset()) -> list[CpuUser]:
+        """The ``n`` busiest process names between the two last samples (a server's or a
+        job's processes count together), busiest first."""
+        if self._prev is None or self._last is None:
+            return []
+        (t0, a), (t1, b) = self._prev, self._last
+        if t1 <= t0:
+            return []
+        by_name: dict[str, tuple[list[int], float]] = {}
+        for pid, (name, ticks) in b.items():
+            if pid in a and pid not in exclude and ticks > a[pid][1]:
+                pids, cores = by_name.get(name, ([], 0.0))
+                pids.append(pid)
+                by_name[name] = (pids, cores + (ticks - a[pid][1]) * self.tick_s / (t1 - t0))
+        users = [CpuUser(name, tuple(p), c) for name, (p, c) in by_name.items()]
+        users.sort(key=lambda u: -u.cores)
+        return users[:n]
+
+
+def _proc_stat(path: str) -> tuple[str, int] | None:
+    """(command name, utime + stime ticks) of one process; None when it is gone."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(1024)
+        head, _, tail = raw.rpartition(b")")
+        fields = tail.split()
+        name = head.split(b"(", 1)[1].decode(errors="replace")
+        return name, int(fields[11]) + int(fields[12])
+    except (OSError, ValueError, IndexError):
+        return None

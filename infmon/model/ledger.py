@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from infmon.model.client_late import NO_CAUSE, LateCause, late_cause
 from infmon.model.columns import US, RecordColumns
 from infmon.model.evidence import ServerEvidence, ServerSample, evidence_of
 from infmon.model.knee import Knee, find_knee, slo_max_concurrency
@@ -47,8 +48,10 @@ class ClientCheck:
     loop_lag_p99_s: float = NAN
     send_lateness_p99_s: float = NAN
     """How late trace/schedule arrivals were sent, p99 (nan: not a replay)."""
+    late_cause: LateCause = NO_CAUSE
+    """Why the timestamps were late, when they were (``infmon.model.client_late``)."""
 
-    def payload(self) -> dict[str, float | None]:
+    def payload(self) -> dict[str, float | str | bool | None]:
         def j(x: float) -> float | None:
             return None if math.isnan(x) else round(x, 6)
 
@@ -56,6 +59,8 @@ class ClientCheck:
             "achieved_concurrency": j(self.achieved_concurrency),
             "loop_lag_p99_ms": j(self.loop_lag_p99_s * 1e3),
             "send_lateness_p99_ms": j(self.send_lateness_p99_s * 1e3),
+            "late_cause": self.late_cause.text,
+            "late_starved": self.late_cause.starved,
         }
 
     @classmethod
@@ -68,6 +73,7 @@ class ClientCheck:
             float(ach) if isinstance(ach, (int, float)) else NAN,
             float(lag) / 1e3 if isinstance(lag, (int, float)) else NAN,
             float(late) / 1e3 if isinstance(late, (int, float)) else NAN,
+            LateCause(d.get("late_starved") is True, str(d.get("late_cause") or "")),
         )
 
 
@@ -111,6 +117,29 @@ class StepResult:
 
 
 @dataclass(slots=True)
+class _Sched:
+    """The load threads' CPU time and run-queue wait over the windows a step measured."""
+
+    cpu_s: float = 0.0
+    runq_s: float = 0.0
+    span_s: float = 0.0
+    users: str | None = None
+    worst: float = 0.0
+
+    def add(self, span_s: float, cpu_s: float, runq_s: float, users: str | None) -> None:
+        self.cpu_s, self.runq_s, self.span_s = (
+            self.cpu_s + cpu_s, self.runq_s + runq_s, self.span_s + span_s
+        )  # fmt: skip
+        if users and runq_s / span_s >= self.worst:
+            self.users, self.worst = users, runq_s / span_s
+
+    def cause(self) -> LateCause:
+        if self.span_s <= 0:
+            return NO_CAUSE
+        return late_cause(self.runq_s / self.span_s, self.cpu_s / self.span_s, self.users)
+
+
+@dataclass(slots=True)
 class _Open:
     """A step still gathering: its tally, credited tokens, scrapes and the load's windows."""
 
@@ -128,6 +157,7 @@ class _Open:
     """Measured time each worker's windows covered (the workers' windows overlap in time)."""
     lag: LogHistogram = field(default_factory=LogHistogram)
     lateness: LogHistogram = field(default_factory=LogHistogram)
+    sched: _Sched = field(default_factory=lambda: _Sched())
     sent: int = 0
     figures: StepFigures | None = None
     """Exact figures computed from the step's records at once (a report), over the tally's."""
@@ -138,7 +168,8 @@ class _Open:
         covered = max(self.covered_s.values(), default=0.0)
         achieved = self.area_s / covered if covered > 0 else NAN
         late = self.lateness.quantile(0.99) if self.lateness.count else NAN
-        return ClientCheck(achieved, self.lag.quantile(0.99) if self.lag.count else NAN, late)
+        lag = self.lag.quantile(0.99) if self.lag.count else NAN
+        return ClientCheck(achieved, lag, late, self.sched.cause())
 
 
 class StepLedger:
@@ -185,6 +216,7 @@ class StepLedger:
         lag: LogHistogram | None = None,
         lateness: LogHistogram | None = None,
         worker: int = 0,
+        sched: tuple[float, float, str | None] = (0.0, 0.0, None),
     ) -> None:
         """A window of the load (``[t0, t1)``) from ``worker``: its tokens and in-flight area,
         shared among the steps by how much of it fell in their measured time; its loop lag to
@@ -207,6 +239,7 @@ class StepLedger:
                             entry.lag.merge(lag)
                         if lateness is not None:
                             entry.lateness.merge(lateness)
+                        entry.sched.add(t1 - t0, *sched)
             if span.start_s <= t0:
                 break
 
@@ -249,7 +282,9 @@ class StepLedger:
         if done is None:
             return ClientCheck()
         s = done.stats
-        return ClientCheck(s.achieved_concurrency, s.loop_lag_p99_s, s.send_lateness_p99_s)
+        return ClientCheck(
+            s.achieved_concurrency, s.loop_lag_p99_s, s.send_lateness_p99_s, s.late_cause
+        )
 
     def add_record(self, rec: RequestRecord) -> None:
         """A finished request: its tokens go to the steps its chunks fell in, its figures to
@@ -359,6 +394,7 @@ class StepLedger:
             achieved_concurrency=check.achieved_concurrency,
             loop_lag_p99_s=check.loop_lag_p99_s,
             send_lateness_p99_s=check.send_lateness_p99_s,
+            late_cause=check.late_cause,
             window_output_tokens=entry.live_tokens if live else entry.tokens,
             window_prompt_tokens=entry.prompt_tokens,
             sending_s=_sending_s(span, fig, duration),

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from infmon.model.client_late import NO_CAUSE, LateCause
 from infmon.model.columns import RecordColumns
 from infmon.model.measures import (
     NO_PROMPT_LENGTHS,
@@ -73,6 +74,8 @@ class StepStats:
     prompt_lengths: PromptTokens = NO_PROMPT_LENGTHS
     send_lateness_p99_s: float = math.nan
     """Trace or schedule replay: p99 of (send time − scheduled time)."""
+    late_cause: LateCause = NO_CAUSE
+    """Why the client's timestamps were late (``infmon.model.client_late``)."""
 
     @property
     def client_limited(self) -> bool:
@@ -322,6 +325,7 @@ def assemble(
     window_prompt_tokens: float | None = None,
     send_lateness_p99_s: float = math.nan,
     sending_s: float | None = None,
+    late_cause: LateCause = NO_CAUSE,
 ) -> StepStats:
     """A step's ``StepStats`` from its figures and measured duration.
 
@@ -377,9 +381,11 @@ def assemble(
             sending_s if sending_s and sending_s > 0 else dur,
             lag,
             send_lateness_p99_s,
+            late_cause,
         ),
         prompt_lengths=fig.prompt_lengths,
         send_lateness_p99_s=send_lateness_p99_s,
+        late_cause=late_cause,
     )
 
 
@@ -391,6 +397,7 @@ def _client_notes(
     dur: float,
     lag_s: float,
     late_s: float = math.nan,
+    cause: LateCause = NO_CAUSE,
 ) -> tuple[str, ...]:
     """When the client itself may be the bottleneck, say why (empty when all looks right).
 
@@ -406,5 +413,8 @@ def _client_notes(
     if late_s > SEND_LATE_LIMIT_S:
         notes.append(f"sends p99 {late_s * 1e3:.1f} ms behind the trace/schedule")
     if lag_s > CLIENT_LAG_LIMIT_S:
-        notes.append(f"event-loop lag p99 {lag_s * 1e3:.0f} ms: client timestamps are late")
+        why = f" ({cause.text})" if cause.text else ""
+        notes.append(f"event-loop lag p99 {lag_s * 1e3:.0f} ms: client timestamps are late{why}")
+    elif cause.starved:
+        notes.append(f"client timestamps are late ({cause.text})")
     return tuple(notes)

@@ -38,3 +38,9 @@ class LoadWindow:
     """How late each trace/schedule arrival was sent, of those sent in the window."""
     backoff: str | None = None
     """"backing off 0.8 s after 5 failures" while the worker backs off."""
+    cpu_s: float = 0.0
+    """The load thread's CPU time over the window (its own work)."""
+    runq_s: float = 0.0
+    """The load thread's run-queue wait over the window (runnable, no CPU free: starvation)."""
+    cpu_users: str | None = None
+    """The machine's top CPU users while the load thread starved (the controller adds it)."""
