@@ -222,6 +222,8 @@ class KneeView:
     steps: tuple[StepPoint, ...] = ()
     knee_level: float | None = None
     slo_limit_level: float | None = None
+    slo_text: str = ""
+    """The SLO verdict (``c=32``, ``≥ 64, not reached``, ``none met``); empty: no SLO."""
     baseline_index: int | None = None
     knee_confirmed: bool = False
     """False while the knee is only a candidate: "knee ≈ c=N (confirming)"."""

@@ -41,6 +41,7 @@ from infmon.model.sanitize import redact_url
 from infmon.model.series import SampleSeries
 from infmon.model.server import ServerSnapshot
 from infmon.model.server_state import ServerState
+from infmon.model.slo_verdict import slo_verdict
 from infmon.model.steps import CLOSED, StepEvent
 from infmon.model.tally import LIVE_EXACT_LIMIT
 from infmon.model.views import (
@@ -514,6 +515,9 @@ class Session:
             steps=knee_points(self.ledger.results(now), now),
             knee_level=knee.concurrency if knee else None,
             slo_limit_level=self.ledger.slo_limit(now),
+            slo_text=""
+            if self.config.slo.empty
+            else slo_verdict([r for r in results if r.eligible], True).text(),
             baseline_index=self._baseline,
             knee_confirmed=knee.confirmed if knee else False,
             knee_reason=knee.reason if knee else "",

@@ -17,6 +17,7 @@ from infmon.model.live import LiveWindows
 from infmon.model.loghist import LogHistogram
 from infmon.model.measures import SLO
 from infmon.model.series import SampleSeries
+from infmon.model.slo_verdict import slo_verdict
 from infmon.model.steps import CLOSED
 
 NAN = math.nan
@@ -115,6 +116,8 @@ class Closing:
     failed: int
     cancelled: int
     slo_set: bool
+    slo_text: str = ""
+    """The SLO verdict: ``c=32``, ``≥ 64, not reached``, ``none met``."""
 
     @property
     def requests(self) -> int:
@@ -143,6 +146,9 @@ def closing(
         failed=counts[1],
         cancelled=counts[2],
         slo_set=slo_set,
+        slo_text=slo_verdict(
+            [r for r in results if r.span.level.mode == CLOSED and r.eligible], slo_set
+        ).text(),
     )
 
 
@@ -164,10 +170,8 @@ def closing_text(c: Closing) -> str:
         knee = f"knee {c.knee.label}" + (f" ({c.knee.reason})" if c.knee.reason else "")
     if not c.slo_set:
         slo = "no SLO set"
-    elif c.slo_limit is None:
-        slo = "no level met the SLO"
     else:
-        slo = f"SLO limit c={c.slo_limit}"
+        slo = f"SLO limit {c.slo_text or ('c=' + str(c.slo_limit) if c.slo_limit else 'none met')}"
     return f"{lead} {peak}; {knee}; {slo}."
 
 

@@ -53,7 +53,7 @@ async def test_normal_with_data(clock):
         assert "out 475 tok/s" in tp and "server 480 tok/s" in tp
         assert "✓ p90≤500ms" in text_of(app, LatencyPane)
         knee = text_of(app, KneePane)
-        assert "knee c=8" in knee and "SLO limit c=16" in knee
+        assert "knee c=8" in knee and "SLO limit ≥ 16, not reached" in knee
         assert "queueing: 8 waiting" in text_of(app, EventsPane)
         header = text_of(app, HeaderBar)
         assert "closed loop c=16" in header and "tiny-gpt2" in header and "0 failed" in header

@@ -35,7 +35,7 @@ def test_the_summary_says_what_it_could_not_judge() -> None:
     text = closing_text(_closing(knee=None, slo_set=False))
     assert "no knee yet (throughput still growing); no SLO set." in text
     confirming = Knee(64, "", False, "throughput")
-    assert "knee c=64 (confirming); no level met" in closing_text(
+    assert "knee c=64 (confirming); SLO limit none met" in closing_text(
         _closing(knee=confirming, slo_limit=None)
     )
     short = closing_text(_closing(steps=1, peak_output_tokens_per_s=math.nan, peak_level=None))

@@ -87,7 +87,7 @@ class KneePane(Pane):
             knee = Text(f"c={k.knee_level:g}", style=self.style("knee", True))
         else:
             knee = Text(f"≈ c={k.knee_level:g} (confirming)", style=self.style("knee", True))
-        limit = f"c={k.slo_limit_level:g}" if k.slo_limit_level is not None else "—"
+        limit = k.slo_text or "—"
         text = Text.assemble(
             ("knee ", muted), knee, ("  SLO limit ", muted), (limit, self.style("slo", True))
         )
