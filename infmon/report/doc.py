@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from infmon.report.perreq import PerRequestPart
+
 JournalLine = dict[str, Any]
 """An event or scrape as ``SessionReader`` yields it (``{"t", "kind", ...}``, ``{"t", "snap"}``),
 or a payload inside one: the journal's own format, whose fields vary with the kind and the
@@ -371,7 +373,7 @@ class _ImportedPart(TypedDict, total=False):
     """Only in a run imported for a comparison (``vllm bench serve``)."""
 
 
-class ReportDoc(GpuPart, _ImportedPart):
+class ReportDoc(GpuPart, PerRequestPart, _ImportedPart):
     """The whole document: every key but the optional parts' always written, in report.json's
     order (``gpu`` between ``diagnosis`` and ``caveats``)."""
 

@@ -19,6 +19,7 @@ from infmon.model.records import RequestRecord
 from infmon.model.stats import figures_of_columns
 from infmon.model.steps import EVENT_KINDS, StepEvent
 from infmon.report.doc import JournalLine, StepEntry
+from infmon.report.perreq import PerRequestReport
 
 
 def step_events(events: Iterable[JournalLine]) -> list[tuple[StepEvent, JournalLine]]:
@@ -36,6 +37,8 @@ class ReportSteps:
 
     def __init__(self, events: Iterable[JournalLine], slo: SLO | None) -> None:
         self.ledger = StepLedger(slo)
+        self.per_request = PerRequestReport()
+        """The server's per-request view of the same measured requests (``doc["per_request"]``)."""
         self.has_steps = False
         self._last_s = -math.inf
         for ev, raw in step_events(events):
@@ -72,7 +75,9 @@ class ReportSteps:
         if span is None:
             return
         measured = span.measures_many(cols.sent_s)
-        fig = figures_of_columns(cols.take(measured), self.ledger.slo)
+        taken = cols.take(measured)
+        fig = figures_of_columns(taken, self.ledger.slo)
+        self.per_request.add(index, taken)
         outside = int((~measured).sum())
         self.ledger.set_figures(index, replace(fig, warmup_excluded=fig.warmup_excluded + outside))
 

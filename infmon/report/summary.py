@@ -21,7 +21,7 @@ from infmon.config import DEFAULT_LABEL
 from infmon.journal.reader import SessionReader
 from infmon.model.columns import MISSING, RecordColumns
 from infmon.model.gpu_steps import GpuTimeline
-from infmon.report import diagnosis, gpu, stepstats
+from infmon.report import diagnosis, gpu, perreq, stepstats
 from infmon.report.doc import (
     SCHEMA,
     EventMark,
@@ -236,6 +236,7 @@ def build_summary(
     session = _session(session_dir, reader, totals, events)
     workload, server_timeline = _workload(events), thin(series.points)
     marks = _marks(events, origin_s)
+    per_request = steps.per_request.section()
     return {
         "schema": SCHEMA,
         "session": session,
@@ -253,8 +254,11 @@ def build_summary(
         "server_timeline": server_timeline,
         "events": marks,
         "quality": cast(QualityInfo | None, reader.quality),  # ``infmon quality``'s document
-        "diagnosis": diagnosis.lines(knee, slo is not None, step_list) + gpu_lines,
+        "diagnosis": diagnosis.lines(knee, slo is not None, step_list)
+        + gpu_lines
+        + perreq.diagnosis_lines(per_request),
         **gpu_section,
+        **per_request,
         "caveats": diagnosis.caveats(session, workload, server_timeline, marks),
     }
 

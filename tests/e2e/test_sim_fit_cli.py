@@ -51,7 +51,11 @@ def test_fit_prints_costs_residuals_and_writes_the_profile(session, tmp_path):
     out = proc.stdout
     assert "step_s" in out and "request_s" in out and "residuals per step" in out
     rows = [line.split() for line in out.splitlines() if line.startswith("  session ")]
-    assert sorted(int(r[1]) for r in rows if r[1].isdigit()) == [1, 2, 4]  # one residual row per fitted level
+    assert sorted(int(r[1]) for r in rows if r[1].isdigit()) == [
+        1,
+        2,
+        4,
+    ]  # one residual row per fitted level
     assert "held out" in out and "c=8" in out
     cost = fitio.load(profile)
     assert cost.fitted_range.concurrency == (1, 4)
