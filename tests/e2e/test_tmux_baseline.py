@@ -30,8 +30,8 @@ pytestmark = [
 ]
 LOAD = ("--output-tokens", "64", "--seed", "1")
 PANE = re.compile(
-    r"(c=1|c=16)\s+acc [\d.]+ L ([\d.]+).*?\n.*?([\d.]+)× slower · "
-    r"(?:break-even α≥([\d.]+)|no α pays), has ([\d.]+)"
+    r"(c=1|c=16)\s+α [\d.]+  mean length ([\d.]+).*?\n.*?([\d.]+)× slower · "
+    r"(?:break-even α≥([\d.]+)|no α pays), has α ([\d.]+)"
 )
 
 
@@ -97,7 +97,9 @@ def test_the_spec_pane_shows_break_even_and_diagnosis_against_the_baseline(tmp_p
     header = screen.splitlines()[0]
     assert "vs baseline (speculative: none → draft k" in header, header  # may be cropped
     for level in ("c=1", "c=16"):
-        said = rf"{level}: spec is [\d.]+× slower than baseline; (it would need|no acceptance pays)"
+        said = (
+            rf"{level}: spec is [\d.]+× slower than baseline; (it would need|no acceptance α pays)"
+        )
         assert re.search(said, screen), level
     ref = load_run(base).reference()
     run = load_run(live)

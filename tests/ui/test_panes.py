@@ -113,7 +113,7 @@ async def test_spec_decoding_pane_only_when_the_server_does_it(clock):
         app.render_tick()
         assert app.query_one(SpecPane).display
         spec = text_of(app, SpecPane)
-        assert "acceptance 12%" in spec and "mean length 1.5" in spec
+        assert "acceptance α 0.33 per position" in spec and "mean acceptance length 1.48" in spec
         assert "low acceptance α" in text_of(app, EventsPane)
 
 

@@ -1,6 +1,7 @@
-"""Speculative decoding: acceptance, mean acceptance length, per-position bars, ITL vs TPOT, and
-per level held: tokens per step, ITL ≈ L × TPOT, and against the baseline the speed-up and the
-break-even acceptance. Shown only when the server does speculative decoding."""
+"""Speculative decoding in the one vocabulary: acceptance α per position (with the measured
+per-position bars) and the mean acceptance length, ITL against TPOT, and per level held: α,
+the mean length and the stream's tokens per chunk, and against the baseline the speed-up and
+the break-even α. Shown only when the server does speculative decoding."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from textual.app import ComposeResult
 
 from infmon.model.baseline import SpecLevel
 from infmon.model.dashboard import SpecView
+from infmon.model.spec_econ import alpha_for_tokens
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 
@@ -39,14 +41,17 @@ class SpecPane(Pane):
             if not (f.missing(s.itl_p50_s) or f.missing(s.tpot_p50_s) or s.tpot_p50_s == 0)
             else float("nan")
         )
+        k = len(s.spec.per_position_acceptance)
+        alpha = alpha_for_tokens(s.spec.mean_acceptance_length, k) if k else float("nan")
         text = Text.assemble(
-            ("acceptance ", muted),
-            (f.pct(s.spec.acceptance_rate), "bold"),
-            ("  mean length ", muted),
-            (f.num(s.spec.mean_acceptance_length, 1), "bold"),
-            "\n",
-            ("per position ", muted),
+            ("acceptance α ", muted),
+            (f.num(alpha, 2), "bold"),
+            (" per position ", muted),
             (f.blocks(s.spec.per_position_acceptance), self.style("accent")),
+            "\n",
+            ("mean acceptance length ", muted),
+            (f.num(s.spec.mean_acceptance_length, 2), "bold"),
+            (f" (k={k})" if k else "", muted),
             "\n",
             ("ITL ", muted),
             f.ms(s.itl_p50_s),
@@ -69,20 +74,19 @@ class SpecPane(Pane):
         self.query_one(Body).show(text)
 
     def _level(self, text: Text, lv: SpecLevel) -> None:
-        """``c=16 acc 0.12 L 1.4 ITL 1.4×TPOT 1.4/chunk``, then against the baseline
-        ``3.40× slower · break-even α≥0.71, has 0.12``."""
+        """``c=16  α 0.12  mean length 1.14  1.1 tokens/chunk``, then against the baseline
+        ``3.4× slower · break-even α≥0.71, has α 0.12``."""
         muted = self.style("muted")
         text.append(f"\n{lv.label:<5}", self.style("primary", True))
-        text.append(f"acc {f.num(lv.acceptance_rate, 2)} L {f.num(lv.mean_length, 2)}", "bold")
-        text.append(f" ITL {f.num(lv.itl_over_tpot, 1)}×TPOT", muted)
+        text.append(f"α {f.num(lv.alpha, 2)}  mean length {f.num(lv.mean_length, 2)}", "bold")
         if (self.content_size.width or 0) >= 46:
-            text.append(f" {f.num(lv.tokens_per_chunk, 1)}/chunk", muted)
+            text.append(f"  {f.num(lv.tokens_per_chunk, 1)} tokens/chunk", muted)
         e = lv.economics
         if e is not None:
-            speed = f"{e.speedup:.2f}× faster" if e.pays else f"{1 / e.speedup:.2f}× slower"
+            speed = f"{e.speedup:.1f}× faster" if e.pays else f"{1 / e.speedup:.1f}× slower"
             be = e.breakeven_alpha
             need = f"break-even α≥{be:.2f}" if not f.missing(be) else "no α pays"
-            has = f"{e.alpha:.2f}" if not f.missing(e.alpha) else "?"
+            has = f"α {e.alpha:.2f}" if not f.missing(e.alpha) else "α ?"
             style = self.style("success" if e.pays else "error", True)
             text.append(f"\n  {speed} · {need}, has {has}", style)
 
