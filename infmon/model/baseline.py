@@ -152,7 +152,13 @@ def compare_level(base: LevelSample | None, cur: LevelSample) -> LevelComparison
             out.append(MetricDelta(m, noise.Delta(NAN, _point(sb))))
             continue
         sa = statistic(m.key, base)
-        if sa is None or sb is None or not (sa.size and sb.size):
+        if (
+            sa is None
+            or sb is None
+            or not (sa.size and sb.size)
+            or base.client_late
+            or cur.client_late
+        ):
             out.append(MetricDelta(m, noise.Delta(_point(sa), _point(sb))))
         else:
             out.append(MetricDelta(m, noise.relative(sa, sb)))
@@ -167,6 +173,13 @@ def compare_level(base: LevelSample | None, cur: LevelSample) -> LevelComparison
         econ, tpot = spec.economics, by["tpot_p50"]
         if econ is not None and not econ.pays and tpot.beyond_noise is not False:
             diagnosis = econ.verdict()
+    if cur.client_late or (base is not None and base.client_late):
+        which = "both runs" if cur.client_late and base and base.client_late else (
+            "this run" if cur.client_late else "the baseline")  # fmt: skip
+        diagnosis = (
+            f"{cur.label}: the client's timestamps were late in {which} (see its self-check): "
+            "deltas not tested against noise"
+        )
     return LevelComparison(
         cur.level, base is not None, metrics, cur.requests,
         base.requests if base is not None else 0, spec, diagnosis,

@@ -132,6 +132,8 @@ class LevelSample:
     server: ServerEvidence | None = None
     gaps_sampled: bool = False
     """ITL from the first ``MAX_GAP_REQUESTS`` requests only (a very long step)."""
+    client_late: bool = False
+    """The client's timestamps were late in this step (``StepStats.client_late``)."""
 
     @property
     def label(self) -> str:

@@ -81,6 +81,12 @@ class StepStats:
     def client_limited(self) -> bool:
         return bool(self.client_notes)
 
+    @property
+    def client_late(self) -> bool:
+        """The client's own timestamps were late (its loop lagged, or its load thread starved
+        for a CPU): the step's latencies carry the client's delay, its deltas are not tested."""
+        return self.loop_lag_p99_s > CLIENT_LAG_LIMIT_S or self.late_cause.starved
+
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {}
         if self.concurrency is not None:
@@ -111,6 +117,7 @@ class StepStats:
             loop_lag_p99_ms=_json_num(self.loop_lag_p99_s * 1e3),
             client_limited=self.client_limited,
             client_notes=list(self.client_notes),
+            client_late=self.client_late,
             prompt_lengths=self.prompt_lengths.to_dict(),
             send_lateness_p99_ms=_json_num(self.send_lateness_p99_s * 1e3),
         )

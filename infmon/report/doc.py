@@ -232,6 +232,7 @@ class StepEntry(TypedDict, total=False):
     loop_lag_p99_ms: float | None
     client_limited: bool
     client_notes: list[str]
+    client_late: bool
     prompt_lengths: PromptLengths
     send_lateness_p99_ms: float | None
     step: int

@@ -150,12 +150,14 @@ class _SessionLevels:
             s.get("step"): ServerEvidence.from_dict(s.get("server_evidence"))
             for s in doc.get("steps") or []
         }
+        late = {s.get("step") for s in doc.get("steps") or [] if s.get("client_late") is True}
         out = []
         for span in self.book.steps:
             b = self.builders[span.index]
             if b.e2el and span.level.mode in (CLOSED, RATE):
                 end = span.end_s if span.end_s is not None else self.last_s
-                out.append(b.sample(span, end, evidence.get(span.index)))
+                sample = b.sample(span, end, evidence.get(span.index))
+                out.append(replace(sample, client_late=span.index in late))
         return tuple(out)
 
 

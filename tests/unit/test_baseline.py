@@ -106,3 +106,17 @@ def test_kv_fill_from_facts():
     f = RunFacts(kv_blocks=5994, kv_block_size=16, tokens_per_seq=160.0)
     assert f.kv_fill == 599
     assert math.isnan(RunFacts().kv_fill)
+
+
+def test_a_step_whose_client_was_late_is_not_called_beyond_noise(sessions):
+    """Issue 25: a run whose client timestamps were late (its self-check said so) compares
+    untested at that level, with the reason."""
+    from dataclasses import replace
+
+    base = load_run(sessions / "base").reference()
+    slow = load_run(sessions / "slow")
+    late = tuple(replace(s, client_late=True) for s in slow.levels)
+    comparison = compare_run(base, late, slow.facts)
+    for level in comparison.levels:
+        assert all(m.delta.beyond_noise is None for m in level.metrics), level
+        assert level.diagnosis and "timestamps were late in this run" in level.diagnosis
