@@ -7,7 +7,10 @@ Each subcommand lives in ``infmon.commands.<name>`` with ``add_arguments(parser)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 
@@ -70,6 +73,17 @@ def _unknown(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    code = _main(argv)
+    writer = sys.modules.get("infmon.journal.writer")
+    if writer is not None and writer.ABANDONED:  # see ABANDONED: no SQLite close, no SIGBUS
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, unknown = parser.parse_known_args(_normalise(args_list))
@@ -88,3 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("infmon: interrupted", file=sys.stderr)
         return 130
+    except sqlite3.DatabaseError as exc:  # a damaged session journal, read by any command
+        print(
+            f"infmon: error: a session journal is damaged or not a journal ({exc}); "
+            "`infmon report SESSION_DIR` salvages what can still be read",
+            file=sys.stderr,
+        )
+        return 2

@@ -174,7 +174,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     if args.json:
         _write_json(Path(args.json), result)
     status = max(_verdict(result), journal.status().exit_code)  # 3: records were lost
-    if line := kv_line(session_dir):
+    if line := kv_line(Path(journal.status().recorded_in(session_dir))):
         say(line)
     return max(status, finish_against(against, session_dir)) if compare else status
 

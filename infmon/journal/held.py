@@ -14,7 +14,7 @@ def short_reason(exc: BaseException) -> str:
     text = str(exc).lower()
     if "full" in text or "no space" in text:
         return "disk full"
-    if "readonly" in text or "read-only" in text:
+    if "readonly" in text or "read-only" in text or "no longer writable" in text:
         return "read-only"
     if "disk i/o" in text or isinstance(exc, OSError):
         return "disk I/O error"

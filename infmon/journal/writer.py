@@ -45,7 +45,9 @@ be written anywhere is counted as lost (``JournalStatus.lost_records``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -72,6 +74,10 @@ from infmon.model.sanitize import redact_url
 _MAX_BUFFERED = 20_000
 _RETRY_MAX_S = 30.0
 """Longest wait between two tries of a failing disk (each try re-inserts every held row)."""
+ABANDONED: list[sqlite3.Connection] = []
+"""Connections to files that stopped being writable: closing one (also at interpreter exit)
+checkpoints through the mapped ``-shm`` file, which is SIGBUS on an immutable file, so the
+process ends with ``os._exit`` while they exist (``infmon.cli.main``)."""
 HELD_BUDGET = 200_000
 """Records kept in memory while the disk refuses them (≈100 MB); older ones are dropped."""
 
@@ -112,6 +118,8 @@ class JournalWriter:
         self._rescued = self._lost = 0
         self._rescued_dir: Path | None = None
         self._rescue_error: str | None = None
+        self._untouchable = False
+        """The session's files stopped being writable: never touched again (SIGBUS)."""
         self._error: str | None = None
         self._retry_delay_s, self._retry_at = 0.0, 0.0
         self._failing_since: float | None = None
@@ -245,6 +253,7 @@ class JournalWriter:
                     self._dropped += held.trim(self._held_budget)
                 return
             try:
+                self._check_files()
                 written = self._commit(held)
             except (sqlite3.Error, OSError) as exc:
                 self._failed(exc)
@@ -253,6 +262,16 @@ class JournalWriter:
                 self._written += written
                 self._error = self._failing_since = None
                 self._retry_delay_s = 0.0
+
+    def _check_files(self) -> None:
+        """Refuse to touch files that stopped being writable (made immutable or read-only
+        under a running process): SQLite's next write to its mapped ``-shm`` would be SIGBUS."""
+        for worker in self._dbs:
+            for suffix in ("", "-wal", "-shm"):
+                path = f"{self.session_dir / shard_name(worker)}{suffix}"
+                if os.path.exists(path) and not os.access(path, os.W_OK):
+                    self._untouchable = True
+                    raise OSError(errno.EPERM, "session files no longer writable", path)
 
     def _commit(self, held: Held, shard: Callable[[int], sqlite3.Connection] | None = None) -> int:
         """Commit ``held`` (one transaction per shard; ``shard``: worker → connection, the
@@ -310,6 +329,11 @@ class JournalWriter:
     # ---- ending ---------------------------------------------------------------------------------
 
     def _close_dbs(self, tidy: bool) -> None:
+        if self._untouchable:  # closing checkpoints through the -shm map: never closed
+            ABANDONED.extend(self._dbs.values())
+            self._dbs.clear()
+            self._session_lock.release()
+            return
         for db in self._dbs.values():
             with contextlib.suppress(sqlite3.Error):
                 if tidy:  # one self-contained file per shard, readable from read-only media
@@ -347,7 +371,8 @@ class JournalWriter:
         (``infmon.journal.rescue``) or count them as lost."""
         held = self._held.record_count()
         try:
-            where, written = rescue(self.session_dir, self._dbs, self._held, self._commit)
+            shards = sorted(self._dbs)
+            where, written = rescue(self.session_dir, shards, self._held, self._commit)
         except (sqlite3.Error, OSError) as exc:
             with self._lock:
                 self._lost += self._held.record_count()

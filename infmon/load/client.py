@@ -49,7 +49,7 @@ from infmon.load.stream_state import (
 from infmon.load.wire import Opened, drain, httpx_post, is_success
 from infmon.load.workload.items import Prompt
 from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.sanitize import REDACTED, clean
+from infmon.model.sanitize import REDACTED, clean, loads_json
 from infmon.net import FetchError, bounded_get
 
 PROBE_ATTEMPTS = 5
@@ -136,7 +136,7 @@ class StreamingClient:
                 resp.status,
             )
         try:
-            data = json.loads(resp.body).get("data")
+            data = loads_json(resp.body).get("data")
             return [clean(m["id"], MAX_MODEL_ID) for m in data]
         except (ValueError, AttributeError, KeyError, TypeError):
             raise ClientError(
@@ -398,7 +398,7 @@ class StreamingClient:
         """One clean line from an error answer (the key scrubbed before anything is cut)."""
         text = self.scrub(body[: 64 * 1024].decode("utf-8", "replace"))
         try:
-            detail = error_text(json.loads(text))
+            detail = error_text(loads_json(text))
         except ValueError:  # not JSON (or a number over Python's digit limit)
             detail = clean(" ".join(text.split()), 200)
         hint = {

@@ -125,7 +125,7 @@ class StreamState:
             return
         try:
             obj = json.loads(data)
-        except ValueError:  # also a number over Python's 4,300-digit limit
+        except (ValueError, RecursionError):  # a 4,300-digit number; nesting too deep
             raise StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (not JSON)") from None
         if not isinstance(obj, dict):
             raise StreamFailure(ErrorKind.PROTOCOL, "malformed SSE data (not a JSON object)")

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import httpx
 
 from infmon.load.workload.items import Prompt
+from infmon.model.sanitize import loads_json
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """Largest tokenize answer read (a 1M-token prompt's ids are about 8 MB of JSON)."""
@@ -268,7 +269,7 @@ def _usage_prompt_tokens(raw: bytes) -> int | None:
 
 def _json(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return loads_json(raw)
     except ValueError:
         return None
 

@@ -58,6 +58,16 @@ def _redacted_userinfo(m: re.Match[str]) -> str:
     return f"{m.group(1)}{user}{REDACTED}@"
 
 
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads`` for text from outside (a server, a dataset): JSON nested deeper than
+    Python's recursion limit is a ``JSONDecodeError`` like any other bad JSON, never a
+    ``RecursionError`` that would end the run with a traceback."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+
+
 def _escape_char(m: re.Match[str]) -> str:
     c = ord(m.group())
     return f"\\x{c:02x}" if c <= 0xFF else f"\\u{c:04x}"

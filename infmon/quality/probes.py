@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from infmon.model.sanitize import loads_json
 
 MATCH_KINDS = ("exact", "normalised", "regex")
 
@@ -28,7 +29,7 @@ def parse_probes(text: str, source: str = "probes") -> list[Probe]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads_json(line)
             prompt, expect = str(row["prompt"]), str(row["expect"])
         except (ValueError, KeyError, TypeError) as exc:
             raise ProbeFileError(

@@ -14,7 +14,6 @@ runs in a worker thread, off the caller's event loop. Certificates are verified 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -22,7 +21,7 @@ from typing import Any, Protocol
 import httpx
 
 from infmon.config import Config
-from infmon.model.sanitize import clean
+from infmon.model.sanitize import clean, loads_json
 from infmon.model.server import ServerSnapshot
 from infmon.net import FetchTimeout, FetchTooLarge, TLSConfigError, bounded_get, tls_verify
 from infmon.sources.backends import table_named
@@ -169,7 +168,7 @@ class DirectSource:
                 max_bytes=INFO_MAX_BYTES,
                 deadline_s=self.limits.timeout_s,
             )
-            return json.loads(got.body) if got.status == 200 else None
+            return loads_json(got.body) if got.status == 200 else None
         except (httpx.HTTPError, FetchTimeout, FetchTooLarge, ValueError):
             return None
 

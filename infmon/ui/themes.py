@@ -7,7 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from textual.color import Color
 from textual.theme import Theme
+
+from infmon.model.sanitize import clean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -65,11 +68,31 @@ def theme_from_toml(path: Path) -> Theme:
         raise ThemeError(f"{path}: {exc}") from None
     if "name" not in data or "primary" not in data:
         raise ThemeError(f"{path}: a theme needs at least `name` and `primary`")
-    variables = {**APP_VARIABLES, **{str(k): str(v) for k, v in data.get("variables", {}).items()}}
+    extra = data.get("variables", {})
+    if not isinstance(extra, dict):
+        raise ThemeError(f"{path}: `variables` must be a table of colours")
+    variables = {**APP_VARIABLES, **{str(k): str(v) for k, v in extra.items()}}
     colors: dict[str, Any] = {k: str(data[k]) for k in COLOR_KEYS if k in data}  # str fields
-    return Theme(
-        name=str(data["name"]), dark=bool(data.get("dark", True)), variables=variables, **colors
-    )
+    for key, value in {**colors, **variables}.items():
+        _check_colour(path, key, value)
+    try:
+        theme = Theme(
+            name=str(data["name"]), dark=bool(data.get("dark", True)), variables=variables, **colors
+        )
+        theme.to_color_system().generate()  # what Textual does when the theme is applied
+    except Exception as exc:  # Textual raises ColorParseError, ReprError, ValueError…
+        raise ThemeError(f"{path}: not a usable theme ({type(exc).__name__}: {exc})") from None
+    return theme
+
+
+def _check_colour(path: Path, key: str, value: str) -> None:
+    """Theme values are colours; anything else (``}`` included) would break the app's CSS."""
+    try:
+        Color.parse(value)
+    except Exception:
+        raise ThemeError(
+            f"{path}: `{clean(key, 40)}` is not a colour: {clean(value, 40)!r}"
+        ) from None
 
 
 def load_themes(user_dir: Path | None = USER_THEME_DIR) -> tuple[list[Theme], list[str]]:

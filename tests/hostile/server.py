@@ -38,6 +38,7 @@ MODES = {
     "many-series": "/metrics has 200,000 series",
     "many-labels": "/metrics has one series with 256,000 labels (3 MB; the parser is quadratic)",
     "wide-labels": "/metrics: 10,000 series of 121 labels each (within every shape bound)",
+    "deep-models": "/v1/models answers JSON nested 100,000 deep",
     "blank-gzip": "/metrics is 16 KiB of gzip that inflates to 16 MB of blank lines",
     "nan-metrics": "/metrics gauges and counters are NaN / +Inf",
     "counter-down": "/metrics counters go negative and down between scrapes",
@@ -148,6 +149,8 @@ class Hostile:
     async def route(
         self, w: asyncio.StreamWriter, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> int:
+        if path == "/v1/models" and self.mode == "deep-models":
+            return self.reply(w, 200, b'{"data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
         if path == "/v1/models":
             model = HOSTILE_TEXT if self.mode == "escape-model" else "tiny"
             return self.reply(

@@ -9,6 +9,7 @@ from typing import Any
 
 from infmon.load.workload.items import Prompt
 from infmon.model.files import read_error
+from infmon.model.sanitize import loads_json
 
 MAX_DATASET_BYTES = 512 * 1024 * 1024
 """A dataset file larger than this is refused (it is read whole)."""
@@ -30,7 +31,7 @@ def load_dataset(path: str | Path) -> list[Prompt]:
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            data = json.loads(text)
+            data = loads_json(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{p}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
         return _from_sharegpt(data, p)
@@ -43,7 +44,7 @@ def _from_jsonl(text: str, path: Path) -> list[Prompt]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_json(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
         prompts.append(_prompt_from_obj(obj, f"{path}:{lineno}"))

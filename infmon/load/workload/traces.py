@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from infmon.model.files import read_error
+from infmon.model.sanitize import loads_json
 
 MOONCAKE_BLOCK_TOKENS = 512
 MAX_TRACE_BYTES = 256 * 1024 * 1024
@@ -102,7 +103,7 @@ def _mooncake(text: str, name: str, limit: int | None) -> list[TraceEntry]:
             break
         where = f"{name}:{lineno}"
         try:
-            obj = json.loads(line)
+            obj = loads_json(line)
         except json.JSONDecodeError as exc:
             raise TraceError(f"{where}: not valid JSON ({exc.msg})") from None
         if not isinstance(obj, dict) or "timestamp" not in obj:
