@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, infmon_cmd
+from tests.conftest import REPO, infmon_cmd, poll_until
 from tests.hostile.kit import assert_clean_run, bench, clean_env, run_infmon
 from tests.hostile.server import serve
 from tests.synthetic import write_synthetic_session
@@ -82,9 +82,10 @@ def test_bad_theme_files_are_skipped_with_a_line_each(tmp_path: Path) -> None:
     (themes / "a.toml").write_text('name = "a"\nprimary = "notacolor"\n')
     (themes / "b.toml").write_text('name = "b"\nprimary = "#ff0000"\nvariables = "x"\n')
     (themes / "c.toml").write_text('name = "c"\nprimary = "#f00"\n[variables]\nclient = "}"\n')
-    with serve("benign") as (url, _), monitor(url, tmp_path) as (t, _session):
+    with serve("benign") as (url, srv), monitor(url, tmp_path) as (t, _session):
         screen = t.wait_for("three skipped themes", lambda s: s.count("theme skipped") == 3)
         assert "Traceback" not in screen
+        poll_until(lambda: len(srv.log.load) >= 5, 30, "the monitor's load running")
         t.run("send-keys", "-t", "tui", "q")
         screen = t.wait_for("the monitor to quit", lambda s: "infmon-exit=" in s, timeout_s=60)
     assert "infmon-exit=0" in screen, screen
