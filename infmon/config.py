@@ -84,6 +84,8 @@ class Config:
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
     """Longest silence between two reads of a stream (no total timeout)."""
+    stall_timeout_s: float = 30.0
+    """Longest wait for a stream's next token (0: never cut; ``infmon.load.stall``)."""
     ca_bundle: str | None = None
     insecure: bool = False
     max_event_bytes: int = 1024 * 1024
@@ -339,6 +341,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "per_request_metrics": _bool,
     "connect_timeout": _positive_duration,
     "read_timeout": _positive_duration,
+    "stall_timeout": _nonneg_duration,
     "ca_bundle": str,
     "insecure": _bool,
     "max_event_bytes": parse_size_bytes,
@@ -353,6 +356,7 @@ _RENAMES = {
     "warmup": "warmup_s",
     "connect_timeout": "connect_timeout_s",
     "read_timeout": "read_timeout_s",
+    "stall_timeout": "stall_timeout_s",
     "metrics_timeout": "metrics_timeout_s",
     "think_time": "think_time_s",
 }

@@ -64,6 +64,7 @@ _LOAD_KEYS = (
     "per_request_metrics",
     "connect_timeout",
     "read_timeout",
+    "stall_timeout",
     "ca_bundle",
     "insecure",
     "max_event_bytes",
@@ -136,6 +137,11 @@ def add_server_arguments(g: argparse._ActionsContainer, *, endpoint_default: str
         "--read-timeout",
         metavar="DUR",
         help="longest stall between two reads of a stream (default 600s; no total timeout)",
+    )
+    g.add_argument(
+        "--stall-timeout",
+        metavar="DUR",
+        help="cut a stream with no new token for this long, as `stalled` (default 30s; 0: never)",
     )
     g.add_argument(
         "--max-event-bytes",

@@ -39,6 +39,7 @@ from infmon.load.params import (
     tls_of,
 )
 from infmon.load.sse import SSEError, SSEEventTooLarge
+from infmon.load.stall import unless_stalled
 from infmon.load.stream_state import (
     StreamFailure,
     StreamState,
@@ -318,9 +319,12 @@ class StreamingClient:
         }
         try:
             if self._wire is not None:
-                status, error_body, retry_after = await self._wire.post(
-                    self._path, content, headers, st
+                exchange = await unless_stalled(  # no new chunk for --stall-timeout: cut
+                    self._wire.post(self._path, content, headers, st),
+                    lambda: len(st.times),
+                    self.params.stall_timeout_s,
                 )
+                status, error_body, retry_after = exchange
                 if not is_success(status):
                     raise StreamFailure(
                         ErrorKind.HTTP, self._error_message(status, error_body, self._path)
@@ -334,7 +338,8 @@ class StreamingClient:
                             ErrorKind.HTTP,
                             self._error_message(status, await resp.read_body(), self._path),
                         )
-                    await _consume(resp, st, clock)
+                    stall_s = self.params.stall_timeout_s
+                    await unless_stalled(_consume(resp, st, clock), lambda: len(st.times), stall_s)
             check_complete(st)
             st.settle_usage()
         except asyncio.CancelledError:

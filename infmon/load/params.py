@@ -37,6 +37,7 @@ class ClientParams:
     ignore_eos: bool = True
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
+    stall_timeout_s: float = 30.0
     max_connections: int = 2048
     ca_bundle: str | None = None
     insecure: bool = False
@@ -57,6 +58,7 @@ class ClientParams:
             ignore_eos=config.ignore_eos,
             connect_timeout_s=config.connect_timeout_s,
             read_timeout_s=config.read_timeout_s,
+            stall_timeout_s=config.stall_timeout_s,
             max_connections=max_connections or max(64, 2 * wanted),
             ca_bundle=config.ca_bundle,
             insecure=config.insecure,

@@ -27,6 +27,8 @@ class ErrorKind:
     CANCELLED = "cancelled"
     OVERSIZED_EVENT = "oversized_event"
     """One SSE event grew past the cap (``--max-event-bytes``, default 1 MiB)."""
+    STALLED = "stalled"
+    """No new token for ``--stall-timeout`` (the stream was cut; ``infmon.load.stall``)."""
     WORKER_LOST = "worker_lost"
     """In flight on a load worker that was lost (crashed, killed, its host gone)."""
     OTHER = "other"

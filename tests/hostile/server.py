@@ -38,6 +38,8 @@ MODES = {
     "many-series": "/metrics has 200,000 series",
     "many-labels": "/metrics has one series with 256,000 labels (3 MB; the parser is quadratic)",
     "wide-labels": "/metrics: 10,000 series of 121 labels each (within every shape bound)",
+    "ping-stall": "every load request: one token, then `: ping` comments every 0.5 s, for ever",
+    "silent-stall": "every load request: the headers, then nothing, for ever",
     "deep-models": "/v1/models answers JSON nested 100,000 deep",
     "blank-gzip": "/metrics is 16 KiB of gzip that inflates to 16 MB of blank lines",
     "nan-metrics": "/metrics gauges and counters are NaN / +Inf",
@@ -249,6 +251,9 @@ class Hostile:
                 return await self.chunked(w, 503, _endless_lines(), "text/plain")
             if m == "invalid-json":
                 return self.reply(w, 200, b"data: {not json\n\n", "text/event-stream")
+            load = re.search(r"[^-]-\d+$", headers.get("x-request-id", ""))
+            if m in ("ping-stall", "silent-stall") and load:
+                return await self.chunked(w, 200, _stall(req, path, m), "text/event-stream")
             if m == "sse-no-blank":
                 return await self.chunked(w, 200, _no_blank_lines(), "text/event-stream")
         return await self.chunked(w, 200, self.stream(req, path, n), "text/event-stream")
@@ -283,6 +288,15 @@ async def _endless_lines() -> AsyncIterator[bytes]:
     while True:
         yield line
         await asyncio.sleep(0)
+
+
+async def _stall(req: dict, path: str, mode: str) -> AsyncIterator[bytes]:
+    if mode == "ping-stall":
+        yield pages.chunk(path.endswith("chat/completions"), " tok", None)
+    while True:
+        await asyncio.sleep(0.5)
+        if mode == "ping-stall":
+            yield b": ping\n\n"
 
 
 async def _no_blank_lines() -> AsyncIterator[bytes]:
