@@ -15,6 +15,7 @@ from infmon.model.baseline import BaselineView, LevelComparison, SpecLevel
 from infmon.model.gpu import GpuView
 from infmon.model.knee import SLO_ATTAINMENT
 from infmon.model.measures import SLO
+from infmon.model.server_detail import DetailView
 
 NAN = math.nan
 
@@ -173,6 +174,8 @@ class ServerView:
     rows: tuple[EndpointRow, ...] = ()
     """One per endpoint/pod/engine when there are several (the figures above are their sum,
     KV usage their mean)."""
+    detail: DetailView | None = None
+    """vLLM's 2025–26 families: waiting by reason, prompt tokens by source, KV offload …"""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ LOW_ACCEPTANCE_RATE = 0.3
 CLIENT_SHORTFALL_FRACTION = 0.8
 """Fewer than this share of the target streams in flight means the client cannot keep up."""
 THROUGHPUT_DROP_FRACTION = 0.25
+KV_OFFLOAD_FRACTION = 0.05
+"""Loading KV back from the offload tier for this share of the time is worth a line."""
 MIN_STEP_AGE_S = 10.0
 """Throughput comparisons within a step wait this long after the load changed."""
 
@@ -70,7 +72,37 @@ def queueing(i: DiagnosisInputs) -> Diagnosis | None:
         why = f"behind {s.running:.0f} running"
     else:
         why = "the scheduler is saturated"
-    return Diagnosis("queueing", f"queueing: {s.waiting:.0f} waiting, {why}")
+    return Diagnosis("queueing", f"queueing: {_waiting(s)}, {why}")
+
+
+def _waiting(s: ServerView) -> str:
+    """``240 waiting for capacity, 0 deferred`` when the server says why (vLLM ≥ 0.20)."""
+    d = s.detail
+    if d is None or not (_ok(d.waiting_capacity) and _ok(d.waiting_deferred)):
+        return f"{s.waiting:.0f} waiting"
+    return f"{d.waiting_capacity:.0f} waiting for capacity, {d.waiting_deferred:.0f} deferred"
+
+
+def kv_offload(i: DiagnosisInputs) -> Diagnosis | None:
+    """KV loaded back from the offload tier takes a share of the engine's time."""
+    d = i.server.detail
+    if d is None or not _ok(d.offload_load_fraction):
+        return None
+    if d.offload_load_fraction < KV_OFFLOAD_FRACTION:
+        return None
+    rate = d.offload_load_bytes_per_s
+    moved = f"{rate / 1e9:.1f} GB/s loaded back" if _ok(rate) else "KV loaded back"
+    return Diagnosis(
+        "kv_offload",
+        f"KV offload: {moved}, {d.offload_load_fraction:.0%} of the time spent loading",
+    )
+
+
+def asleep(i: DiagnosisInputs) -> Diagnosis | None:
+    d = i.server.detail
+    if d is None or d.sleep_state is None or d.sleep_state == "awake":
+        return None
+    return Diagnosis("asleep", f"the engine is asleep ({d.sleep_state}): a state, not an outage")
 
 
 def client_bottleneck(i: DiagnosisInputs) -> Diagnosis | None:
@@ -136,7 +168,16 @@ def server_down(i: DiagnosisInputs) -> Diagnosis | None:
     return Diagnosis("down", f"server not answering: {i.server.error or 'no response'}")
 
 
-RULES = (server_down, kv_full, queueing, client_bottleneck, throughput_fell, low_acceptance)
+RULES = (
+    server_down,
+    asleep,
+    kv_full,
+    queueing,
+    kv_offload,
+    client_bottleneck,
+    throughput_fell,
+    low_acceptance,
+)
 
 
 def diagnose(inputs: DiagnosisInputs) -> tuple[Diagnosis, ...]:

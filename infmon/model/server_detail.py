@@ -172,3 +172,61 @@ class ServerDetail:
 
 DETAIL_KEYS = tuple(ServerDetail().to_dict())
 """The top-level keys the snapshot's ``to_dict`` adds (null on a page without them)."""
+
+
+NAN = float("nan")
+
+
+def _f(x: float | None) -> float:
+    return NAN if x is None else x
+
+
+@dataclass(frozen=True, slots=True)
+class DetailView:
+    """What the server pane and the diagnosis read of ``ServerDetail`` (``nan``: unknown)."""
+
+    waiting_capacity: float = NAN
+    waiting_deferred: float = NAN
+    cache_hit_share: float = NAN
+    """``local_cache_hit`` share of the window's prompt tokens (the true prefix reuse)."""
+    external_kv_share: float = NAN
+    sleep_state: str | None = None
+    rejections_total: float = NAN
+    offload_load_bytes_per_s: float = NAN
+    offload_store_bytes_per_s: float = NAN
+    offload_load_fraction: float = NAN
+    pd_xfer_mean_s: float = NAN
+    pd_failed_total: float = NAN
+    lora_running: int | None = None
+    lora_waiting: int | None = None
+
+
+def detail_view(d: ServerDetail, waiting: float | None = None) -> DetailView | None:
+    """None when the page has none of the families (an older vLLM, another server). vLLM's
+    waiting gauge is capacity + deferred: a page where they disagree gives no breakdown."""
+    if d == ServerDetail():
+        return None
+    off, pd, lora = d.kv_offload, d.pd_transfer, d.lora
+    capacity, deferred = (
+        _f(d.waiting_by_reason.get("capacity")),
+        _f(d.waiting_by_reason.get("deferred")),
+    )
+    if waiting is None or abs(capacity + deferred - waiting) >= 0.5:
+        capacity = deferred = NAN
+    return DetailView(
+        waiting_capacity=capacity,
+        waiting_deferred=deferred,
+        cache_hit_share=_f(d.source_share(LOCAL_CACHE_HIT)),
+        external_kv_share=_f(d.source_share(EXTERNAL_KV)),
+        sleep_state=d.sleep_state,
+        rejections_total=sum(d.admission_rejections_total.values())
+        if d.admission_rejections_total
+        else NAN,
+        offload_load_bytes_per_s=_f(off.load_bytes_per_s) if off else NAN,
+        offload_store_bytes_per_s=_f(off.store_bytes_per_s) if off else NAN,
+        offload_load_fraction=_f(off.load_time_fraction) if off else NAN,
+        pd_xfer_mean_s=_f(pd.xfer_time_mean_s) if pd else NAN,
+        pd_failed_total=_f(pd.failed_total) if pd else NAN,
+        lora_running=len(lora.running) if lora else None,
+        lora_waiting=len(lora.waiting) if lora else None,
+    )

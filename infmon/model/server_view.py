@@ -6,6 +6,7 @@ import math
 
 from infmon.model.dashboard import EndpointRow, ServerView, SpecView
 from infmon.model.server import EngineSnapshot, ServerSnapshot, SpecDecode
+from infmon.model.server_detail import detail_view
 
 NAN = math.nan
 MAX_ROWS = 64
@@ -79,4 +80,5 @@ def server_view_from(snap: ServerSnapshot, tokens_per_seq: float = NAN) -> Serve
         generation_tokens_per_s=_f(snap.generation_tokens_per_s),
         spec=spec_view_from(snap.spec_decode),
         rows=endpoint_rows(snap.engines),
+        detail=detail_view(snap.detail, snap.waiting),
     )

@@ -64,3 +64,23 @@ async def test_the_self_check_shows_when_the_client_side_share_grows(clock) -> N
         app.render_tick()
         await pilot.pause()
         assert "client or the network is the bottleneck" in _text(app)
+
+
+async def test_the_server_pane_says_why_requests_wait_and_the_cache_share(clock) -> None:
+    from infmon.sources.canonical import snapshot_of_page
+    from infmon.sources.exposition import parse_exposition
+    from infmon.ui.panes.server import ServerPane
+    from tests.conftest import REPO
+
+    page = REPO / "tests/fixtures/metrics/vllm-v1-0.32-cpu-perreq-spec.prom"
+    snap = snapshot_of_page(parse_exposition(page.read_text()), timestamp_s=1.0)
+    app = make_app(clock=clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.session.add_server(snap, 1.0)
+        clock.advance(2.0)
+        app.render_tick()
+        await pilot.pause()
+        body = app.query_one(ServerPane).query_one(Body).last_text
+        assert body is not None
+        assert "waiting for capacity 0 deferred 0" in body.plain
+        assert "prompt from cache 0%" in body.plain

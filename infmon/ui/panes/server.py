@@ -49,6 +49,7 @@ class ServerPane(Pane):
             f.pct(s.prefix_hit_rate),
             "\n",
             *_phases(s, muted),
+            *_detail(s, muted),
             no_wrap=True,
             overflow="ellipsis",
         )
@@ -81,6 +82,37 @@ def _phases(s: ServerView, muted: str) -> list[tuple[str, str] | str]:
     out: list[tuple[str, str] | str] = []
     for i, (name, v) in enumerate(zip(("queue", "prefill", "decode"), values, strict=True)):
         out += [(f"{' ' if i else ''}{name} ", muted), f.ms_short(v)]
+    return out
+
+
+def _detail(s: ServerView, muted: str) -> list[tuple[str, str] | str]:
+    """vLLM's 2025–26 families, each only when the server publishes it: why requests wait,
+    the prefix-cache share of prompt tokens, KV offload, P/D transfer, LoRA, sleep."""
+    d = s.detail
+    if d is None:
+        return []
+    out: list[tuple[str, str] | str] = []
+
+    def add(label: str, value: str) -> None:
+        out.extend([("\n" if not out else "  ", ""), (label, muted), value])
+
+    if not (f.missing(d.waiting_capacity) or f.missing(d.waiting_deferred)):
+        add(
+            "waiting for capacity ",
+            f"{f.num(d.waiting_capacity)} deferred {f.num(d.waiting_deferred)}",
+        )
+    if not f.missing(d.cache_hit_share):
+        add("prompt from cache ", f.pct(d.cache_hit_share))
+    if not f.missing(d.external_kv_share) and d.external_kv_share > 0:
+        add("from other instances ", f.pct(d.external_kv_share))
+    if not f.missing(d.offload_load_fraction):
+        add("KV offload loading ", f.pct(d.offload_load_fraction) + " of the time")
+    if not f.missing(d.pd_xfer_mean_s):
+        add("P/D transfer ", f.ms_short(d.pd_xfer_mean_s) + f" ({f.num(d.pd_failed_total)} failed)")
+    if d.lora_running is not None:
+        add("LoRA ", f"{d.lora_running} running, {d.lora_waiting} waiting")
+    if d.sleep_state not in (None, "awake"):
+        add("asleep ", str(d.sleep_state))
     return out
 
 
