@@ -130,14 +130,20 @@ async def _prepared_maker(
         groups=config.prefix_groups,
         fixed_length=config.prompt_tokens.fixed and trace is None,
     )
-    await maker.prepare()
+    try:
+        await maker.prepare()
+    except ValueError as exc:  # a tokenizer whose counts do not grow with the text
+        raise ValueError(f"{exc}, as counted by {counter.describe()}") from None
     if trace is not None:
         lengths = sorted({e.input_tokens for e in trace.entries if not e.hash_ids})
         targets = lengths[:PREBUILD_LENGTHS] or [trace.entries[0].input_tokens]
     else:
         draw = random.Random(f"verify:{config.seed}")
         targets = [config.prompt_tokens.draw(draw) for _ in range(4)]
-    maker.sizing = await maker.verify(targets)
+    try:
+        maker.sizing = await maker.verify(targets)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, as counted by {counter.describe()}") from None
     return maker
 
 

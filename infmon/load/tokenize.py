@@ -15,7 +15,11 @@ the difference from its ``usage.prompt_tokens``, and every count is corrected by
 with no tokenize endpoint gets :class:`ApproxCounter`: a straight line through a few probes'
 ``usage.prompt_tokens``, and its counts say "approximate (±k tokens)".
 
-Every response is read with a size cap and a timeout (the tokenizer's own, not the stream's).
+Every response is read with a size cap and a deadline (the tokenizer's own, not the
+stream's): an answer may be at most 64 KiB plus 16 bytes per byte of its request (a token
+id is never longer than the text it stands for, plus JSON), each call ends within 30 s, and
+all the calls of one start-up within 60 s. Beyond them the tokenizer is refused, with the
+endpoint named (a server answering 15 MB per call held start-up for over 150 s, 377 MB).
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ from infmon.model.sanitize import loads_json
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """Largest tokenize answer read (a 1M-token prompt's ids are about 8 MB of JSON)."""
 TOKENIZE_TIMEOUT_S = 30.0
+"""One tokenizer call, from sending to the last byte of its answer."""
+TOKENIZE_BUDGET_S = 60.0
+"""Every tokenizer call of one start-up together."""
+ANSWER_BASE_BYTES = 64 * 1024
+ANSWER_BYTES_PER_REQUEST_BYTE = 16
 PROBE_SIZES_CHARS = (256, 1024, 3072)
 GUESS_CHARS_PER_TOKEN = 4.0
 """When nothing can be measured: English text and code average about 4 characters a token."""
@@ -50,20 +59,41 @@ def _one_line(text: str, limit: int = 200) -> str:
     return clean[:limit]
 
 
-async def post_bytes(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
-    """POST ``body``; (status, body bytes) read up to the size cap within the timeout."""
+async def post_bytes(
+    http: httpx.AsyncClient,
+    path: str,
+    body: dict[str, Any],
+    max_bytes: int = MAX_RESPONSE_BYTES,
+    deadline_s: float = TOKENIZE_TIMEOUT_S,
+) -> tuple[int, bytes]:
+    """POST ``body``; (status, body bytes) read up to ``max_bytes`` within ``deadline_s``."""
+    try:
+        return await asyncio.wait_for(_read_capped(http, path, body, max_bytes), deadline_s)
+    except asyncio.TimeoutError:
+        raise TokenizeError(f"{path}: no complete answer within {deadline_s:g} s") from None
+
+
+async def _read_capped(
+    http: httpx.AsyncClient, path: str, body: dict[str, Any], max_bytes: int
+) -> tuple[int, bytes]:
     data = bytearray()
     async with http.stream("POST", path, json=body, timeout=TOKENIZE_TIMEOUT_S) as resp:
         async for chunk in resp.aiter_bytes():
             data += chunk
-            if len(data) > MAX_RESPONSE_BYTES:
-                raise TokenizeError(f"{path}: answer larger than {MAX_RESPONSE_BYTES >> 20} MiB")
+            if len(data) > max_bytes:
+                raise TokenizeError(
+                    f"{path}: answered over {max_bytes:,} bytes for a "
+                    f"{len(json.dumps(body)):,}-byte request (more than any tokenizer would)"
+                )
         return resp.status_code, bytes(data)
 
 
-async def post_json(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-    """POST ``body``; (status, parsed JSON or None)."""
-    status, raw = await post_bytes(http, path, body)
+async def post_json(
+    http: httpx.AsyncClient, path: str, body: dict[str, Any], deadline_s: float
+) -> tuple[int, Any]:
+    """POST ``body``; (status, parsed JSON or None), the answer bounded by the request's size."""
+    cap = ANSWER_BASE_BYTES + ANSWER_BYTES_PER_REQUEST_BYTE * len(json.dumps(body))
+    status, raw = await post_bytes(http, path, body, min(cap, MAX_RESPONSE_BYTES), deadline_s)
     return status, _json(raw)
 
 
@@ -102,6 +132,8 @@ class ServerTokenizer:
         self.per_message = 0
         """What each chat message beyond the first adds (template not rendered by the endpoint)."""
         self.calls = 0
+        self.spent_s = 0.0
+        """Time spent in tokenizer calls so far (bounded by ``TOKENIZE_BUDGET_S``)."""
 
     def describe(self) -> str:
         info = self.info
@@ -133,10 +165,20 @@ class ServerTokenizer:
 
     async def _post(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         self.calls += 1
+        loop = asyncio.get_running_loop()
+        left = TOKENIZE_BUDGET_S - self.spent_s
+        if left <= 0:
+            raise TokenizeError(
+                f"the server's {path} took over {TOKENIZE_BUDGET_S:g} s in {self.calls - 1:,} "
+                "calls; too slow to size prompts with"
+            )
+        t0 = loop.time()
         try:
-            return await post_json(self.http, path, body)
+            return await post_json(self.http, path, body, min(TOKENIZE_TIMEOUT_S, left))
         except httpx.HTTPError as exc:
             raise TokenizeError(f"{path}: {exc.__class__.__name__}") from None
+        finally:
+            self.spent_s += loop.time() - t0
 
     async def token_ids(self, text: str) -> list[int]:
         """The ids of ``text`` as a plain prompt (special tokens as generation adds them)."""

@@ -126,3 +126,12 @@ def complex_page(mode: str) -> tuple[bytes, dict[str, str]]:
     labels = ",".join(f'l{i}="v"' for i in range(120))  # within the labels cap: slow to parse
     rows = "".join(f'vllm:num_requests_running{{{labels},k="{j}"}} 1\n' for j in range(10_000))
     return f"# TYPE vllm:num_requests_running gauge\n{rows}".encode(), {}
+
+
+@functools.cache
+def tokenize_answer(mode: str, path: str) -> bytes:
+    """A hostile tokenizer: 15 MB of ids per call, or a count that never grows."""
+    if path == "/detokenize":
+        return b'{"prompt": "Hello world"}'
+    ids = [1] * 1_500_000 if mode == "huge-tokenize" else [1, 2, 3]
+    return json.dumps({"count": len(ids), "tokens": ids, "max_model_len": 2048}).encode()

@@ -40,6 +40,8 @@ MODES = {
     "wide-labels": "/metrics: 10,000 series of 121 labels each (within every shape bound)",
     "ping-stall": "every load request: one token, then `: ping` comments every 0.5 s, for ever",
     "silent-stall": "every load request: the headers, then nothing, for ever",
+    "huge-tokenize": "/tokenize answers 15 MB of token ids per call",
+    "lying-tokenize": "/tokenize counts every text as 3 tokens",
     "deep-models": "/v1/models answers JSON nested 100,000 deep",
     "blank-gzip": "/metrics is 16 KiB of gzip that inflates to 16 MB of blank lines",
     "nan-metrics": "/metrics gauges and counters are NaN / +Inf",
@@ -165,6 +167,8 @@ class Hostile:
             return await self.metrics(w)
         if path == "/api/v1/query":
             return await self.prometheus(w)
+        if path in ("/tokenize", "/detokenize") and self.mode.endswith("-tokenize"):
+            return self.reply(w, 200, pages.tokenize_answer(self.mode, path))
         if path.endswith("completions") and method == "POST":
             return await self.generate(w, json.loads(body or b"{}"), headers, path)
         return self.reply(w, 404, b'{"detail": "Not Found"}')
