@@ -54,17 +54,24 @@ class EventsPane(Pane):
         return line
 
     def watch_snapshot(self, e: EventsInput) -> None:
+        body = self.query_one(Body)
         room = max(1, self.content_size.height or 3)
-        causes = [self._cause(c) for c in e.diagnosis]
+        width = max(20, self.content_size.width or 40)
+        causes = [ln for c in e.diagnosis for ln in self._wrap(self._cause(c), width)]
         keep = min(len(causes), max(1, int(room * CAUSE_SHARE))) if e.events else len(causes)
         lines = causes[:keep]
         shown_events = e.events[-max(0, room - len(lines)) :] if room > len(lines) else ()
-        lines += [self._event(ev) for ev in shown_events]
+        events = [ln for ev in shown_events for ln in self._wrap(self._event(ev), width)]
+        lines += events[-max(0, room - len(lines)) :] if room > len(lines) else []
         if not lines:
             lines = [Text("no events yet", style=self.style("muted"))]
         shown = Text("\n").join(lines[:room])
-        shown.no_wrap, shown.overflow = True, "ellipsis"  # one event, one line
-        self.query_one(Body).show(shown)
+        shown.no_wrap, shown.overflow = True, "ellipsis"
+        body.show(shown)
+
+    def _wrap(self, line: Text, width: int) -> list[Text]:
+        """A cause or an event folded at the pane's width: a path or a reason is never cut."""
+        return list(line.wrap(self.app.console, width))
 
     def on_resize(self) -> None:
         self.repaint()

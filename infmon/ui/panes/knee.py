@@ -91,21 +91,30 @@ class KneePane(Pane):
         text = Text.assemble(
             ("knee ", muted), knee, ("  SLO limit ", muted), (limit, self.style("slo", True))
         )
+        width = self.content_size.width or 40
         if not f.missing(k.kv_fill_level) and not k.knee_limit:
-            text.append(f"  KV fills c≈{f.num(k.kv_fill_level)}", self.style("kv-high"))
-        if k.knee_limit:
-            text.append(f"\nlimit: {k.knee_limit}", muted)
+            kv = f"KV fills c≈{f.num(k.kv_fill_level)}"
+            sep = "  " if text.cell_len + 2 + len(kv) <= width else "\n"
+            text.append(f"{sep}{kv}", self.style("kv-high"))
+        if k.knee_limit:  # a reason is wrapped, never cut
+            text.append("\n")
+            text.append_text(self._wrapped(Text(f"limit: {k.knee_limit}", style=muted), width))
         return text
+
+    def _wrapped(self, line: Text, width: int) -> Text:
+        """``line`` folded at the pane's width (words kept whole)."""
+        return Text("\n").join(line.wrap(self.app.console, max(10, width)))
 
     def _table(self, k: KneeView, cols: tuple[Column, ...], height: int) -> Text:
         text = self._verdict(k)
+        verdict_lines = len(text.plain.splitlines())
         if not k.steps:
             text.append("\nhold a level (or press w) for points", self.style("muted"))
             return text
         head = " ".join(f"{c.title:>{c.width}}" if c.title else "" for c in cols).rstrip()
         text.append("\n" + head, self.style("muted"))
         latest = self._against(k, k.steps[-1])
-        room = max(1, height - 2 - bool(k.knee_limit) - (latest is not None))
+        room = max(1, height - 1 - verdict_lines - (latest is not None))
         for p in k.steps[-room:]:
             text.append("\n")
             text.append_text(self._row(p, k, cols))
