@@ -258,6 +258,7 @@ def _document(cmp: Comparison) -> JsonObject:
                 "knee": knee_with_limit(r),
                 "slo_max_concurrency": r.doc.get("slo_max_concurrency"),
                 "quality": _quality_brief(r.doc.get("quality")),
+                **_acceptance_brief(r),
             }
             for r in cmp.runs
         ],
@@ -272,6 +273,17 @@ def _document(cmp: Comparison) -> JsonObject:
         "steps": steps,
         "explanations": list(cmp.explanations),
         "warnings": list(cmp.warnings),
+    }
+
+
+def _acceptance_brief(run: Run) -> JsonObject:
+    """Each request's own acceptance by task kind (servers that send it), and the fit."""
+    section = run.doc.get("per_request")
+    if section is None:
+        return {}
+    return {
+        "acceptance_by_task": {g["name"]: g["rate"] for g in section["acceptance_by_task"]},
+        "drafter_fit": section["drafter_fit"],
     }
 
 

@@ -81,6 +81,9 @@ def _spec(base: Run, run: Run, view: BaselineView) -> list[str]:
             lines.append(f"{run.name}: {c.spec.economics.verdict()}")
     if s.economics is not None:
         lines.append(f"{run.name}: {s.economics.cost_line()}")
+    section = run.doc.get("per_request")
+    if section is not None and section["drafter_fit"]:  # each request's own acceptance
+        lines.append(f"{run.name}: {section['drafter_fit']}")
     return lines
 
 

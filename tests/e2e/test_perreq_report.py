@@ -3,7 +3,8 @@ figures, the best- and worst-fitting task kinds, and each step's latency anatomy
 
 `infmon sim --scenario spec-good --enable-per-request-metrics --per-request-spec-decode-metrics
 summary`; `infmon bench` with the built-in corpus (summaries, questions, code, chat turns) at
-c=1 and c=4; the report then reads the journal.
+c=1 and c=4; the report then reads the journal. The same bench against the baseline scenario
+(no drafter) and ``infmon compare`` of the two: the spec run's explanation names the fit.
 """
 
 from __future__ import annotations
@@ -19,34 +20,40 @@ from tests.conftest import REPO, infmon_cmd, running_sim
 pytestmark = [pytest.mark.e2e]
 
 
+def _bench(url: str, session: Path) -> None:
+    bench = subprocess.run(
+        infmon_cmd(
+            "bench",
+            url,
+            "--concurrency",
+            "1,4",
+            "--step-requests",
+            "40",
+            "--output-tokens",
+            "32",
+            "--prompt-tokens",
+            "256",
+            "--session-dir",
+            str(session),
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    assert "server timings: per request" in bench.stdout + bench.stderr
+
+
 def test_a_spec_runs_report_names_the_acceptance_per_task_and_the_drafters_fit(
     tmp_path: Path,
 ) -> None:
-    session = tmp_path / "session"
+    session, base = tmp_path / "spec", tmp_path / "base"
     flags = ("--enable-per-request-metrics", "--per-request-spec-decode-metrics", "summary")
     with running_sim("--scenario", "spec-good", "--seed", "5", *flags) as url:
-        bench = subprocess.run(
-            infmon_cmd(
-                "bench",
-                url,
-                "--concurrency",
-                "1,4",
-                "--step-requests",
-                "40",
-                "--output-tokens",
-                "32",
-                "--prompt-tokens",
-                "256",
-                "--session-dir",
-                str(session),
-            ),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert bench.returncode == 0, bench.stderr[-3000:]
-    assert "server timings: per request" in bench.stdout + bench.stderr
+        _bench(url, session)
+    with running_sim("--scenario", "baseline", "--seed", "5", *flags) as url:
+        _bench(url, base)
     out = tmp_path / "report"
     r = subprocess.run(
         infmon_cmd("report", str(session), "--out", str(out)),
@@ -72,3 +79,15 @@ def test_a_spec_runs_report_names_the_acceptance_per_task_and_the_drafters_fit(
     assert f"{tasks[best]['rate']:.2f}" in md and "Drafter fit" in md
     assert section["drafter_fit"] in md
     print(md[md.index("## Per request") :])
+    cmp = subprocess.run(
+        infmon_cmd("compare", str(base), str(session), "--json"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cmp.returncode == 0, cmp.stderr
+    data = json.loads(cmp.stdout)
+    assert data["runs"][1]["acceptance_by_task"] == {n: g["rate"] for n, g in tasks.items()}
+    assert data["runs"][0]["drafter_fit"] is None  # no drafter, no acceptance
+    assert any(section["drafter_fit"] in line for line in data["explanations"])
