@@ -37,34 +37,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.truth_clients import (  # noqa: E402
+from tests.real.harness import complete, rs  # noqa: E402
+from tests.real.truth import (  # noqa: E402
     CLIENTS,
     Figures,
     RunSpec,
-    Window,
+    measured,
+    order,
     run_client,
-    server_page,
 )
-from tests.real.harness import complete, rs  # noqa: E402
 
 TTFT_SLACK_MS = 1.0
 TPOT_BAND = (0.97, 1.03)
 
 
-def _order(clients: list[str], rounds: int) -> list[str]:
-    """A-B-B-A: forwards, then backwards, ``rounds`` times (a drift favours none)."""
-    out: list[str] = []
-    for r in range(rounds):
-        out += clients if r % 2 == 0 else clients[::-1]
-    return out
-
-
 def measure_level(spec: RunSpec, clients: list[str], rounds: int) -> dict[str, list[Figures]]:
     runs: dict[str, list[Figures]] = {c: [] for c in clients}
-    for n, client in enumerate(_order(clients, rounds)):
-        before = server_page(spec.url)
-        fig = run_client(client, spec, spec.tmp / f"c{spec.concurrency}-{n}-{client}")
-        fig.window = Window.between(before, server_page(spec.url, after=before, fig=fig))
+    for n, client in enumerate(order(clients, rounds)):
+        fig = measured(client, spec, spec.tmp / f"c{spec.concurrency}-{n}-{client}")
         runs[client].append(fig)
         print(f"  c={spec.concurrency:<3} {fig.line()}", flush=True)
         for line in fig.threads:

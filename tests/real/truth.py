@@ -1,4 +1,5 @@
-"""The clients ``bench/real_truth.py`` runs, what each measured, and the server's window.
+"""The clients ``bench/real_truth.py`` and the unpinned real-server test run, what each measured,
+and the server's window.
 
 Each client runs the same load once and returns its ``Figures``: per request mean TTFT and TPOT
 (vLLM's definitions), output tokens and tok/s. ``Window`` is the server's own view over the run
@@ -129,6 +130,22 @@ def server_page(url: str, after: str | None = None, fig: Figures | None = None) 
         time.sleep(0.1)
 
 
+def measured(client: str, spec: RunSpec, out: Path) -> Figures:
+    """One run of ``client`` with the server's window around it."""
+    before = server_page(spec.url)
+    fig = run_client(client, spec, out)
+    fig.window = Window.between(before, server_page(spec.url, before, fig), fig.probes)
+    return fig
+
+
+def order(clients: list[str], rounds: int) -> list[str]:
+    """A-B-B-A: forwards, then backwards, ``rounds`` times (a drift favours none)."""
+    out: list[str] = []
+    for r in range(rounds):
+        out += clients if r % 2 == 0 else clients[::-1]
+    return out
+
+
 def run_client(client: str, spec: RunSpec, out: Path) -> Figures:
     out.mkdir(parents=True, exist_ok=True)
     if client == "vllm":
@@ -228,7 +245,8 @@ def _monitor(spec: RunSpec, out: Path) -> Figures:
         deadline = time.monotonic() + 900
         while _count(session) < spec.requests and time.monotonic() < deadline:
             time.sleep(0.2)
-        tmux.keys("Space")
+        tmux.keys("Space")  # pause: the load stops sending, its requests finish
+        _server_idle(spec.url)
         _settled(session)
         screen = tmux.screen()
         tmux.keys("q")
@@ -245,6 +263,21 @@ def _count(session: Path) -> int:
         return SessionReader(session).record_count()
     except Exception:  # the journal is not there yet
         return 0
+
+
+def _server_idle(url: str, timeout_s: float = 120.0) -> None:
+    """Until the server runs and queues nothing (every request the monitor sent has ended)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        page = server_page(url)
+        busy = sum(
+            sample_sum(page, name)
+            for name in ("vllm:num_requests_running", "vllm:num_requests_waiting")
+        )
+        if busy == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the server still had requests {timeout_s:.0f} s after the pause")
 
 
 def _settled(session: Path, quiet_s: float = 2.0) -> None:
