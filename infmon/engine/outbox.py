@@ -38,6 +38,8 @@ BATCH = 512
 """Most records in one ``RecordLines`` message."""
 SLICE = 8
 """Records encoded in one turn of the loop before it serves its sockets again."""
+HOLD_MAX_S = 0.25
+"""Longest a tick holds the records and the window while requests wait for a first token."""
 
 
 class DriverView(Protocol):
@@ -124,6 +126,8 @@ class Outbox:
         self.backoff: Callable[[], str | None] | None = None
         self.sched: Callable[[float, float], tuple[float, float]] | None = None
         """The load thread's (CPU s, run-queue wait s) over a window (``SelfCheck``)."""
+        self.unanswered: Callable[[], int] = lambda: 0
+        """Requests sent and waiting for their first body byte (``h1.UNANSWERED``)."""
         self.endpoints: dict[int, int] | None = None
         """Request id → endpoint index (``SpreadClient.endpoint_of``), popped as encoded."""
         self._records: deque[RequestRecord] = deque()
@@ -140,6 +144,7 @@ class Outbox:
         self._again = False
         """Something asked for a pump while one was running: another follows at once."""
         self._closed = False
+        self._last_pass_s = now()
 
     def start(self) -> None:
         self._window_t0 = self.now()
@@ -198,9 +203,16 @@ class Outbox:
     def _tick(self) -> None:
         assert self._loop is not None
         self._timer = self._loop.call_later(self.tick_s, self._tick)
-        if self._pass is None:
+        if self._pass is None and not self._holding():
             self._pass = self._take()
             self._step()
+
+    def _holding(self) -> bool:
+        """Wait while a request waits for its first token (up to ``HOLD_MAX_S``): what this
+        pass delivers wakes the controller, and on busy cores a process woken then delays the
+        first chunk's read (closed loop: the requests sent as others ended are all waiting
+        right after those records are made). Later, their chunks come between tokens."""
+        return self.unanswered() > 0 and self.now() - self._last_pass_s < HOLD_MAX_S
 
     def _take(self) -> _Pass:
         # What is in flight is read before the records are taken: the driver emits a record
@@ -243,6 +255,7 @@ class Outbox:
     def _send(self) -> None:
         work = self._pass
         assert work is not None
+        self._last_pass_s = self.now()
         for i in range(0, len(work.lines), BATCH):
             self.deliver(RecordLines(self.worker_id, tuple(work.lines[i : i + BATCH])))
         now = self.now()

@@ -30,6 +30,7 @@ from infmon.load.build import build_workload
 from infmon.load.client import StreamingClient
 from infmon.load.driver import LoadDriver
 from infmon.load.feed import WorkloadError
+from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
 
 
@@ -157,6 +158,7 @@ class WorkerCore:
             self.outbox.endpoints = self.spread.endpoint_of
         self.outbox.lags = driver.check.lags_between
         self.outbox.sched = driver.check.sched_between
+        self.outbox.unanswered = lambda: UNANSWERED.n
         self.outbox.backoff = lambda: driver.backoff.describe() or None
         seen = [0]
 

@@ -61,6 +61,20 @@ class Sink(Protocol):
         """``read_s``: when these bytes were read from the socket (``now()`` before parsing)."""
 
 
+class Unanswered:
+    """Exchanges sent whose response body has not begun: requests waiting for their first
+    token. The load worker's outbox holds its own work while any wait (``infmon.engine.outbox``)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+UNANSWERED = Unanswered()
+"""This process's count (every pool's, unless its settings name another)."""
+
+
 @dataclass(frozen=True, slots=True)
 class H1Settings:
     base_url: str
@@ -70,13 +84,19 @@ class H1Settings:
     max_connections: int
     verify: ssl.SSLContext | bool
     now: Callable[[], float] = field(default=time.perf_counter)
+    unanswered: Unanswered = field(default=UNANSWERED)
 
 
 class _Conn(asyncio.Protocol):
     """One connection; carries one exchange at a time."""
 
-    def __init__(self, now: Callable[[], float], read_timeout_s: float) -> None:
+    def __init__(
+        self, now: Callable[[], float], read_timeout_s: float, unanswered: Unanswered = UNANSWERED
+    ) -> None:
         self._now = now
+        self._unanswered = unanswered
+        self._waiting = False
+        """This exchange counts in ``unanswered`` (sent, no body byte yet)."""
         self._read_timeout_s = read_timeout_s
         self._parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
@@ -115,7 +135,14 @@ class _Conn(asyncio.Protocol):
         self._timer = loop.call_at(self._last_read_loop_s + self._read_timeout_s, self._check_idle)
         assert self.transport is not None
         self.transport.write(request)
+        self._waiting = True
+        self._unanswered.n += 1
         return self._waiter
+
+    def _answered(self) -> None:
+        if self._waiting:
+            self._waiting = False
+            self._unanswered.n -= 1
 
     def rearm(self) -> asyncio.Future[None]:
         """A new future for the end of the body (after ``[DONE]`` resolved the first)."""
@@ -126,6 +153,7 @@ class _Conn(asyncio.Protocol):
         return self._waiter
 
     def finish(self) -> None:
+        self._answered()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -156,6 +184,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._answered()
         if not self.complete and self._error is None and self._waiter is not None:
             self._error = WireError(
                 ErrorKind.RESET, "connection closed mid-stream" + (f" ({exc})" if exc else "")
@@ -188,6 +217,7 @@ class _Conn(asyncio.Protocol):
             if sum(map(len, self.error_body)) >= MAX_ERROR_BODY:
                 self._error_body_full = True
         elif self.sink is not None:
+            self._answered()
             self.sink.feed(body, self._read_s)
 
     def on_message_complete(self) -> None:
@@ -254,7 +284,10 @@ class H1Pool:
         loop = asyncio.get_running_loop()
         try:
             opening = loop.create_connection(
-                lambda: _Conn(s.now, s.read_timeout_s), self._host, self._port, ssl=self._ssl()
+                lambda: _Conn(s.now, s.read_timeout_s, s.unanswered),
+                self._host,
+                self._port,
+                ssl=self._ssl(),
             )
             _, conn = await within(opening, s.connect_timeout_s)
         except asyncio.TimeoutError:
