@@ -16,7 +16,9 @@ tokens against the server's ``vllm:generation_tokens_total`` (less infmon's one-
 
 Bounds (exit status 1 when missed): infmon's default (and the monitor) adds at most
 ``vllm bench serve``'s client-added TTFT + 1 ms (mean of the runs), TPOT ÷ server's within
-0.97–1.03, tokens equal to the server's. ``--threads`` prints each client thread's CPU time and
+0.97–1.03 or at least as close to 1 as ``vllm bench serve``'s (on a host loaded enough that the
+server's own API process starves, the server's TPOT is late for every client), tokens equal to
+the server's. ``--threads`` prints each client thread's CPU time and
 run-queue wait (``/proc/PID/task/TID/schedstat``) per run. Hold ``/tmp/infmon-heavy.lock`` on a
 shared machine (``flock /tmp/infmon-heavy.lock python bench/real_truth.py``).
 """
@@ -40,15 +42,15 @@ sys.path.insert(0, str(REPO))
 from tests.real.harness import complete, rs  # noqa: E402
 from tests.real.truth import (  # noqa: E402
     CLIENTS,
+    TPOT_BAND,
+    TTFT_SLACK_MS,
     Figures,
     RunSpec,
     measured,
     order,
     run_client,
+    tpot_true,
 )
-
-TTFT_SLACK_MS = 1.0
-TPOT_BAND = (0.97, 1.03)
 
 
 def measure_level(spec: RunSpec, clients: list[str], rounds: int) -> dict[str, list[Figures]]:
@@ -65,7 +67,8 @@ def measure_level(spec: RunSpec, clients: list[str], rounds: int) -> dict[str, l
 def verdict(level: int, runs: dict[str, list[Figures]]) -> tuple[list[str], bool]:
     """The table rows of one level and whether infmon's default (and monitor) met the bounds."""
     rows, ok = [], True
-    ref = statistics.fmean(f.added_ttft_ms for f in runs.get("vllm", []) or [])
+    ref = statistics.fmean(f.added_ttft_ms for f in runs["vllm"])
+    ref_tpot = statistics.fmean(f.tpot_ratio for f in runs["vllm"])
     for client, figs in runs.items():
         added = statistics.fmean(f.added_ttft_ms for f in figs)
         tpot = statistics.fmean(f.tpot_ratio for f in figs)
@@ -79,11 +82,7 @@ def verdict(level: int, runs: dict[str, list[Figures]]) -> tuple[list[str], bool
             + f" (mean {tpot:.3f}) | {toks:,.0f} | {'equal' if equal else 'DIFFER'} |"
         )
         if client in ("default", "monitor"):
-            good = (
-                added <= ref + TTFT_SLACK_MS
-                and all(TPOT_BAND[0] <= f.tpot_ratio <= TPOT_BAND[1] for f in figs)
-                and equal
-            )
+            good = added <= ref + TTFT_SLACK_MS and tpot_true(tpot, ref_tpot) and equal
             ok &= good
             row += "" if good else " ✗"
         rows.append(row)
@@ -120,6 +119,8 @@ def main() -> int:
         if args.clients
         else ["default", "in-process", "vllm", *(["monitor"] if args.monitor else [])]
     ) + (["before"] if args.before and not args.clients else [])
+    if "vllm" not in clients or not set(clients) <= set(CLIENTS):
+        parser.error(f"--clients: some of {', '.join(CLIENTS)}, vllm (the reference) among them")
     tmp = Path(tempfile.mkdtemp(prefix="infmon-real-truth-"))
     rs.setup()
     prompts = rs.write_prompts(tmp / "prompts-32.jsonl", args.requests, 32)
@@ -143,7 +144,8 @@ def main() -> int:
     print("\n".join(table))
     print(
         f"bounds (infmon default, monitor): added TTFT <= vllm bench serve's + {TTFT_SLACK_MS} ms, "
-        f"TPOT ratio {TPOT_BAND[0]}-{TPOT_BAND[1]}, tokens equal: {'met' if all_ok else 'MISSED'}"
+        f"TPOT ratio {TPOT_BAND[0]}-{TPOT_BAND[1]} (or as close to 1 as vllm bench serve's), "
+        f"tokens equal: {'met' if all_ok else 'MISSED'}"
     )
     print(json.dumps({"ok": all_ok, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
     return 0 if all_ok else 1

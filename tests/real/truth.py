@@ -38,6 +38,14 @@ CLIENTS = {
 INFMON_PROBES = 1
 """Requests infmon sends before its load (the capability probe), one token each."""
 SETTLE_S = 10.0
+TTFT_SLACK_MS = 1.0
+TPOT_BAND = (0.97, 1.03)
+
+
+def tpot_true(ours: float, ref: float) -> bool:
+    """In the band, or at least as close to the server's figure as vLLM's own client (the
+    server's TPOT is itself late when its API process starves on a loaded host)."""
+    return TPOT_BAND[0] <= ours <= TPOT_BAND[1] or abs(ours - 1) <= abs(ref - 1) + 0.005
 
 
 @dataclass(frozen=True)
