@@ -477,7 +477,8 @@ def open_journal(directory: Path, clock: Clock) -> JournalWriter:
     except SessionDirError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
-        raise CliError(f"cannot create session directory {directory}: {exc.strerror}") from None
+        why = exc.strerror or str(exc) or exc.__class__.__name__
+        raise CliError(f"cannot create session directory {directory}: {why}") from None
 
 
 def write_session_reports(

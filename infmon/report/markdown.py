@@ -12,10 +12,11 @@ from infmon.report.stepstats import slo_verdict_of
 
 def md_escape(text: object) -> str:
     """Untrusted text inside a Markdown table: no HTML, no pipes, one line, and no control or
-    bidi characters (they are shown escaped, ``\\x1b``)."""
+    bidi characters (they are shown escaped, ``\\x1b``); ``[`` escaped, so a value is never a
+    link (``[x](javascript:…)``) or an image."""
     s = clean(str(text).replace("\r\n", " ").replace("\n", " ").replace("\t", " "), None)
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("|", "\\|").replace("`", "\\`")
+    return s.replace("|", "\\|").replace("`", "\\`").replace("[", "\\[")
 
 
 def _table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> list[str]:

@@ -88,15 +88,25 @@ def _histogram(page: Page, base: str) -> Histogram | None:
         return None
     by_le: dict[float, float] = {}
     for s in buckets:
+        if not 0.0 <= s.value < math.inf:  # a negative or NaN count is no count
+            continue
         le = _float_or_nan(s.labels.get("le"))
         by_le[le] = by_le.get(le, 0.0) + s.value
     bounds = tuple(sorted(b for b in by_le if b == b))
     return Histogram(
         bounds=bounds,
         cumulative=tuple(by_le[b] for b in bounds),
-        sum=sum(s.value for s in sums) if sums else None,
-        count=sum(s.value for s in counts) if counts else None,
+        sum=_valid_total(sums),
+        count=_valid_total(counts),
     )
+
+
+def _valid_total(samples: Sequence[Sample]) -> float | None:
+    """The samples' sum; unknown when any is negative, NaN or infinite (or there are none)."""
+    if not samples or not all(0.0 <= s.value < math.inf for s in samples):
+        return None
+    total = sum(s.value for s in samples)
+    return total if total < math.inf else None
 
 
 def _float_or_nan(text: str | None) -> float:

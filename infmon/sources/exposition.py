@@ -104,11 +104,18 @@ _SUFFIXES = ("_total", "_count", "_sum", "_bucket")
 
 
 def page_from_samples(samples: Iterable[Sample], declared: Iterable[str] = ()) -> Page:
-    """Index samples by name, dropping ``_created`` series (a start timestamp, not a value)."""
+    """Index samples by name, dropping ``_created`` series (a start timestamp, not a value)
+    and repeats of a series (same name and labels: Prometheus refuses such a page; the first
+    is kept, so a repeat is never summed into a total)."""
     index: dict[str, list[Sample]] = {}
+    seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
     for s in samples:
         if s.name.endswith("_created"):
             continue
+        key = (s.name, frozenset(s.labels.items()))
+        if key in seen:
+            continue
+        seen.add(key)
         index.setdefault(s.name, []).append(s)
     return Page({k: tuple(v) for k, v in index.items()}, frozenset(declared))
 

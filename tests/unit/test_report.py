@@ -87,3 +87,8 @@ def test_cli_report(session, tmp_path):
     )
     assert bad.returncode == 2 and "not a session directory" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_md_escape_never_makes_a_link() -> None:
+    assert md_escape("[x](javascript:alert(1))") == "\\[x](javascript:alert(1))"
+    assert md_escape("![i](http://h/p.png)") == "!\\[i](http://h/p.png)"
