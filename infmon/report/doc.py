@@ -202,6 +202,15 @@ class StepGpuInfo(TypedDict):
     others: list[GpuHolder]
 
 
+class StepEfficiencyInfo(TypedDict):
+    """Output tokens per joule of the step's serving GPUs (``Efficiency.to_dict``)."""
+
+    power_w: float | None
+    tok_s_per_w: float | None
+    j_per_token: float | None
+    gpus: int
+
+
 class StepEntry(TypedDict, total=False):
     """One ``steps[]`` entry: ``StepResult.to_dict`` (the bench's own), where it sat in the
     session, and the server's and GPUs' figures over its time."""
@@ -250,6 +259,8 @@ class StepEntry(TypedDict, total=False):
     server: ServerWindow
     gpu: list[StepGpuInfo]
     """Only in a session with GPU data."""
+    efficiency: StepEfficiencyInfo
+    """Only where the step's GPUs reported power."""
 
 
 class KneeInfo(TypedDict):

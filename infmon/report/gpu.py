@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import cast
 
+from infmon.model.efficiency import step_efficiency
 from infmon.model.gpu_steps import GpuTimeline, StepGpu, step_lines
 from infmon.report import svg
 from infmon.report.diagnosis import as_number, step_label
@@ -20,6 +21,7 @@ from infmon.report.doc import (
     GpuPart,
     GpuPoint,
     ReportDoc,
+    StepEfficiencyInfo,
     StepEntry,
     StepGpuInfo,
 )
@@ -59,6 +61,10 @@ def attach(steps: list[StepEntry], timeline: GpuTimeline) -> tuple[list[str], Gp
             continue
         gpus = timeline.step(start, end)
         step["gpu"] = [_figures(g) for g in gpus]
+        tok_s = as_number(step.get("output_throughput_tok_s"))
+        eff = step_efficiency([(g.row.power_w, g.row.serving) for g in gpus], tok_s or math.nan)
+        if eff is not None:
+            step["efficiency"] = cast(StepEfficiencyInfo, eff.to_dict())
         ttft = as_number((step.get("ttft_ms") or {}).get("p90"))
         waiting = as_number((step.get("server") or {}).get("waiting_max"))
         found = step_lines(
@@ -155,11 +161,37 @@ def rows(doc: ReportDoc) -> list[list[str]]:
     return out
 
 
+EFFICIENCY_HEADER = ("c / rate", "output tok/s", "GPU power W", "tok/s per W", "J per token")
+
+
+def efficiency_rows(doc: ReportDoc) -> list[list[str]]:
+    """Per step with GPU power: output tokens/s per watt and joules per output token."""
+    out = []
+    for step in doc.get("steps") or []:
+        e = step.get("efficiency")
+        if e is not None:
+            tok = step.get("output_throughput_tok_s")
+            out.append(
+                [
+                    step_label(step),
+                    num(tok, 1),
+                    num(e["power_w"], 0),
+                    num(e["tok_s_per_w"], 3),
+                    num(e["j_per_token"], 3),
+                ]
+            )
+    return out
+
+
 def markdown_lines(doc: ReportDoc, table: MarkdownTable) -> list[str]:
     """``## GPU`` with the per-step table (``table`` is the writer's table function)."""
     if not doc.get("gpu"):
         return []
-    return ["## GPU", "", *table(HEADER, rows(doc)), ""]
+    eff = efficiency_rows(doc)
+    more = (
+        ["Energy per step (serving GPUs):", "", *table(EFFICIENCY_HEADER, eff), ""] if eff else []
+    )
+    return ["## GPU", "", *table(HEADER, rows(doc)), "", *more]
 
 
 def _series(doc: ReportDoc) -> list[tuple[str, list[GpuPoint]]]:
@@ -262,4 +294,6 @@ def html_parts(doc: ReportDoc, table: HtmlTable) -> list[str]:
     """``<h2>GPU</h2>``: the per-step table and the charts (``table`` is the writer's)."""
     if not doc.get("gpu"):
         return []
-    return ["<h2>GPU</h2>", table(list(HEADER), rows(doc)), *charts(doc)]
+    eff = efficiency_rows(doc)
+    more = [table(list(EFFICIENCY_HEADER), eff)] if eff else []
+    return ["<h2>GPU</h2>", table(list(HEADER), rows(doc)), *more, *charts(doc)]

@@ -24,6 +24,7 @@ from infmon.report.doc import (
     ReportDoc,
     ServerConfig,
     SessionInfo,
+    StepEfficiencyInfo,
     StepEntry,
     StepGpuInfo,
     TargetInfo,
@@ -39,7 +40,7 @@ CONDITIONAL = {
     ReportDoc: {"gpu", "imported_from", "per_request"},
     SessionInfo: {"journal", "reports_dir"},
     TargetInfo: {"endpoints"},
-    StepEntry: {"concurrency", "rate", "gpu"},
+    StepEntry: {"concurrency", "rate", "gpu", "efficiency"},
     QualityInfo: {"baseline", "compared", "length_ratio", "first_divergence", "baseline_accuracy"},
 }
 """Keys written only in some sessions (GPU data, several endpoints, a rate step…)."""
@@ -142,7 +143,8 @@ def test_the_written_document_has_every_typed_key_with_its_type(session):
     assert doc["workload"]["seed"] == 7 and doc["quality"] and doc["memory_budget"]
     assert type_errors(doc, ReportDoc) == []
     assert set(doc) == ReportDoc.__required_keys__
-    assert set(doc["steps"][0]) == set(typing.get_type_hints(StepEntry)) - {"rate", "gpu"}
+    optional = {"rate", "gpu", "efficiency"}
+    assert set(doc["steps"][0]) == set(typing.get_type_hints(StepEntry)) - optional
 
 
 def test_report_json_is_the_document_and_parses_back_into_it(session, tmp_path):
@@ -155,8 +157,11 @@ def test_report_json_is_the_document_and_parses_back_into_it(session, tmp_path):
 def test_the_gpu_parts_have_their_types():
     steps: list[Any] = [{"step": 1, "concurrency": 8, "start_s": 0.0, "end_s": 10.0}]
     shared = gpus_of_page(sim_page("contention", 64))
+    steps[0]["output_throughput_tok_s"] = 900.0
     _, section = attach(steps, timeline(*(scrape(t, shared) for t in (1, 2))))
     assert type_errors(steps[0]["gpu"], list[StepGpuInfo]) == []
+    assert type_errors(steps[0]["efficiency"], StepEfficiencyInfo) == []
+    assert steps[0]["efficiency"]["tok_s_per_w"] > 0
     assert type_errors(section, GpuPart) == []
     assert section["gpu"]["gpus"] and section["gpu"]["timeline"]
 
