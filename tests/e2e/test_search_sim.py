@@ -13,7 +13,7 @@ from tests.conftest import REPO, infmon_cmd, running_sim
 
 pytestmark = [pytest.mark.e2e]
 
-LOAD = ("--prompt-tokens", "512", "--output-tokens", "12-20", "--seed", "1")
+LOAD = ("--prompt-tokens", "512", "--output-tokens", "12-20")
 
 
 def _bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -24,7 +24,7 @@ def _bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]
 
 def test_search_slo_writes_its_verdict_and_chart(tmp_path):
     session = tmp_path / "s"
-    with running_sim("--scenario", "baseline", "--seed", "1") as url:
+    with running_sim("--scenario", "baseline") as url:
         out = _bench(
             url, "--search", "slo", "--slo", "ttft=500ms,tpot=50ms", "--search-range", "4-256",
             "--search-budget", "6", "--step-duration", "2", "--warmup", "0.5",

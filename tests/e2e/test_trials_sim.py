@@ -14,7 +14,7 @@ from infmon.model.trials import ratio_ci
 from tests.conftest import REPO, infmon_cmd, running_sim
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-LOAD = ("--step-duration", "3", "--warmup", "1", "--output-tokens", "16-48", "--seed", "1")
+LOAD = ("--step-duration", "3", "--warmup", "1", "--output-tokens", "16-48")
 
 
 def _trials(session: Path) -> dict[str, dict]:
@@ -32,8 +32,8 @@ def test_repeat_gives_an_interval_that_covers_the_grid(tmp_path):
     """The repeated run and the grid run at the same time against two simulators, so both
     see the same machine (this host's pace drifts over minutes)."""
     rep, grid = tmp_path / "repeat", tmp_path / "grid"
-    with running_sim("--scenario", "baseline", "--seed", "1") as a, \
-            running_sim("--scenario", "baseline", "--seed", "1") as b:  # fmt: skip
+    with running_sim("--scenario", "baseline") as a, \
+            running_sim("--scenario", "baseline") as b:  # fmt: skip
         g = subprocess.Popen(
             infmon_cmd("bench", b, "--concurrency", "8,16,32", "--repeat", "3",
                        "--session-dir", str(grid), *LOAD),
@@ -66,7 +66,7 @@ def test_repeat_gives_an_interval_that_covers_the_grid(tmp_path):
 
 def test_until_ci_stops_early_on_a_steady_server(tmp_path):
     session = tmp_path / "s"
-    with running_sim("--scenario", "baseline", "--seed", "1") as url:
+    with running_sim("--scenario", "baseline") as url:
         out = subprocess.run(
             infmon_cmd("bench", url, "--concurrency", "8", "--repeat", "10", "--until-ci", "10%",
                        "--session-dir", str(session), *LOAD),
