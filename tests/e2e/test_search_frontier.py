@@ -5,6 +5,7 @@ grid's probes. Both run against the same simulator, one after the other."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
@@ -35,14 +36,18 @@ def _bench(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _grid_probes(session: Path) -> list[Probe]:
-    """The grid's steps as the search would read them (the same figures, from report.json)."""
+    """The grid's steps as the search reads them (``probe_of``'s figures, from report.json)."""
+
+    def f(x: float | None) -> float:
+        return math.nan if x is None else float(x)
+
     out = []
     for s in json.loads((session / "report.json").read_text())["steps"]:
         n = s["completed"] + s["failed"]
-        good = round((s["slo_attainment"] or 0.0) * n)
-        margin = max(s["ttft_ms"]["p90"] / 500, s["tpot_ms"]["p90"] / 50)
-        out.append(Probe(s["concurrency"], s["step"], n, good, s["output_throughput_tok_s"],
-                         1e3 / s["tpot_ms"]["mean"], s["goodput_req_s"], margin=margin))  # fmt: skip
+        good = round(f(s["slo_attainment"]) * n) if n else 0
+        margin = max(f(s["ttft_ms"]["p90"]) / 500, f(s["tpot_ms"]["p90"]) / 50)
+        out.append(Probe(s["concurrency"], s["step"], n, good, f(s["output_throughput_tok_s"]),
+                         1e3 / f(s["tpot_ms"]["mean"]), f(s["goodput_req_s"]), margin=margin))  # fmt: skip
     return out
 
 
