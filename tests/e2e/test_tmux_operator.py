@@ -5,6 +5,7 @@ with bench's one-line error and status 2."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import poll_until
+from tests.conftest import poll_until, running_sim
 from tests.e2e.test_tmux_cli import start
 from tests.e2e.test_tmux_demo import Tmux
 
@@ -69,3 +70,41 @@ def test_a_server_that_is_not_openai_compatible_ends_with_bench_error(
     assert "infmon: error: HTTP 404 from /v1/models (is this an OpenAI-compatible server" in screen
     assert "running · 0 failed" not in screen
     assert (tmp_path / "status").read_text().strip() == "status=2"
+
+
+def test_the_monitor_says_units_acceptance_wrapped_paths_and_the_mode(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    """Findings 8, 10 and 13 at 120×40 on the spec-pitfall simulator: the spec pane in the one
+    vocabulary, the server's phases each with a unit, the report's path whole in the events
+    pane after `s`, and rate mode offering the way back in the footer."""
+    session = tmp_path / "spec-live"
+    with running_sim("--scenario", "spec-pitfall", "--seed", "3") as url:
+        start(
+            tmux, url, "--concurrency", "2", "--session-dir", str(session),
+            status=tmp_path / "status",
+        )  # fmt: skip
+        screen = tmux.wait_for(
+            "spec and phase figures",
+            lambda s: "mean acceptance length 1" in s and re.search(r"queue \S+ prefill \d", s),
+            180,
+        )
+        assert "acceptance α" in screen and "acc " not in screen
+        phases = re.search(r"queue (\S+) prefill (\S+) decode (\S+)", screen)
+        assert phases is not None, screen
+        assert all(re.fullmatch(r"(<1ms|[\d.,]+(ms|s)|—)", v) for v in phases.groups()), phases
+        tmux.keys("s")
+        screen = tmux.wait_for(  # in the events pane, once the notice is gone
+            "the report event", lambda s: "report written:" in s and "▌" not in s, 60
+        )
+        events = "".join(line.rsplit("│", 2)[-2] for line in screen.splitlines() if "││" in line)
+        assert str(session / "report.md") in "".join(events.split()), screen
+        tmux.keys("r")
+        tmux.wait_for(
+            "rate mode, and the footer offering the way back",
+            lambda s: "open loop" in s.splitlines()[0] and "r closed loop" in s.splitlines()[-1],
+            30,
+        )
+        tmux.keys("q")
+        tmux.wait_for("the exit", lambda s: (tmp_path / "status").exists(), 90)
+    assert (tmp_path / "status").read_text().strip() == "status=0"
