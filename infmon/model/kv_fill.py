@@ -28,16 +28,28 @@ from infmon.model.knee import KV_FULL, QUEUE_FRACTION, Knee, KneePoint, points_o
 KV, MAX_NUM_SEQS, COMPUTE = "KV cache", "max_num_seqs", "compute"
 
 
+def sequence_tokens(mean_tokens: float) -> float:
+    """The tokens of the workload's sequence, as every KV figure counts it: the mean prompt +
+    output to the nearest whole token, halves up (nan: unknown). One rounding for the pane,
+    the knee and the report, so "≈ N seqs at T tokens each" never disagrees with "KV fills
+    c≈N" and N is what T tokens take in whole blocks."""
+    if not (math.isfinite(mean_tokens) and mean_tokens > 0):
+        return math.nan
+    return float(max(1, math.floor(mean_tokens + 0.5)))
+
+
 def kv_fill_concurrency(
     num_blocks: float, block_size: float, capacity_tokens: float, tokens_per_seq: float
 ) -> float:
-    """Concurrent sequences of ``tokens_per_seq`` at which the KV cache is full (nan: unknown)."""
-    if not (math.isfinite(tokens_per_seq) and tokens_per_seq > 0):
+    """Concurrent sequences of ``tokens_per_seq`` (``sequence_tokens``) at which the KV cache
+    is full, in whole blocks when the block size is known (nan: unknown)."""
+    per = sequence_tokens(tokens_per_seq)
+    if math.isnan(per):
         return math.nan
     if math.isfinite(num_blocks) and math.isfinite(block_size) and block_size > 0:
-        return float(num_blocks // math.ceil(tokens_per_seq / block_size))
+        return float(num_blocks // math.ceil(per / block_size))
     if math.isfinite(capacity_tokens):
-        return float(capacity_tokens // tokens_per_seq)
+        return float(capacity_tokens // per)
     return math.nan
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from infmon.model.dashboard import EndpointRow, ServerView, SpecView
+from infmon.model.kv_fill import kv_fill_concurrency, sequence_tokens
 from infmon.model.server import EngineSnapshot, ServerSnapshot, SpecDecode
 from infmon.model.server_detail import detail_view
 
@@ -33,10 +34,14 @@ def spec_view_from(spec: SpecDecode | None) -> SpecView | None:
 
 
 def kv_capacity_seqs(snap: ServerSnapshot, tokens_per_seq: float) -> float:
-    """Sequences of ``tokens_per_seq`` that fit in the KV cache (the snapshot's own rule)."""
-    if math.isnan(tokens_per_seq) or tokens_per_seq <= 0:
-        return NAN
-    return _f(snap.kv_capacity_seqs(round(tokens_per_seq), 0))
+    """Sequences of ``tokens_per_seq`` that fit in the KV cache (``kv_fill_concurrency``: the
+    knee pane's and the report's figure)."""
+    return kv_fill_concurrency(
+        _f(snap.kv_num_gpu_blocks),
+        _f(snap.kv_block_size_tokens),
+        _f(snap.kv_capacity_tokens),
+        tokens_per_seq,
+    )
 
 
 def row_name(labels: tuple[tuple[str, str], ...]) -> str:
@@ -71,7 +76,7 @@ def server_view_from(snap: ServerSnapshot, tokens_per_seq: float = NAN) -> Serve
         kv_usage_fraction=_f(snap.kv_cache_usage),
         kv_capacity_tokens=_f(snap.kv_capacity_tokens),
         kv_capacity_seqs=kv_capacity_seqs(snap, tokens_per_seq),
-        tokens_per_seq=tokens_per_seq,
+        tokens_per_seq=sequence_tokens(tokens_per_seq),
         preemptions_per_s=_f(snap.preemptions_per_s),
         prefix_hit_rate=_f(snap.prefix_cache_hit_rate),
         queue_s=_mean(snap, "queue"),

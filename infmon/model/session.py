@@ -113,7 +113,9 @@ class Session:
         self.anatomy = AnatomyBook()
         """Each step's latency split by the server's own per-request figures."""
         self._good: deque[tuple[float, bool]] = deque()
-        self._sizes: deque[int] = deque(maxlen=200)
+        self._size_sum = self._size_n = 0
+        """Prompt + output tokens of the finished requests (the KV figures' sequence length,
+        over the session as the report has it)."""
         self.series = SampleSeries(start_s, c.history_samples)
         self.events = EventLog(start_s, c.max_events)
         self._server_gen = TrailingRate()
@@ -146,7 +148,8 @@ class Session:
             good = self.config.slo.empty or meets_slo(rec, self.config.slo)
             self._good.append((rec.end_s, good))
             if rec.prompt_tokens is not None and rec.output_tokens is not None:
-                self._sizes.append(rec.prompt_tokens + rec.output_tokens)
+                self._size_sum += rec.prompt_tokens + rec.output_tokens
+                self._size_n += 1
 
     def add_window(self, w: LoadWindow) -> None:
         self.windows.add(w)
@@ -249,10 +252,13 @@ class Session:
         self.add_event(now, "mark", f"baseline run: {ref.name} ({ref.source})")
         self._views = None
 
+    @property
+    def tokens_per_seq(self) -> float:
+        """Mean prompt + output tokens of the finished requests (nan before any)."""
+        return self._size_sum / self._size_n if self._size_n else NAN
+
     def facts(self) -> RunFacts:
-        sizes = self._sizes
-        per_seq = sum(sizes) / len(sizes) if sizes else NAN
-        return facts_from_snapshot(self.server.last, self.server.max_num_seqs, per_seq)
+        return facts_from_snapshot(self.server.last, self.server.max_num_seqs, self.tokens_per_seq)
 
     def baseline_inputs(
         self, now: float
@@ -435,8 +441,7 @@ class Session:
         return rate if rate is not None else self.server.view(NAN).generation_tokens_per_s
 
     def _server_view(self, now: float) -> ServerView:
-        sizes = self._sizes
-        view = self.server.view(sum(sizes) / len(sizes) if sizes else NAN)
+        view = self.server.view(self.tokens_per_seq)
         h = self.health
         down = h.down_since_s - self.start_s if h.down_since_s is not None else None
         last = self.server.last_at_s

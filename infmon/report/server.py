@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, cast
 
+from infmon.model.kv_fill import kv_fill_concurrency, sequence_tokens
 from infmon.report.doc import JournalLine, MemoryBudget, ServerConfig, ServerPoint, ServerWindow
 
 CONFIG_KEYS = (
@@ -51,15 +52,15 @@ def memory_budget(
     cap = cfg.get("kv_capacity_tokens")
     if cap is None:
         return None
-    per_seq = prompt_tokens + output_tokens
-    seqs = None
-    if per_seq > 0 and not math.isnan(per_seq):
-        bs, blocks = cfg.get("kv_block_size_tokens"), cfg.get("kv_num_gpu_blocks")
-        seqs = blocks // math.ceil(per_seq / bs) if bs and blocks else int(cap // per_seq)
+    per_seq = sequence_tokens(prompt_tokens + output_tokens)  # the live panes' one rounding
+    bs, blocks = cfg.get("kv_block_size_tokens"), cfg.get("kv_num_gpu_blocks")
+    seqs = kv_fill_concurrency(
+        float(blocks) if blocks else math.nan, float(bs) if bs else math.nan, cap, per_seq
+    )
     return {
         "kv_capacity_tokens": cap,
-        "tokens_per_seq": per_seq if per_seq > 0 else None,
-        "kv_capacity_seqs": seqs,
+        "tokens_per_seq": None if math.isnan(per_seq) else int(per_seq),
+        "kv_capacity_seqs": None if math.isnan(seqs) else int(seqs),
     }
 
 
