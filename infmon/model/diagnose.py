@@ -40,6 +40,8 @@ class DiagnosisInputs:
     """The serving GPUs (DCGM or NVML), when there is GPU data."""
     ttft_p90_series: tuple[float, ...] = ()
     """Recent client TTFT p90, one value per second, oldest first."""
+    recent_server_series: tuple[float, ...] = ()
+    """Recent server generation tokens/s, one value per second, oldest first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,18 +125,35 @@ def client_bottleneck(i: DiagnosisInputs) -> Diagnosis | None:
 
 
 def throughput_drop(i: DiagnosisInputs) -> float | None:
-    """How far throughput fell below this step's peak at constant load with no queue or KV
-    change (at least ``THROUGHPUT_DROP_FRACTION``), else None."""
+    """How far the client's throughput fell below this step's peak at constant load with no
+    queue or KV change (at least ``THROUGHPUT_DROP_FRACTION``), else None."""
+    return _drop(i, i.recent_client_series, i.client_output_tokens_per_s)
+
+
+def server_drop(i: DiagnosisInputs) -> float | None:
+    """``throughput_drop`` as the server's own generation counter saw it (None: it did not
+    fall that far, or there is no counter). A GPU taken by someone else makes the server
+    generate less; a client or host that falls behind does not."""
+    return _drop(i, i.recent_server_series, i.server.generation_tokens_per_s)
+
+
+def server_held(i: DiagnosisInputs) -> bool:
+    """The server's generation rate is known over the step and did not fall."""
+    known = [x for x in i.recent_server_series if _ok(x)]
+    return len(known) >= 10 and _ok(i.server.generation_tokens_per_s) and server_drop(i) is None
+
+
+def _drop(i: DiagnosisInputs, recent: tuple[float, ...], now: float) -> float | None:
     if i.paused or not (_ok(i.step_age_s) and i.step_age_s >= 2 * MIN_STEP_AGE_S):
         return None
     held = int(i.step_age_s - MIN_STEP_AGE_S)
-    series = [x for x in i.recent_client_series[-held:] if _ok(x)]
-    if len(series) < 10 or not _ok(i.client_output_tokens_per_s):
+    series = [x for x in recent[-held:] if _ok(x)]
+    if len(series) < 10 or not _ok(now):
         return None
     peak = max(series)
     if peak <= 0:
         return None
-    drop = 1 - i.client_output_tokens_per_s / peak
+    drop = 1 - now / peak
     s = i.server
     queue_quiet = not _ok(s.waiting) or s.waiting == 0
     kv_quiet = not _ok(s.kv_usage_fraction) or s.kv_usage_fraction < KV_FULL_FRACTION
@@ -143,10 +162,17 @@ def throughput_drop(i: DiagnosisInputs) -> float | None:
 
 def throughput_fell(i: DiagnosisInputs) -> Diagnosis | None:
     """Throughput fell at constant load with no queue or KV change: a noisy neighbour? (The GPU
-    rules say which, when there is GPU data; this line is then left out.)"""
+    rules say which, when there is GPU data; this line is then left out.) When the server's
+    own generation held, the drop is on the client's side, and the line says so."""
     drop = throughput_drop(i)
     if drop is None:
         return None
+    if server_held(i):
+        return Diagnosis(
+            "fell",
+            f"throughput fell {drop:.0%} at constant load while the server's generation held: "
+            "the client side fell behind (its host's CPU, or the network)",
+        )
     return Diagnosis("fell", f"throughput fell {drop:.0%} at constant load: contention?")
 
 

@@ -2,8 +2,10 @@
 
 - **Contention**: another pod or process computing on a serving GPU (its SM share at least
   ``OTHER_SM_MIN_PERCENT``) is contention, named with its memory and SM share; so is a throughput
-  drop at constant load (``diagnose.throughput_drop``) while another holder sits on the serving
-  GPU, or while that GPU stayed busy (the GPU did the same work or more, the server got less).
+  drop at constant load (``diagnose.throughput_drop``) that the server's own generation counter
+  shows too (``diagnose.server_drop``: the server generated less, not only the client received
+  less) while another holder sits on the serving GPU, or while that GPU stayed busy (the GPU did
+  the same work or more, the server got less). A drop the server did not see is no GPU's.
 - **Idle GPU while requests wait**: the busiest serving GPU stays below ``IDLE_ACTIVITY`` while
   the client's TTFT p90 climbs (or the server queues): the time goes before the GPU.
 - **Throttling**: a power or thermal clocks-event reason (or its violation counter growing) on
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.diagnose import Diagnosis, DiagnosisInputs, throughput_drop
+from infmon.model.diagnose import Diagnosis, DiagnosisInputs, server_drop, throughput_drop
 from infmon.model.gpu import GpuRow, HolderView
 from infmon.model.units import latency_text
 
@@ -75,7 +77,7 @@ def gpu_contention(i: DiagnosisInputs) -> Diagnosis | None:
     if text is not None:
         return Diagnosis("gpu_contention", text)
     drop = throughput_drop(i)
-    if drop is None:
+    if drop is None or server_drop(i) is None:
         return None
     idle_others = [(r, h) for r in ev.serving for h in r.others]
     if idle_others:

@@ -79,6 +79,8 @@ class SessionConfig:
         self.endpoint = redact_url(self.endpoint)  # shown on screen: no URL's password
 
 
+PAUSED_RATE_SPAN_S = 1.0
+"""The shortest span the live rates cover after a pause (a scrape interval)."""
 SAY_SETTLE_S = 1.0
 """A clean start that took at least this long after the change is said in the events."""
 PAUSED_SERVER_FLOOR_TOK_S = 1.0
@@ -120,6 +122,8 @@ class Session:
         self.events = EventLog(start_s, c.max_events)
         self._server_gen = TrailingRate()
         self._paused = True
+        self._paused_at: float | None = None
+        """When the load was last paused (the live rates never reach back past it)."""
         self._sweep: str | None = None
         self._journal_note: str | None = None
         self._baseline: int | None = None
@@ -211,6 +215,7 @@ class Session:
         self._started |= not paused
         if paused != self._paused:
             self._paused = paused
+            self._paused_at = now if paused else None
             self.add_event(now, "state", "load paused" if paused else "load running")
 
     def set_hint(self, hint: str | None) -> None:
@@ -401,12 +406,21 @@ class Session:
                 paused=self._paused,
                 gpu=self.gpus.evidence(),
                 ttft_p90_series=self.series.recent("ttft", 30),
+                recent_server_series=self.series.recent("server", 30),
             )
         )
         self.causes.update(lines, cur.index if cur else None, t - self.start_s)
 
-    def _throughput_view(self, now: float) -> ThroughputView:
+    def _rate_span(self, now: float) -> float:
+        """The live rates' trailing span: ``throughput_window_s``, but never back past a pause
+        (a paused load's figures are what it does now: its drain, then nothing)."""
         span = min(self.config.throughput_window_s, max(now - self.start_s, 1e-9))
+        if self._paused_at is not None:
+            span = min(span, max(now - self._paused_at, PAUSED_RATE_SPAN_S))
+        return span
+
+    def _throughput_view(self, now: float) -> ThroughputView:
+        span = self._rate_span(now)
         rates = self.windows.rates(now, span)
         while self._good and self._good[0][0] < now - self.config.window_s:
             self._good.popleft()
@@ -438,7 +452,9 @@ class Session:
 
     def _server_generation(self, now: float, span_s: float) -> float:
         rate = self._server_gen.over(now, span_s)
-        return rate if rate is not None else self.server.view(NAN).generation_tokens_per_s
+        if rate is not None:
+            return rate
+        return NAN if self._paused_at is not None else self.server.view(NAN).generation_tokens_per_s
 
     def _server_view(self, now: float) -> ServerView:
         view = self.server.view(self.tokens_per_seq)

@@ -84,7 +84,12 @@ def test_baseline_at_saturation_names_no_contention() -> None:
 
 def test_throughput_drop_with_a_busy_gpu_is_contention_not_a_question() -> None:
     ev = evidence_of(sim_page("baseline", 64))
-    fell = inputs(ev, client_output_tokens_per_s=300.0)  # 40% under the step's peak
+    server = ServerView(
+        has_data=True, running=16, waiting=0, kv_usage_fraction=0.3, generation_tokens_per_s=300
+    )
+    fell = inputs(  # 40% under the step's peak, on the server's own counter too
+        ev, client_output_tokens_per_s=300.0, server=server, recent_server_series=(500.0,) * 30
+    )
     texts = [d.text for d in diagnose(fell)]
     assert any(
         t.startswith("GPU contention: throughput fell 40% at constant load while GPU 0 stayed busy")
@@ -158,3 +163,34 @@ def test_violation_counters_growing_mean_throttling_without_reasons() -> None:
     assert (
         d.text == "GPU 0 thermal-throttled (thermal violation): SM clock 2,505 → 1,905 MHz (−24%)"
     )
+
+
+def test_a_drop_the_servers_counter_did_not_see_is_no_gpu_contention() -> None:
+    """Issue 26 finding 15: on spec-pitfall, with no neighbour, the host's CPU starved the
+    simulator's delivery; the client's throughput fell, the server's generation held, and the
+    rule said "GPU contention: throughput fell 50% at constant load"."""
+    ev = evidence_of(sim_page("baseline", 64))
+    server = ServerView(
+        has_data=True, running=16, waiting=0, kv_usage_fraction=0.3, generation_tokens_per_s=500
+    )
+    held = inputs(
+        ev, client_output_tokens_per_s=250.0, server=server, recent_server_series=(500.0,) * 30
+    )
+    texts = [d.text for d in diagnose(held)]
+    assert not any("contention" in t.lower() for t in texts), texts
+    assert (
+        "throughput fell 50% at constant load while the server's generation held: the client "
+        "side fell behind (its host's CPU, or the network)" in texts
+    )
+    # without the server's counter a busy GPU is still no proof: a question, not a verdict
+    unknown = [
+        d.text
+        for d in diagnose(
+            replace(
+                held,
+                server=replace(server, generation_tokens_per_s=math.nan),
+                recent_server_series=(),
+            )
+        )
+    ]
+    assert not any(t.startswith("GPU contention") for t in unknown), unknown
