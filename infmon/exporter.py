@@ -40,6 +40,7 @@ from prometheus_client.core import (
 
 from infmon.engine.types import RecordBatch
 from infmon.model.records import RequestRecord
+from infmon.model.steps import CLOSED, RATE
 from infmon.model.window import LoadWindow
 
 E2EL_BUCKETS: tuple[float, ...] = (
@@ -204,16 +205,16 @@ class ClientExporter:
 
     def _gauges(self, areas: list[tuple[float, float, int]], lost: int) -> Iterator[Metric]:
         level = self.level()
-        mode, value = level if level is not None else ("closed", 0.0)
+        mode, value = level if level is not None else (CLOSED, 0.0)
         yield GaugeMetricFamily(
             "infmon_target_concurrency",
             "Target concurrency (closed loop; 0 otherwise).",
-            value if mode == "closed" else 0.0,
+            value if mode == CLOSED else 0.0,
         )
         yield GaugeMetricFamily(
             "infmon_target_rate",
             "Target request rate, req/s (rate mode; 0 otherwise).",
-            value if mode == "rate" else 0.0,
+            value if mode == RATE else 0.0,
         )
         achieved = sum(a / span for a, span, _ in areas if span > 0)
         yield GaugeMetricFamily(

@@ -190,6 +190,8 @@ class LiveController:
         self._journal_steps(events)
         if change.note:
             self.session.add_event(now, "sweep", change.note)
+            if change.verdict:
+                self.session.set_verdict(change.note)
             self.journal.write_event("sweep", note=change.note)
 
     def _journal_steps(self, events: list[StepEvent]) -> None:

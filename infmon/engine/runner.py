@@ -191,7 +191,7 @@ class StepRunner:
             result, rate = await self._one(len(out), goal.budget, spec, on_tick)
             out.append((result, rate))
             probes.append(probe_of(result, slo, goal.attainment))
-            knee.extend(points_of([result]))
+            knee.extend(points_of([result.knee_point]))
             if on_step is not None:
                 on_step(len(out) - 1, spec, result, rate)
         return move, out, probes

@@ -18,6 +18,7 @@ from typing import Any
 
 from infmon.load.stream_state import TokenMeter
 from infmon.model.records import RequestRecord
+from infmon.model.steps import CLOSED, RATE
 
 ROUND_ROBIN = "round-robin"
 LEAST_INFLIGHT = "least-inflight"
@@ -104,9 +105,9 @@ class SpreadClient:
         if level is None:
             return
         mode, total = level
-        if mode == "closed":
+        if mode == CLOSED:
             kw["concurrency"], kw["rate"] = int(total), None
-        elif mode == "rate":
+        elif mode == RATE:
             kw["concurrency"], kw["rate"] = None, total
 
     async def stream(

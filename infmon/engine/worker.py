@@ -32,6 +32,11 @@ from infmon.load.driver import LoadDriver
 from infmon.load.feed import WorkloadError
 from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
+from infmon.model.steps import CLOSED, REPLAY
+
+Control = p.SetLevel | p.Arrivals | p.Pause | p.Resume | p.LimitSends | p.Flush
+"""The protocol's messages that steer the load (``WorkerCore._apply``)."""
+CONTROL = (p.SetLevel, p.Arrivals, p.Pause, p.Resume, p.LimitSends, p.Flush)
 
 
 def host_id() -> str:
@@ -66,7 +71,7 @@ class WorkerCore:
         self.client: Any = None
         self.driver: LoadDriver | None = None
         self._ready = asyncio.Event()
-        self._pending: list[object] = []
+        self._pending: list[Control] = []
         """Level, pause and budget messages that came before the server was found."""
         self._start_task: asyncio.Task[None] | None = None
         self._budget_step = 0
@@ -90,6 +95,8 @@ class WorkerCore:
         elif isinstance(msg, p.Stop):
             await self._stop(msg.cancel)
             return False
+        elif not isinstance(msg, CONTROL):
+            return True  # not a control message: nothing to do
         elif not self._ready.is_set():
             self._pending.append(msg)
         else:
@@ -209,7 +216,7 @@ class WorkerCore:
         """A controller-clock time on this worker's clock."""
         return t + (self.outbox.offset_s if self.outbox is not None else 0.0)
 
-    def _apply(self, msg: Any) -> None:
+    def _apply(self, msg: Control) -> None:
         d, box = self.driver, self.outbox
         assert d is not None and box is not None
         if isinstance(msg, p.SetLevel):
@@ -221,7 +228,7 @@ class WorkerCore:
             d.set_step(msg.step, self._local(msg.warmup_until_s))
             if msg.fed:
                 self._feed(msg)
-            elif msg.mode == "replay":
+            elif msg.mode == REPLAY:
                 assert self.workload is not None
                 step = msg.step
                 d.set_concurrency(0)
@@ -230,7 +237,7 @@ class WorkerCore:
                     msg.max_concurrency,
                     lambda: box.put(p.ArrivalsDone(self.worker_id, step, self.clock.now())),
                 )
-            elif msg.mode == "closed":
+            elif msg.mode == CLOSED:
                 d.set_concurrency(int(msg.value))
             else:
                 d.set_concurrency(0)

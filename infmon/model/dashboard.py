@@ -16,6 +16,7 @@ from infmon.model.gpu import GpuView
 from infmon.model.knee import SLO_ATTAINMENT
 from infmon.model.measures import SLO
 from infmon.model.server_detail import DetailView
+from infmon.model.steps import CLOSED, Mode
 
 NAN = math.nan
 
@@ -36,8 +37,8 @@ class HeaderView:
     model: str | None = None
     backend: str | None = None
     backend_version: str | None = None
-    load_mode: str = "closed"
-    """"closed" (fixed concurrency) or "rate" (open loop, requests/s)."""
+    load_mode: Mode = CLOSED
+    """Closed loop (fixed concurrency) or rate (open loop, requests/s)."""
     load_level: float = 0.0
     state: str = "paused"
     """One of: paused, running, sweeping, server down."""
@@ -212,7 +213,7 @@ class StepPoint:
     def to_dict(self) -> dict[str, Any]:
         """The step under the bench JSON's key names: what ``infmon.model.knee`` reads."""
         return {
-            "concurrency" if self.mode == "closed" else "rate": self.level,
+            "concurrency" if self.mode == CLOSED else "rate": self.level,
             "output_throughput_tok_s": self.output_tokens_per_s,
             "e2el_ms": {"p50": self.p50_e2el_s * 1e3, "p90": self.p90_e2el_s * 1e3},
             "slo_attainment": self.slo_attainment,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from infmon.model.dashboard import Cause, ServerView
 from infmon.model.gpu import GpuEvidence
 from infmon.model.spec_econ import acceptance_text
+from infmon.model.steps import CLOSED
 
 KV_FULL_FRACTION = 0.95
 LOW_ACCEPTANCE_RATE = 0.3
@@ -108,7 +109,7 @@ def asleep(i: DiagnosisInputs) -> Diagnosis | None:
 
 
 def client_bottleneck(i: DiagnosisInputs) -> Diagnosis | None:
-    if i.paused or i.load_mode != "closed" or i.inflight_requests is None or i.load_level < 2:
+    if i.paused or i.load_mode != CLOSED or i.inflight_requests is None or i.load_level < 2:
         return None
     if not i.server.up:
         return None

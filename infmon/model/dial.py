@@ -50,6 +50,9 @@ class DialChange:
     origin: str = "operator"
     note: str = ""
     """Said in the events list (e.g. why the sweep stopped)."""
+    verdict: bool = False
+    """The sweep stopped on its own finding (knee, SLO, last level): ``note`` is the story's
+    end, kept in view."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +157,9 @@ class LoadDial:
             self.state = replace(self.state, paused=not self.state.paused)
             return DialChange(paused=self.state.paused)
         if action == "sweep":
-            return self._stop_sweep("stopped by the operator") if self._sweep else self._start()
+            if self._sweep is None:
+                return self._start()
+            return self._stop_sweep("stopped by the operator", verdict=False)
         note = ""
         if self._sweep is not None:
             self._sweep, note = None, "sweep stopped: the operator took the dial"
@@ -195,13 +200,16 @@ class LoadDial:
             level=self.state.level, paused=False, origin="sweep", note="sweep started"
         )
 
-    def _stop_sweep(self, why: str, hold: int | None = None) -> DialChange:
+    def _stop_sweep(self, why: str, hold: int | None = None, verdict: bool = True) -> DialChange:
         self._sweep = None
         if hold is None:
-            return DialChange(note=f"sweep stopped: {why}")
+            return DialChange(note=f"sweep stopped: {why}", verdict=verdict)
         self.state = replace(self.state, mode=CLOSED, concurrency=hold)
         return DialChange(
-            level=self.state.level, origin="hold", note=f"sweep stopped: {why}; holding c={hold}"
+            level=self.state.level,
+            origin="hold",
+            note=f"sweep stopped: {why}; holding c={hold}",
+            verdict=verdict,
         )
 
     def tick(self, step: SweepStep, knee: Knee | None, slo_limit: int | None) -> DialChange | None:

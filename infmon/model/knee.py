@@ -13,16 +13,16 @@ One rule, used by bench, the live pane, the sweep and every report:
 The earlier of the two is the knee. It is *confirmed* when a level past it shows saturation or
 a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". Steps too short to
 judge (``eligible`` false) and revisits of a level are left out: one point per level, the first
-eligible step at it. Steps are ``StepStats``/``StepResult`` objects or their ``to_dict()``.
+eligible step at it. The rule reads ``KneePoint``s: a live or bench step gives its own
+(``StepResult.knee_point``), a report's ``steps[]`` entry its (``report.stepstats.knee_point``).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from infmon.model.units import latency_text
 
@@ -41,6 +41,8 @@ NAN = math.nan
 
 @dataclass(frozen=True, slots=True)
 class KneePoint:
+    """What the knee rule reads of one eligible closed-loop step."""
+
     concurrency: float
     tok_s: float
     e2el_p50_ms: float
@@ -59,7 +61,7 @@ class Knee:
     evidence: str
     """``server`` (saturation seen on the server) or ``throughput`` (the client's curve)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, str | int | bool]:
         return {
             "concurrency": self.concurrency,
             "reason": self.reason,
@@ -72,32 +74,10 @@ class Knee:
         return f"c={self.concurrency}" + ("" if self.confirmed else " (confirming)")
 
 
-def _num(x: Any) -> float:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else NAN
-
-
-def _point(step: Any) -> KneePoint | None:
-    d: Mapping[str, Any] = step.to_dict() if hasattr(step, "to_dict") else step
-    c = d.get("concurrency")
-    if c is None or d.get("eligible") is False:
-        return None
-    ev = d.get("server_evidence") or {}
-    return KneePoint(
-        float(c),
-        _num(d.get("output_throughput_tok_s")),
-        _num((d.get("e2el_ms") or {}).get("p50")),
-        _num(d.get("slo_attainment")),
-        _num(ev.get("running_p50")),
-        _num(ev.get("waiting_p50")),
-        _num(ev.get("kv_usage_max")),
-        _num(ev.get("preemptions")),
-    )
-
-
-def points_of(steps: Sequence[Any]) -> list[KneePoint]:
-    """One point per concurrency (the first eligible step at it), by concurrency."""
+def points_of(points: Iterable[KneePoint | None]) -> list[KneePoint]:
+    """One point per concurrency (the first at it, steps in order), by concurrency."""
     first: dict[float, KneePoint] = {}
-    for p in (_point(s) for s in steps):
+    for p in points:
         if p is not None and p.concurrency not in first:
             first[p.concurrency] = p
     return sorted(first.values(), key=lambda p: p.concurrency)
@@ -158,9 +138,9 @@ def _server_knee(pts: list[KneePoint]) -> Knee | None:
     return None
 
 
-def find_knee(steps: Sequence[Any]) -> Knee | None:
+def find_knee(points: Sequence[KneePoint | None]) -> Knee | None:
     """The knee (see the module docstring), or None when nothing has flattened yet."""
-    return knee_of_points(points_of(steps))
+    return knee_of_points(points_of(points))
 
 
 def knee_of_points(pts: list[KneePoint]) -> Knee | None:
@@ -176,10 +156,12 @@ def knee_of_points(pts: list[KneePoint]) -> Knee | None:
     return by_tput  # flat before the server saturated (two or more flat doublings: confirmed)
 
 
-def slo_max_concurrency(steps: Sequence[Any], attainment: float = SLO_ATTAINMENT) -> int | None:
+def slo_max_concurrency(
+    points: Sequence[KneePoint | None], attainment: float = SLO_ATTAINMENT
+) -> int | None:
     """Largest concurrency such that it and every lower step meet the SLO (None if none/no SLO)."""
     best: int | None = None
-    for p in points_of(steps):
+    for p in points_of(points):
         if math.isnan(p.slo_attainment) or p.slo_attainment < attainment:
             break
         best = int(p.concurrency)

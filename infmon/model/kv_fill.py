@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from infmon.model.evidence import ServerEvidence
 from infmon.model.knee import KV_FULL, QUEUE_FRACTION, Knee, KneePoint, points_of
@@ -73,10 +72,13 @@ def _capped(p: KneePoint) -> bool:
 
 
 def knee_limit(
-    knee: Knee | None, steps: Sequence[Any], kv_fill: float, max_num_seqs: float = math.nan
+    knee: Knee | None,
+    steps: Sequence[KneePoint | None],
+    kv_fill: float,
+    max_num_seqs: float = math.nan,
 ) -> KneeLimit:
-    """Which limit the knee came from (see the module docstring). ``steps`` as the knee rule
-    takes them (``StepResult``s or ``steps[]`` entries)."""
+    """Which limit the knee came from (see the module docstring), from the points the knee
+    rule read."""
     if knee is None:
         return KneeLimit("", "")
     points = points_of(steps)

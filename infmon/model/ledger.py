@@ -23,7 +23,7 @@ import numpy as np
 from infmon.model.client_late import NO_CAUSE, LateCause, late_cause
 from infmon.model.columns import US, RecordColumns
 from infmon.model.evidence import ServerEvidence, ServerSample, evidence_of
-from infmon.model.knee import Knee, find_knee, slo_max_concurrency
+from infmon.model.knee import Knee, KneePoint, find_knee, slo_max_concurrency
 from infmon.model.loghist import LogHistogram
 from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
@@ -90,6 +90,24 @@ class StepResult:
     @property
     def index(self) -> int:
         return self.span.index
+
+    @property
+    def knee_point(self) -> KneePoint | None:
+        """What the knee rule reads of this step (None: not a closed-loop step it may judge)."""
+        c = self.span.level.concurrency
+        if c is None or not self.eligible:
+            return None
+        s, ev = self.stats, self.evidence
+        return KneePoint(
+            float(c),
+            s.output_throughput_tok_s,
+            s.e2el.p50 * 1e3,
+            s.slo_attainment,
+            ev.running_p50 if ev else NAN,
+            ev.waiting_p50 if ev else NAN,
+            ev.kv_usage_max if ev else NAN,
+            ev.preemptions if ev else NAN,
+        )
 
     @property
     def transition(self) -> bool:
@@ -371,11 +389,15 @@ class StepLedger:
     def settled_results(self) -> tuple[StepResult, ...]:
         return tuple(self._settled[i] for i in sorted(self._settled))
 
+    def knee_points(self, now: float) -> list[KneePoint | None]:
+        """Every step as the knee rule reads it (None: a step it may not judge)."""
+        return [r.knee_point for r in self.results(now)]
+
     def knee(self, now: float) -> Knee | None:
-        return find_knee([r for r in self.results(now) if r.span.level.mode == "closed"])
+        return find_knee(self.knee_points(now))
 
     def slo_limit(self, now: float) -> int | None:
-        return slo_max_concurrency([r for r in self.results(now) if r.span.level.mode == "closed"])
+        return slo_max_concurrency(self.knee_points(now))
 
     # ---- internals ----------------------------------------------------------------------------
     def _result(

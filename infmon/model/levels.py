@@ -20,7 +20,7 @@ import numpy as np
 from infmon.model.evidence import ServerEvidence
 from infmon.model.measures import SLO
 from infmon.model.records import RequestRecord
-from infmon.model.steps import CLOSED, Level, StepBook, StepSpan
+from infmon.model.steps import CLOSED, RATE, Level, StepBook, StepSpan
 
 NAN = math.nan
 BIN_S = 1.0
@@ -324,7 +324,7 @@ def by_level(samples: Sequence[LevelSample]) -> dict[Level, LevelSample]:
     """One sample per level: the step with the most measured requests (closed and rate)."""
     out: dict[Level, LevelSample] = {}
     for s in samples:
-        if s.level.mode not in (CLOSED, "rate"):
+        if s.level.mode not in (CLOSED, RATE):
             continue
         cur = out.get(s.level)
         if cur is None or s.requests > cur.requests:

@@ -26,7 +26,7 @@ from infmon.model.baseline import (
     spec_level,
 )
 from infmon.model.evidence import ServerEvidence
-from infmon.model.knee import Knee
+from infmon.model.knee import Knee, KneePoint
 from infmon.model.kv_fill import KneeLimit, knee_limit
 from infmon.model.levels import LevelSample, LiveLevels
 from infmon.model.measures import SLO
@@ -169,7 +169,7 @@ class LiveBaseline:
         return tuple(shown.values())
 
     def knee_limit(
-        self, knee: Knee | None, steps: Sequence[Any], facts: RunFacts
+        self, knee: Knee | None, steps: Sequence[KneePoint | None], facts: RunFacts
     ) -> tuple[float, KneeLimit]:
         """Where KV fills (concurrency) and which limit the knee came from."""
         fill = facts.kv_fill

@@ -14,6 +14,12 @@ import numpy as np
 
 from infmon.model.records import RequestRecord
 
+
+def number(x: object) -> float:
+    """A number read from JSON as a float; anything else (None, a bool, a string) nan."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+
+
 PERCENTILES = (50, 90, 95, 99)
 
 

@@ -286,9 +286,12 @@ class Session:
         self._views = None
 
     def add_event(self, now: float, kind: str, text: str) -> None:
-        if kind == "sweep" and text.startswith("sweep stopped") and "operator" not in text:
-            self._verdict = text  # the story's end stays in view on the hint line
         self.events.add(now, kind, text)
+
+    def set_verdict(self, text: str) -> None:
+        """Why the sweep stopped and what it holds: the story's end stays in view on the hint
+        line until the operator moves."""
+        self._verdict = text
 
     # ---- queries ------------------------------------------------------------------------------
     @property
@@ -530,7 +533,7 @@ class Session:
     def _knee_view(self, now: float) -> KneeView:
         knee = self.ledger.knee(now)
         results = [r for r in self.ledger.results(now) if r.span.level.mode == CLOSED]
-        fill, limit = self.method.knee_limit(knee, results, self.facts())
+        fill, limit = self.method.knee_limit(knee, self.ledger.knee_points(now), self.facts())
         view = self.method.view
         return KneeView(
             steps=knee_points(self.ledger.results(now), now),

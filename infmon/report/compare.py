@@ -30,6 +30,7 @@ from infmon.model.steps import Level
 from infmon.report import explain
 from infmon.report.doc import KneeInfo, QualityInfo, ReportDoc
 from infmon.report.runs import Run
+from infmon.report.stepstats import knee_points
 
 SCHEMA = "infmon.compare/2"
 JsonObject = dict[str, object]
@@ -233,7 +234,8 @@ def knee_with_limit(run: Run) -> KneeWithLimit | None:
         bool(k.get("confirmed")),
         str(k.get("evidence", "")),
     )
-    limit = knee_limit(knee, run.doc.get("steps") or [], run.facts.kv_fill, run.facts.max_num_seqs)
+    points = knee_points(run.doc.get("steps") or [])
+    limit = knee_limit(knee, points, run.facts.kv_fill, run.facts.max_num_seqs)
     return {**k, "limit": limit.kind or None, "limit_text": limit.text or None}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from infmon.model.steps import RATE, REPLAY
 from infmon.report.doc import EventMark, MemoryBudget, PromptLengths, ReportDoc, StepEntry
 
 DASH = "—"
@@ -155,9 +156,9 @@ def mark_text(e: EventMark) -> str:
         mode, level = e.get("mode"), e.get("level", e.get("concurrency", e.get("rate")))
         if not isinstance(level, (int, float)):
             return "step"
-        if mode == "replay":
+        if mode == REPLAY:
             return "replay"
-        rate = mode == "rate" or (mode is None and e.get("rate") is not None)
+        rate = mode == RATE or (mode is None and e.get("rate") is not None)
         return f"{level:g} req/s" if rate else f"c={level:g}"
     return kind
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import cast
 
 from infmon.model.columns import RecordColumns
-from infmon.model.knee import Knee, find_knee, slo_max_concurrency
-from infmon.model.measures import SLO
+from infmon.model.knee import Knee, KneePoint, find_knee, slo_max_concurrency
+from infmon.model.measures import SLO, number
 from infmon.model.records import RequestRecord
 from infmon.model.slo_verdict import SloVerdict, slo_verdict
 from infmon.model.stats import summarize_columns
@@ -61,10 +61,34 @@ def parse_slo(value: object) -> SLO | None:
     return None if slo.empty else slo
 
 
+def knee_point(step: StepEntry) -> KneePoint | None:
+    """What the knee rule reads of a ``steps[]`` entry (None: not a closed-loop step it may
+    judge): the entry's own figures, as ``StepResult.knee_point`` gives them live."""
+    c = step.get("concurrency")
+    if c is None or step.get("eligible") is False:
+        return None
+    ev = step.get("server_evidence") or {}
+    return KneePoint(
+        float(c),
+        number(step.get("output_throughput_tok_s")),
+        number((step.get("e2el_ms") or {}).get("p50")),
+        number(step.get("slo_attainment")),
+        number(ev.get("running_p50")),
+        number(ev.get("waiting_p50")),
+        number(ev.get("kv_usage_max")),
+        number(ev.get("preemptions")),
+    )
+
+
+def knee_points(steps: Sequence[StepEntry]) -> list[KneePoint | None]:
+    """``knee_point`` of each closed-loop entry (a report's ``steps[]``)."""
+    return [knee_point(s) for s in steps if str(s.get("level", "c=")).startswith("c=")]
+
+
 def knee_and_slo_limit(steps: list[StepEntry]) -> tuple[KneeInfo | None, int | None]:
     """``(knee, slo_max_concurrency)`` across the steps, by the bench's own rule."""
-    knee = find_knee([s for s in steps if s.get("level", "c=").startswith("c=")])
-    return (knee_info(knee) if knee else None), slo_max_concurrency(steps)
+    knee = find_knee(knee_points(steps))
+    return (knee_info(knee) if knee else None), slo_max_concurrency([knee_point(s) for s in steps])
 
 
 def slo_verdict_of(doc: ReportDoc) -> SloVerdict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from infmon.model.steps import CLOSED
 from infmon.model.units import latency_text, sig3
 
 MISSING = "—"
@@ -129,7 +130,7 @@ def clock(seconds: float) -> str:
 
 
 def level(mode: str, value: float) -> str:
-    return f"closed loop c={value:g}" if mode == "closed" else f"open loop {value:g} req/s"
+    return f"closed loop c={value:g}" if mode == CLOSED else f"open loop {value:g} req/s"
 
 
 def bar(fraction: float | None, width: int) -> tuple[str, str]:

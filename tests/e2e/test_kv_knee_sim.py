@@ -17,6 +17,7 @@ import pytest
 from infmon.model.knee import find_knee
 from infmon.model.kv_fill import KV, knee_limit
 from infmon.report.runs import load_run
+from infmon.report.stepstats import knee_points
 from tests.conftest import REPO, infmon_cmd, running_sim
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -51,8 +52,8 @@ def test_predicted_kv_fill_is_within_a_doubling_of_the_first_preemptions(tmp_pat
     assert preempting, [s.get("server_evidence") for s in doc["steps"]]
     first = preempting[0]
     assert first / 2 <= fill <= first * 2
-    knee = find_knee(doc["steps"])
-    limit = knee_limit(knee, doc["steps"], fill, facts.max_num_seqs)
+    knee = find_knee(knee_points(doc["steps"]))
+    limit = knee_limit(knee, knee_points(doc["steps"]), fill, facts.max_num_seqs)
     print(f"knee: {knee}; limit: {limit.text}")
     assert knee is not None, [(s["concurrency"], s["eligible"]) for s in doc["steps"]]
     assert limit.kind == KV, limit.text

@@ -128,8 +128,9 @@ def test_a_step_that_never_settles_is_a_transition_and_not_in_the_knee() -> None
     assert last.transition and not last.eligible and last.span.measured_s(100.0) == 0.0
     assert last.to_dict()["transition"] is True
     assert "transition" not in results[0].to_dict()
-    assert all(p.concurrency != 32 for p in points_of(results))
-    assert find_knee(results) is None or find_knee(results).concurrency != 32
+    points = [r.knee_point for r in results]
+    assert points[-1] is None and all(p.concurrency != 32 for p in points_of(points))
+    assert find_knee(points) is None or find_knee(points).concurrency != 32
 
 
 def test_the_rule_decrease_waits_increase_needs_its_streams_running() -> None:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from infmon.model.knee import find_knee, growth_per_doubling, slo_max_concurrency
+from infmon.model import knee as rule
+from infmon.model.knee import growth_per_doubling
+from infmon.report.stepstats import knee_point
+
+
+def find_knee(steps):
+    """The rule over report ``steps[]`` entries, read as a report reads them."""
+    return rule.find_knee([knee_point(s) for s in steps])
+
+
+def slo_max_concurrency(steps):
+    return rule.slo_max_concurrency([knee_point(s) for s in steps])
 
 
 def steps(cs, tputs, p50s_ms, attain=None):

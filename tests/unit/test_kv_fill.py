@@ -14,6 +14,7 @@ from infmon.model.kv_fill import (
     kv_fill_concurrency,
     max_num_seqs_seen,
 )
+from infmon.report.stepstats import knee_point
 
 
 def test_fill_counts_whole_blocks_per_sequence():
@@ -36,30 +37,32 @@ def _step(c, tok, e2e, running=math.nan, waiting=math.nan, kv=math.nan, pre=math
 def test_knee_from_kv_preemptions():
     steps = [_step(16, 800, 700, 16, 0, 0.5, 0), _step(32, 1500, 750, 32, 0, 0.9, 0),
              _step(64, 1550, 1400, 40, 24, 1.0, 30)]  # fmt: skip
-    limit = knee_limit(Knee(32, "", True, "server"), steps, kv_fill=42)
+    limit = knee_limit(Knee(32, "", True, "server"), [knee_point(s) for s in steps], kv_fill=42)
     assert limit.kind == KV and "30 preemptions at c=64" in limit.text and "c≈42" in limit.text
 
 
 def test_knee_from_max_num_seqs():
     steps = [_step(128, 5000, 700, 128, 0, 0.3, 0), _step(256, 8000, 800, 256, 0, 0.5, 0),
              _step(512, 8100, 1600, 256, 256, 0.5, 0)]  # fmt: skip
-    limit = knee_limit(Knee(256, "", True, "server"), steps, kv_fill=2873)
+    limit = knee_limit(Knee(256, "", True, "server"), [knee_point(s) for s in steps], kv_fill=2873)
     assert limit.kind == MAX_NUM_SEQS and limit.text.startswith("max_num_seqs ≈ 256 (inferred")
 
 
 def test_knee_from_compute():
     steps = [_step(8, 400, 700, 8, 0, 0.1, 0), _step(16, 420, 1300, 16, 0, 0.2, 0),
              _step(32, 425, 2600, 32, 0, 0.4, 0)]  # fmt: skip
-    limit = knee_limit(Knee(8, "", True, "throughput"), steps, kv_fill=2873)
+    limit = knee_limit(
+        Knee(8, "", True, "throughput"), [knee_point(s) for s in steps], kv_fill=2873
+    )
     assert limit.kind == COMPUTE
 
 
 def test_no_knee_no_limit_and_no_metrics_says_so():
     assert knee_limit(None, [], 10).kind == ""
     steps = [_step(8, 400, 700), _step(16, 420, 1300), _step(32, 425, 2600)]
-    assert knee_limit(Knee(8, "", True, "throughput"), steps, math.nan).text.startswith(
-        "limit unknown"
-    )
+    assert knee_limit(
+        Knee(8, "", True, "throughput"), [knee_point(s) for s in steps], math.nan
+    ).text.startswith("limit unknown")
 
 
 def test_max_num_seqs_seen_from_steps_that_queued():

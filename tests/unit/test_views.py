@@ -111,6 +111,8 @@ def test_why_the_sweep_stopped_stays_on_the_hint_line_until_the_operator_moves()
     s.apply_steps(book.begin(Level(CLOSED, 256), 0.0, "hold", 0.0), 0.0)
     verdict = "sweep stopped: knee at c=256 (running capped at 256 while 245 wait); holding c=256"
     s.add_event(1.0, "sweep", verdict)
+    assert s.snapshot(1.5).header.hint is None  # state is never read from the event's prose
+    s.set_verdict(verdict)
     assert s.snapshot(2.0).header.hint == verdict
     s.apply_steps(book.begin(Level(CLOSED, 128), 3.0, "operator", 0.0), 3.0)
     assert s.snapshot(4.0).header.hint is None
