@@ -6,10 +6,13 @@ second table is the n-gram drafter on text: the acceptance it reaches on paragra
 own documentation (``pydoc_data.topics``) and on random common words, through the HTTP server.
 
     python bench/sim_fidelity.py            # prints both tables (Markdown), exit 1 on a miss
+    python bench/sim_fidelity.py --leave-one-out   # beside each ratio: refitted from priors on
+                                            # every point, and on every point but that one
 """
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
@@ -41,7 +44,34 @@ def ngram_figures() -> tuple[tuple[float, float], tuple[float, float]]:
     return ngram_acceptance(cfg, corpus_prompts()), ngram_acceptance(cfg, random_prompts())
 
 
+def leave_one_out_table() -> None:
+    """In-sample (shipped profiles), refitted from neutral priors on every point, and out of
+    sample (refitted without the point): ``infmon.sim.fidelity_loo``."""
+    from infmon.sim.fidelity_loo import leave_one_out
+
+    t0 = time.process_time()
+    rows = leave_one_out()
+    print("| published point | published | in-sample | refit, all points | leave-one-out |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        p = r.point
+        pub = f"{'< ' if p.bound else ''}{p.published:g} {p.unit}"
+        print(
+            f"| {p.name} | {pub} | {r.in_sample:.2f} | {r.refit_all:.2f} | {r.out_of_sample:.2f} |"
+        )
+    fit = [r for r in rows if not r.point.bound]
+    worst = max(fit, key=lambda r: abs(math.log(r.out_of_sample)))
+    inside = sum(BAND[0] <= r.out_of_sample <= BAND[1] for r in fit)
+    print(
+        f"\nout of sample: {inside}/{len(fit)} inside {BAND[0]}-{BAND[1]}; worst "
+        f"{worst.out_of_sample:.2f} ({worst.point.name}) ({time.process_time() - t0:.0f} s CPU)"
+    )
+
+
 def main() -> int:
+    if "--leave-one-out" in sys.argv[1:]:
+        leave_one_out_table()
+        return 0
     t0 = time.process_time()
     results = evaluate()
     print("| published point | published | sim | ratio | source |")

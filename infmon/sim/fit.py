@@ -44,6 +44,8 @@ PRIOR_PRECISION = 1.0
 normalised scale), so a cost the data leaves open gets a band of its own size, not infinity."""
 FIGURES = ("tpot", "ttft", "tok_s")
 SPLITS = (0.9, 0.5, 0.1)
+RUNS = 1
+"""Starts carried on to convergence (the best after one step each)."""
 """Shares of the decode step's fixed cost given to the weights at the roofline fit's starts."""
 
 
@@ -178,32 +180,34 @@ def fit(base: EngineConfig, obs: list[Observation], max_iterations: int = 30) ->
     for it in range(1, max_iterations + 1):  # noqa: B007 (the count is reported)
         if not start.improve(prior):
             break
-    state = _best_start(base, obs, start.values, prior)
-    for _ in range(max_iterations):
-        if not state.improve(prior):
-            break
-        it += 1
-    return FitResult(state.cost, state.residuals(), it, state.zeroed, state.unseen)
+    best: _State | None = None
+    for state in _starts(base, obs, start.values, prior)[:RUNS]:
+        for _ in range(max_iterations):
+            if not state.improve(prior):
+                break
+            it += 1
+        if best is None or state.obj < best.obj:
+            best = state
+    assert best is not None
+    return FitResult(best.cost, best.residuals(), it, best.zeroed, best.unseen)
 
 
-def _best_start(
+def _starts(
     base: EngineConfig, obs: list[Observation], values: np.ndarray, prior: np.ndarray
-) -> _State:
+) -> list[_State]:
     """The roofline's fit has more than one basin (how the decode step's fixed cost splits
     between host and weights, how much of TTFT is the API server): one Gauss-Newton step
-    from each of a few starts, and the best goes on."""
+    from each of a few starts, best first."""
     ttft = min(o.ttft_s for o in obs)
-    best: _State | None = None
+    states = []
     for share in SPLITS:
         for api in SPLITS:
             v = _resplit(values, share)
             v[I_REQUEST] = api * ttft
             state = _State(base, obs, v, _free(obs))
             state.improve(prior)
-            if best is None or state.obj < best.obj:
-                best = state
-    assert best is not None
-    return best
+            states.append(state)
+    return sorted(states, key=lambda s: s.obj)
 
 
 def _resplit(values: np.ndarray, share: float = 0.5) -> np.ndarray:
@@ -318,9 +322,12 @@ def _cost(
         spec_k=tuple(sorted({o.speculative_k for o in spec})),
     )
     acceptance: tuple[float, ...] = ()
-    if spec:
-        best = max(spec, key=lambda o: len(o.acceptance))
-        acceptance = best.shape.acceptance
+    k = max((len(o.acceptance) for o in spec), default=0)
+    rows = [o.acceptance for o in spec if len(o.acceptance) == k and k]
+    if rows:  # the spec levels' per-position rates, averaged, as conditional acceptance
+        acceptance = conditional_acceptance(
+            tuple(float(np.mean(col)) for col in zip(*rows, strict=True))
+        )
     return FittedCost(
         values=tuple(float(v) for v in values),
         cov=tuple(tuple(float(x) for x in row) for row in cov),

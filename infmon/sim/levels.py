@@ -48,6 +48,7 @@ class Figures:
     ttft_mean_s: float
     ttft_p50_s: float
     output_tok_s: float
+    acceptance: tuple[float, ...] = ()  # per position: accepted / drafts (vLLM's counters)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,8 @@ class _Replay:
         self.first_s: dict[int, float] = {}
         self.sent_s: list[float] = []
         self.now, self.now_v = 0.0, self.zero.copy()
-        self.batch_max = self.preemptions = 0
+        self.batch_max = self.preemptions = self.drafts = 0
+        self.accepted_per_pos: list[int] = []
         self.window: list[tuple[float, np.ndarray]] = []  # (time, vector) of the measured sends
         self.window_tokens = 0
 
@@ -138,6 +140,11 @@ class _Replay:
         self.now = out.end_s if out.end_s > self.now else self.now + 1e-6
         self.batch_max = max(self.batch_max, out.running)
         self.preemptions += out.preemptions
+        self.drafts += out.drafts
+        for i, n in enumerate(out.accepted_per_pos):
+            if i >= len(self.accepted_per_pos):
+                self.accepted_per_pos.append(0)
+            self.accepted_per_pos[i] += n
         if self.window and len(self.sent) < self.shape.total_requests:
             self.window_tokens += out.generation_tokens
         for seq, _ in out.emitted:
@@ -165,7 +172,8 @@ class _Replay:
             tok_s = self.window_tokens / (self.window[-1][0] - self.window[0][0])
         else:
             tok_s = o * len(self.finish) / max(self.finish_s.values())
-        return Figures(tpot, float(np.mean(ttfts)), float(np.percentile(ttfts, 50)), tok_s)
+        acc = tuple(n / self.drafts for n in self.accepted_per_pos) if self.drafts else ()
+        return Figures(tpot, float(np.mean(ttfts)), float(np.percentile(ttfts, 50)), tok_s, acc)
 
     def vectors(self) -> LevelVectors:
         o, measured = self.shape.output_tokens, self.measured()
