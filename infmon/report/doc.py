@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from infmon.report.perreq import PerRequestPart
+from infmon.report.server_detail import ServerDetailPart
 
 JournalLine = dict[str, Any]
 """An event or scrape as ``SessionReader`` yields it (``{"t", "kind", ...}``, ``{"t", "snap"}``),
@@ -385,7 +386,7 @@ class _ImportedPart(TypedDict, total=False):
     """Only in a run imported for a comparison (``vllm bench serve``)."""
 
 
-class ReportDoc(GpuPart, PerRequestPart, _ImportedPart):
+class ReportDoc(GpuPart, PerRequestPart, ServerDetailPart, _ImportedPart):
     """The whole document: every key but the optional parts' always written, in report.json's
     order (``gpu`` between ``diagnosis`` and ``caveats``)."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infmon.model.sanitize import clean
-from infmon.report import gpu, perreq, trials
+from infmon.report import gpu, perreq, server_detail, trials
 from infmon.report.doc import KneeInfo, ReportDoc, WorkloadInfo
 from infmon.report.faults import fault_lines
 from infmon.report.fmt import DASH, STEP_HEADER, mark_text, num, pct, server_rows, step_row
@@ -79,6 +79,7 @@ def render_markdown(doc: ReportDoc) -> str:
     out += trials.markdown_lines(doc, _table)
     out += gpu.markdown_lines(doc, _table)
     out += perreq.markdown_lines(doc, _table)
+    out += server_detail.markdown_lines(doc, _table)
     out += ["## Diagnosis", ""] + [
         f"- {md_escape(x)}" for x in doc.get("diagnosis") or ["Nothing notable."]
     ]

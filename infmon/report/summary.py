@@ -21,7 +21,7 @@ from infmon.config import DEFAULT_LABEL
 from infmon.journal.reader import SessionReader
 from infmon.model.columns import MISSING, RecordColumns
 from infmon.model.gpu_steps import GpuTimeline
-from infmon.report import diagnosis, gpu, perreq, stepstats
+from infmon.report import diagnosis, gpu, perreq, server_detail, stepstats
 from infmon.report.doc import (
     SCHEMA,
     EventMark,
@@ -183,6 +183,7 @@ class _Scrapes:
         self.reader, self.origin_s, self.steps = reader, origin_s, steps
         self.points: list[ServerPoint] = []
         self.gpus = GpuTimeline(origin_s)
+        self.detail = server_detail.DetailTimeline(origin_s)
 
     def __iter__(self) -> Iterator[JournalLine]:
         for s in self.reader.iter_scrapes():
@@ -190,6 +191,7 @@ class _Scrapes:
                 self.points.append(p)
             self.steps.add_scrapes((s,))
             self.gpus.add_scrape(s)
+            self.detail.add(s)
             yield s
 
 
@@ -237,6 +239,7 @@ def build_summary(
     workload, server_timeline = _workload(events), thin(series.points)
     marks = _marks(events, origin_s)
     per_request = steps.per_request.section()
+    detail_lines, detail_part = server_detail.attach(step_list, scrapes.detail)
     return {
         "schema": SCHEMA,
         "session": session,
@@ -256,9 +259,11 @@ def build_summary(
         "quality": cast(QualityInfo | None, reader.quality),  # ``infmon quality``'s document
         "diagnosis": diagnosis.lines(knee, slo is not None, step_list)
         + gpu_lines
+        + detail_lines
         + perreq.diagnosis_lines(per_request),
         **gpu_section,
         **per_request,
+        **detail_part,
         "caveats": diagnosis.caveats(session, workload, server_timeline, marks),
     }
 

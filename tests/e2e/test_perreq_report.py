@@ -78,6 +78,10 @@ def test_a_spec_runs_report_names_the_acceptance_per_task_and_the_drafters_fit(
     assert "Speculative decoding by task kind" in md
     assert f"{tasks[best]['rate']:.2f}" in md and "Drafter fit" in md
     assert section["drafter_fit"] in md
+    detail = {r["label"]: r for r in doc["server_detail"]}
+    assert set(detail) == {"c=1", "c=4"}  # the simulator publishes vLLM's 2026 families
+    assert all(r["prompt_from_cache"] is not None for r in detail.values())
+    assert "## Server queue and cache sources" in md
     print(md[md.index("## Per request") :])
     cmp = subprocess.run(
         infmon_cmd("compare", str(base), str(session), "--json"),

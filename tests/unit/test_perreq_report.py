@@ -69,3 +69,43 @@ def test_no_server_figures_no_section() -> None:
     rec = RequestRecord(1, 1.0, (1.1, 1.2), 1.2, (), 5, 2)
     report.add(1, RecordColumns.from_records([rec]))
     assert report.section() == {}
+
+
+def test_each_step_says_why_requests_waited_and_where_prompt_tokens_came_from() -> None:
+    from infmon.report.doc import ReportDoc
+    from infmon.report.server_detail import DetailTimeline, ServerDetailPart, attach
+
+    tl = DetailTimeline(origin_s=100.0)
+
+    def scrape(t: float, waiting: float, hit: float, compute: float, load_s: float) -> None:
+        snap = {
+            "waiting": waiting,
+            "waiting_by_reason": {"capacity": waiting, "deferred": 0.0},
+            "prompt_tokens_by_source_total": {"local_compute": compute, "local_cache_hit": hit},
+            "kv_offload": {"load_time_s_total": load_s, "load_bytes_total": load_s * 6e9},
+        }
+        tl.add({"t": 100.0 + t, "snap": snap})
+
+    tl.add({"t": 100.5, "snap": {"waiting": 3.0}})  # an older page: no families, skipped
+    for t in range(11):
+        scrape(t, 0.0, 100.0 * t, 300.0 * t, 0.0)
+    for t in range(11, 21):
+        scrape(t, 240.0, 1100.0 + 620.0 * (t - 10), 3300.0 + 380.0 * (t - 10), 0.2 * (t - 11))
+    steps: list = [
+        {"step": 1, "concurrency": 1, "start_s": 0.0, "end_s": 10.0},
+        {"step": 2, "concurrency": 64, "start_s": 11.0, "end_s": 20.0},
+    ]
+    lines, part = attach(steps, tl)
+    assert type_errors(part, ServerDetailPart) == []
+    rows = part["server_detail"]
+    assert rows[0]["prompt_from_cache"] == 0.25 and rows[1]["prompt_from_cache"] == 0.62
+    assert rows[0]["kv_offload_load_fraction"] == 0.0
+    assert rows[1]["kv_offload_load_fraction"] == 0.2
+    assert lines == [
+        "c=64: queueing: 240 waiting for capacity, 0 deferred (median)",
+        "c=64: KV offload: 1.2 GB/s loaded back, 20% of the time spent loading",
+    ]
+    doc: ReportDoc = part  # type: ignore[assignment]
+    from infmon.report.server_detail import markdown_lines as detail_md
+
+    assert "| c=64 | 240 / 0 | 62% | — | 20% | — |" in "\n".join(detail_md(doc, _table))
