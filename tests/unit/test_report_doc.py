@@ -37,7 +37,7 @@ from tests.unit.test_gpu_steps import gpus_of_page, scrape, sim_page, timeline
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CONDITIONAL = {
-    ReportDoc: {"gpu", "imported_from", "per_request"},
+    ReportDoc: {"gpu", "imported_from", "per_request", "server_detail"},
     SessionInfo: {"journal", "reports_dir"},
     TargetInfo: {"endpoints"},
     StepEntry: {"concurrency", "rate", "gpu", "efficiency"},
