@@ -199,9 +199,11 @@ def render_fit(result: Any) -> list[str]:
             guess = c.value(name) * 1e3
             lines.append(f"  {name:16} {guess:12.6f} ms (no step used it: a guess, not fitted)")
             continue
+        if name in result.held_at_zero:
+            lines.append(f"  {name:16} {0.0:12.6f} ms (held at 0: the data asked for less)")
+            continue
         if not src:
-            held = " (held at 0)" if name in result.held_at_zero else " (not fitted)"
-            lines.append(f"  {name:16} {'-':>22}{held}")
+            lines.append(f"  {name:16} {'-':>22} (not fitted: no session of that kind)")
             continue
         v, se = c.value(name), c.stderr(name)
         rel = f"{se / v:.0%}" if v > 0 else "n/a"

@@ -1,0 +1,67 @@
+"""The fitted step cost: its TOML round trip, what-if scaling (FP8 weights) with its
+covariance, and a forecast that uses it (no fit here: the costs are given)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from infmon.sim import fitio
+from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange
+from infmon.sim.fit import with_cost
+from infmon.sim.forecast import forecast
+from infmon.sim.levels import Shape
+from infmon.sim.profiles import ProfileError
+from infmon.sim.scenarios import SCENARIOS, build_config
+
+VALUES = {
+    "step_s": 1e-3,
+    "seq_s": 20e-6,
+    "weights_s": 15e-3,
+    "kv_token_s": 7e-8,
+    "compute_token_s": 60e-6,
+    "request_s": 0.04,
+}
+
+
+def cost() -> FittedCost:
+    values = tuple(VALUES.get(n, 0.0) for n in PARAMS)
+    se = np.array([v * 0.05 for v in values])
+    return FittedCost(
+        values=values,
+        cov=tuple(tuple(float(x) for x in row) for row in np.diag(se**2)),
+        sources=tuple("s1" if n in VALUES else "" for n in PARAMS),
+        rms_rel=0.01,
+        fitted_range=FittedRange((1, 8), (128.0, 128.0), (64.0, 64.0), 8),
+        kv_capacity_tokens=65536,
+        max_model_len=4096,
+    )
+
+
+def test_toml_round_trip_keeps_every_number(tmp_path):
+    path = tmp_path / "p.toml"
+    fitio.write(cost(), path)
+    back = fitio.load(path)
+    assert back.values == cost().values and back.cov == cost().cov
+    assert back.sources == cost().sources and back.fitted_range == cost().fitted_range
+    assert back.kv_capacity_tokens == 65536
+
+
+def test_a_file_that_is_not_a_fitted_profile_is_refused(tmp_path):
+    path = tmp_path / "x.toml"
+    path.write_text('name = "A100"\n')
+    with pytest.raises(ProfileError, match="not a fitted profile"):
+        fitio.load(path)
+
+
+def test_fp8_weights_shrink_the_memory_bound_step_and_its_variance():
+    fp8 = cost().scaled({"weights_s": 0.5})
+    assert fp8.value("weights_s") == pytest.approx(7.5e-3)
+    assert fp8.stderr("weights_s") == pytest.approx(cost().stderr("weights_s") / 2)
+    base = with_cost(build_config(SCENARIOS["baseline"]), cost())
+    shape = Shape(4, 128, 64)
+    before, after = forecast(base, cost(), shape), forecast(base, fp8, shape)
+    saved = before.tpot_s.value - after.tpot_s.value
+    assert saved == pytest.approx(7.5e-3, rel=0.1)  # decode steps are memory-bound here
+    assert after.output_tok_s.value > before.output_tok_s.value
+    assert before.outside == ()
