@@ -207,6 +207,8 @@ class Replay:
                 note = str(e.get("note") or e.get("label") or "")
                 items.append((t, 1, "mark", note))
                 stops.append(Stop(t, f"mark {note}".strip()))
+            elif e.get("kind") == "sweep" and e.get("note"):  # "sweep stopped: …" as live
+                items.append((t, 1, "sweep", str(e.get("note"))))
         for s in scrapes:
             t, snap = _num(s.get("t")), s.get("snap")
             if t is not None and isinstance(snap, Mapping):
@@ -272,6 +274,8 @@ class Replay:
             s.add_server(obj, t)
         elif kind == "mark":
             s.add_mark(t, obj)
+        elif kind == "sweep":
+            s.add_event(t, "sweep", obj)
         else:
             s.apply_steps([obj], t)
             if obj.kind != "end":  # between two steps the load is not paused

@@ -539,9 +539,7 @@ class Session:
             steps=knee_points(self.ledger.results(now), now),
             knee_level=knee.concurrency if knee else None,
             slo_limit_level=self.ledger.slo_limit(now),
-            slo_text=""
-            if self.config.slo.empty
-            else slo_verdict([r for r in results if r.eligible], True).text(),
+            slo_text="" if self.config.slo.empty else slo_verdict(results, True).text(),
             baseline_index=self._baseline,
             knee_confirmed=knee.confirmed if knee else False,
             knee_reason=knee.reason if knee else "",

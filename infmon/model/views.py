@@ -146,9 +146,7 @@ def closing(
         failed=counts[1],
         cancelled=counts[2],
         slo_set=slo_set,
-        slo_text=slo_verdict(
-            [r for r in results if r.span.level.mode == CLOSED and r.eligible], slo_set
-        ).text(),
+        slo_text=slo_verdict([r for r in results if r.span.level.mode == CLOSED], slo_set).text(),
     )
 
 

@@ -16,9 +16,23 @@ from textual.binding import Binding, BindingType
 from infmon.model.replay import Replay
 from infmon.ui import format as f
 from infmon.ui.app import InfmonApp
+from infmon.ui.panes import KneePane
+from infmon.ui.screens import HelpScreen
 
 REPLAY_ACTIONS = {"cursor", "jump", "play", "quit", "help", "next_theme"}
 """The actions a replay runs; every other key (the load's) is switched off."""
+REPLAY_KEYS = (
+    ("←", "back one second (shift+←: ten)"),
+    ("→", "forward one second (shift+→: ten)"),
+    ("[", "the previous step start or mark"),
+    ("]", "the next step start or mark"),
+    ("space", "play / stop at real speed"),
+    ("t", "next theme"),
+    ("q", "quit"),
+    ("?", "show the keys"),
+)
+"""What ``?`` lists in a replay: its own keys (the load keys do nothing here)."""
+NO_STEP_YET = "no step held yet at this time (→ or ] moves on)"
 
 
 class _Cursor:
@@ -72,6 +86,13 @@ class ReplayApp(InfmonApp):
     def move_to(self, t: float) -> None:
         self.cursor.t = min(max(t, self.replay.start_s), self.replay.end_s)
         self.render_tick()
+
+    def action_help(self, _variant: str = "") -> None:
+        self.push_screen(HelpScreen(REPLAY_KEYS))
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(KneePane).empty_hint = NO_STEP_YET
 
     # ---- drawing ------------------------------------------------------------------------------
     def render_tick(self) -> None:

@@ -108,3 +108,30 @@ def test_the_monitor_says_units_acceptance_wrapped_paths_and_the_mode(
         tmux.keys("q")
         tmux.wait_for("the exit", lambda s: (tmp_path / "status").exists(), 90)
     assert (tmp_path / "status").read_text().strip() == "status=0"
+
+
+def test_replay_help_lists_replay_keys_and_the_sweep_stopped_event(
+    tmux: Tmux, tmp_path: Path
+) -> None:
+    """Finding 9 in a terminal: `infmon replay` at the sweep's end shows "sweep stopped", and
+    `?` lists the replay's keys (not the load's)."""
+    from infmon.clock import FakeClock
+    from infmon.journal.reader import SessionReader
+    from infmon.journal.writer import JournalWriter
+    from tests.synthetic import write_synthetic_session
+
+    session = tmp_path / "recorded"
+    write_synthetic_session(session, concurrencies=(1, 4, 16), step_duration_s=8.0)
+    with SessionReader(session) as r:
+        last = max(e["t"] for e in r.iter_events() if isinstance(e.get("t"), (int, float)))
+    with JournalWriter(session, clock=FakeClock(last - 4.0), autoflush=False) as j:
+        j.write_event("sweep", note="sweep stopped: knee at c=4; holding c=4")
+    start(tmux, "replay", str(session), "--at", "1000", status=tmp_path / "status")
+    tmux.wait_for("the replay", lambda s: "replay " in s and "sweep stopped" in s, 60)
+    tmux.keys("?")
+    screen = tmux.wait_for("the replay's keys", lambda s: "step start or mark" in s, 30)
+    assert "double the load" not in screen and "automatic sweep" not in screen
+    tmux.keys("q")  # closes the help
+    tmux.wait_for("the help closed", lambda s: "step start or mark" not in s, 30)
+    tmux.keys("q")
+    tmux.wait_for("the exit", lambda s: (tmp_path / "status").exists(), 30)

@@ -51,6 +51,9 @@ def columns_for(width: int) -> tuple[Column, ...]:
 
 
 class KneePane(Pane):
+    empty_hint = "hold a level (or press w) for points"
+    """What the pane says before any step (a replay says its own)."""
+
     def compose(self) -> ComposeResult:
         self.border_title = "Knee"
         with Horizontal(id="knee-row"):
@@ -109,7 +112,7 @@ class KneePane(Pane):
         text = self._verdict(k)
         verdict_lines = len(text.plain.splitlines())
         if not k.steps:
-            text.append("\nhold a level (or press w) for points", self.style("muted"))
+            text.append(f"\n{self.empty_hint}", self.style("muted"))
             return text
         head = " ".join(f"{c.title:>{c.width}}" if c.title else "" for c in cols).rstrip()
         text.append("\n" + head, self.style("muted"))
