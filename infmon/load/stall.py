@@ -27,8 +27,14 @@ T = TypeVar("T")
 
 
 def stall_message(timeout_s: float, chunks: int) -> str:
-    when = "after its first" if chunks == 1 else f"after {chunks:,}" if chunks else "before any"
-    return f"no new token for {timeout_s:g}s {when} token (stalled; --stall-timeout)"
+    when = (
+        "after its first token"
+        if chunks == 1
+        else f"after {chunks:,} tokens"
+        if chunks
+        else "before any token"
+    )
+    return f"no new token for {timeout_s:g}s {when} (stalled; --stall-timeout)"
 
 
 class _Watch:
