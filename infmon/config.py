@@ -161,19 +161,6 @@ def parse_slo(text: str) -> SLO:
     return SLO(**bounds)
 
 
-def parse_token_range(text: str | int) -> tuple[int, int]:
-    """``128`` or ``100-200`` → (min, max) output tokens."""
-    lo_text, _, hi_text = str(text).partition("-")
-    try:
-        lo = int(lo_text)
-        hi = int(hi_text) if hi_text else lo
-    except ValueError:
-        raise ConfigError(f"not a token count or range: {text!r} (use 128 or 100-200)") from None
-    if lo < 1 or hi < lo:
-        raise ConfigError(f"bad token range {text!r}: need 1 <= min <= max")
-    return lo, hi
-
-
 def _lengths(text: str | int) -> Lengths:
     try:
         return parse_lengths(text)

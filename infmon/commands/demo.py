@@ -61,15 +61,9 @@ def _die_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def simulator(scenario: str, extra: list[str]) -> Iterator[str]:
-    """Run ``infmon sim --port 0`` and yield its URL; the process is gone when this exits."""
-    with simulator_process(scenario, extra) as (url, _stop_now):
-        yield url
-
-
-@contextlib.contextmanager
 def simulator_process(scenario: str, extra: list[str]) -> Iterator[tuple[str, Callable[[], None]]]:
-    """Like ``simulator`` and also yields a function that stops it at once (for a forced exit)."""
+    """Run ``infmon sim --port 0``; yields its URL and a function that stops it at once (for a
+    forced exit); the process is gone when this exits."""
     args = ["--host", "127.0.0.1", "--port", "0", "--scenario", scenario, *extra]
     try:
         proc, url = start_simulator(

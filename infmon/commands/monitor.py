@@ -111,12 +111,7 @@ class Recorder:
     never_reached: Callable[[], str | None] = lambda: None
     """The one error line when the run never reached its server (else None)."""
 
-    def record_action(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "load":
-            kind = "concurrency" if data.get("mode") == "closed" else "rate"
-        self.journal.write_event(kind, **data)
-
-    def write_report(self, screenshot_svg: str | None, final: bool) -> str:
+    def write_report(self, screenshot_svg: str | None) -> str:
         """Rebuild the reports from the journal; returns the Markdown report's path."""
         if not self.journal_closed:
             self.journal.flush()
@@ -229,7 +224,7 @@ def finish(app: Any, recorder: Recorder, report: bool = True) -> str:
     recorder.journal.write_event("quit", reason=app.exit_reason or "error")
     recorder.journal.close()
     recorder.journal_closed = True
-    return recorder.write_report(app.final_screenshot_svg, final=True) if report else ""
+    return recorder.write_report(app.final_screenshot_svg) if report else ""
 
 
 def run_monitor(

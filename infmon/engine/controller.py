@@ -454,14 +454,3 @@ class LoadEngine:
                 all(r.per_request_metrics for r in self._readies.values()),
             )
             self.ready.set()
-
-
-def merged_lag_p99(windows: Sequence[p.Window]) -> float:
-    """p99 of the loop lag over some windows (nan when none measured)."""
-    from infmon.model.loghist import LogHistogram
-
-    h = LogHistogram()
-    for w in windows:
-        if w.lag is not None:
-            h.merge(LogHistogram.from_sparse(w.lag))
-    return h.quantile(0.99) if h.count else math.nan

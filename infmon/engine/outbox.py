@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
-
-import numpy as np
 
 from infmon.engine.protocol import RecordLines, Window
 from infmon.journal.codec import encode_record
 from infmon.load.stream_state import TokenMeter
 from infmon.model.loghist import LogHistogram
 from infmon.model.records import RequestRecord
+from infmon.model.window import LatencyHists
 
 BATCH = 512
 """Most records in one ``RecordLines`` message."""
@@ -66,24 +64,6 @@ def record_line(rec: RequestRecord, offset_s: float, endpoint: int | None = None
     if endpoint is not None:
         d[ENDPOINT_KEY] = endpoint
     return json.dumps(d, separators=(",", ":"), allow_nan=False)
-
-
-class _Hists:
-    __slots__ = ("e2el", "itl", "tpot", "ttft")
-
-    def __init__(self) -> None:
-        self.ttft, self.tpot, self.itl, self.e2el = (LogHistogram() for _ in range(4))
-
-    def add(self, rec: RequestRecord) -> None:
-        if not rec.ok:
-            return
-        self.ttft.add_one(rec.ttft_s)
-        self.e2el.add_one(rec.e2el_s)
-        tpot = rec.tpot_s
-        if not math.isnan(tpot):
-            self.tpot.add_one(tpot)
-        if len(rec.chunk_times_s) > 1:
-            self.itl.add(np.diff(np.asarray(rec.chunk_times_s)))
 
 
 class _Pass:
@@ -132,7 +112,7 @@ class Outbox:
         """Request id → endpoint index (``SpreadClient.endpoint_of``), popped as encoded."""
         self._records: deque[RequestRecord] = deque()
         self._messages: list[object] = []
-        self._hists = _Hists()
+        self._hists = LatencyHists()
         self._flush_window = False
         self._window_t0 = now()
         self._last = (0.0, 0.0, 0, 0, 0, 0)
@@ -288,7 +268,7 @@ class Outbox:
         cur, last = self._totals(), self._last
         self._last = cur
         t0, self._window_t0 = self._window_t0, now
-        hists, self._hists = self._hists, _Hists()
+        hists, self._hists = self._hists, LatencyHists()
         lag, late = LogHistogram(), LogHistogram()
         if self.lags is not None:
             lag.add(self.lags(t0, now))

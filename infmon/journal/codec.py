@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from infmon.model.columns import US
 from infmon.model.records import RequestRecord
 from infmon.model.server_timing import decode_timing, encode_timing
 
-US = 1_000_000
 _NUMPY_FROM = 16
 """Chunk lists longer than this are encoded with numpy (its fixed cost pays off from here)."""
 

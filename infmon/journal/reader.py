@@ -23,7 +23,6 @@ from infmon.journal import legacy, sqlcols
 from infmon.journal.legacy import iter_jsonl
 from infmon.journal.rows import row_record
 from infmon.journal.scrapes import ScrapeReplay
-from infmon.journal.sqlcols import where_clause
 from infmon.journal.store import (
     LEGACY_RECORDS,
     MAIN_DB,
@@ -231,17 +230,6 @@ class SessionReader:
             for db in shards
         ]
         yield from heapq.merge(*streams, key=lambda r: r.sent_s)
-
-    def iter_record_rows(
-        self, step: int | None = None, since_s: float | None = None, until_s: float | None = None
-    ) -> Iterator[tuple[Any, ...]]:
-        """Raw rows (``RECORD_SCHEMA`` order) of every SQLite shard, filtered, by send time."""
-        where, args = where_clause(step, since_s, until_s)
-        streams = [
-            db.execute(f"SELECT {select_records(db)} FROM records{where} ORDER BY sent_s", args)
-            for db in self.shards()
-        ]
-        yield from heapq.merge(*streams, key=lambda r: r[2])
 
     # ---- scrapes and events -------------------------------------------------------------------
 

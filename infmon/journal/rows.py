@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from infmon.model.columns import US
 from infmon.model.records import RequestRecord
 from infmon.model.server_timing import ServerTiming, decode_timing, encode_timing
 
-US = 1_000_000
 _I32_MAX = 2**31 - 1
 RECORD_SCHEMA = (
     ("worker", "INTEGER NOT NULL"),

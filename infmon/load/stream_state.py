@@ -240,10 +240,6 @@ def usage_consistency_problem(
     return None
 
 
-def int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def error_text(obj: Any, scrub: Callable[[str], str] | None = None) -> str:
     """The human part of an OpenAI/vLLM/FastAPI error body, on one line, sanitised.
 

@@ -19,12 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from infmon.model.loghist import LogHistogram
 from infmon.model.records import RequestRecord
 from infmon.model.server import ServerSnapshot, SpecDecode, WindowStat
 from infmon.model.session import Session, SessionConfig
 from infmon.model.steps import EVENT_KINDS, StepEvent
-from infmon.model.window import LoadWindow
+from infmon.model.window import LatencyHists, LoadWindow
 
 WINDOW_S = 0.25
 """The engine's window period."""
@@ -139,16 +138,9 @@ def _window(
     sent: np.ndarray,
     live: np.ndarray,
 ) -> LoadWindow:
-    ttft, tpot, itl, e2el = (LogHistogram() for _ in range(4))
+    hists = LatencyHists()
     for r in done:
-        if not r.ok:
-            continue
-        ttft.add_one(r.ttft_s)
-        e2el.add_one(r.e2el_s)
-        if not math.isnan(r.tpot_s):
-            tpot.add_one(r.tpot_s)
-        if len(r.chunk_times_s) > 1:
-            itl.add(np.diff(np.asarray(r.chunk_times_s)))
+        hists.add(r)
     steps_live, n_live = np.unique(step[live], return_counts=True)
     steps_sent, n_sent = np.unique(step[sent < b], return_counts=True)
     return LoadWindow(
@@ -164,10 +156,10 @@ def _window(
         inflight_area_s=area,
         inflight_by_step=tuple(zip(map(int, steps_live), map(int, n_live), strict=True)),
         sent_by_step=tuple(zip(map(int, steps_sent), map(int, n_sent), strict=True)),
-        ttft=ttft.sparse(),
-        tpot=tpot.sparse(),
-        itl=itl.sparse(),
-        e2el=e2el.sparse(),
+        ttft=hists.ttft.sparse(),
+        tpot=hists.tpot.sparse(),
+        itl=hists.itl.sparse(),
+        e2el=hists.e2el.sparse(),
     )
 
 

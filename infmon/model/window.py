@@ -3,9 +3,35 @@ them every 250 ms and at every step boundary; windows of several workers add up)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from infmon.model.loghist import SparseCounts
+import numpy as np
+
+from infmon.model.loghist import LogHistogram, SparseCounts
+from infmon.model.records import RequestRecord
+
+
+class LatencyHists:
+    """The four latency histograms of a window's finished requests (a worker's outbox, and a
+    replayed session's windows, build them alike)."""
+
+    __slots__ = ("e2el", "itl", "tpot", "ttft")
+
+    def __init__(self) -> None:
+        self.ttft, self.tpot, self.itl, self.e2el = (LogHistogram() for _ in range(4))
+
+    def add(self, rec: RequestRecord) -> None:
+        """A finished request (a failed one adds nothing)."""
+        if not rec.ok:
+            return
+        self.ttft.add_one(rec.ttft_s)
+        self.e2el.add_one(rec.e2el_s)
+        tpot = rec.tpot_s
+        if not math.isnan(tpot):
+            self.tpot.add_one(tpot)
+        if len(rec.chunk_times_s) > 1:
+            self.itl.add(np.diff(np.asarray(rec.chunk_times_s)))
 
 
 @dataclass(frozen=True, slots=True)

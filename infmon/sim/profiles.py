@@ -50,10 +50,6 @@ class GpuProfile:
     board_source: str = ""
 
     @property
-    def memory_bytes(self) -> float:
-        return self.memory_gib * GIB
-
-    @property
     def achieved_bandwidth(self) -> float:
         return self.bandwidth_gb_s * GB * self.bandwidth_fraction
 

@@ -62,8 +62,7 @@ class Controller(Protocol):
 class Recorder(Protocol):
     """Where operator actions and reports go (the journal and the report writer)."""
 
-    def record_action(self, kind: str, data: dict[str, Any]) -> None: ...
-    def write_report(self, screenshot_svg: str | None, final: bool) -> str: ...
+    def write_report(self, screenshot_svg: str | None) -> str: ...
 
 
 class InfmonApp(App[None]):
@@ -307,7 +306,7 @@ class InfmonApp(App[None]):
             return
         recorder = self.recorder
         self.run_worker(
-            lambda: recorder.write_report(svg, False),
+            lambda: recorder.write_report(svg),
             thread=True,
             group="report",
             exit_on_error=False,

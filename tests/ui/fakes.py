@@ -19,7 +19,6 @@ from infmon.clock import FakeClock
 from infmon.commands.live import LiveController
 from infmon.commands.wiring import RunWiring, wire_session
 from infmon.engine.controller import Target, Totals
-from infmon.engine.outbox import _Hists
 from infmon.engine.types import RecordBatch
 from infmon.model.dial import DialState, LoadDial
 from infmon.model.loghist import LogHistogram
@@ -28,7 +27,7 @@ from infmon.model.records import RequestRecord
 from infmon.model.server import ServerSnapshot
 from infmon.model.session import Session, SessionConfig
 from infmon.model.steps import CLOSED, Level
-from infmon.model.window import LoadWindow
+from infmon.model.window import LatencyHists, LoadWindow
 from tests.enginekit.pages import ServerFeed
 
 
@@ -69,7 +68,7 @@ def window_of(
 ) -> LoadWindow:
     """The window a worker would send for these finished records (the engine's histograms);
     its tokens are the chunks of ``streams`` (every stream then open) that arrived in it."""
-    hists = _Hists()
+    hists = LatencyHists()
     for r in records:
         hists.add(r)
     tokens = sum(
@@ -101,11 +100,11 @@ def window_of(
 
 class FakeRecorder:
     def __init__(self, path: str = "/tmp/infmon-fake-session") -> None:
-        self.reports: list[tuple[str | None, bool]] = []
+        self.reports: list[str | None] = []
         self.path = path
 
-    def write_report(self, screenshot_svg: str | None, final: bool) -> str:
-        self.reports.append((screenshot_svg, final))
+    def write_report(self, screenshot_svg: str | None) -> str:
+        self.reports.append(screenshot_svg)
         return self.path
 
 
