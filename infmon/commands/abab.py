@@ -89,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         rules = parse_abab_rules(args.fail_if) if args.fail_if else ()
     except AbabRuleError as exc:
         raise CliError(str(exc)) from None
+    if any(r.key == "frontier" for r in rules) and not args.slo:
+        raise CliError("--fail-if frontier needs --slo (the frontier is searched against it)")
+    if any(r.key == "quality" for r in rules) and args.no_quality:
+        raise CliError("--fail-if quality cannot be judged with --no-quality")
     if args.headless and not args.switch_cmd:
         raise CliError("--abab --headless needs --switch-cmd (nobody is there to press Enter)")
     root = Path(args.session_dir) if args.session_dir else args.runs_dir / f"abab-{a}-{b}"

@@ -42,7 +42,7 @@ from infmon.commands.scale import (
     start_exporter,
     stop_exporter,
 )
-from infmon.commands.search_args import SearchOutput, add_search_arguments, search_from_args
+from infmon.commands.search_args import add_search_arguments, run_search, search_from_args
 from infmon.commands.trials_out import (
     TrialOptions,
     add_trial_arguments,
@@ -277,8 +277,8 @@ async def _bench(
         elif opts.search is None:
             results = await runner.run(plan, on_step=progress.step, on_tick=progress.tick)
         else:
-            results, found = await _search(
-                runner, opts.search, plan[0], config, journal, progress, session_dir
+            results, found = await run_search(
+                runner, opts.search, plan[0], config, journal, session_dir, progress
             )
         if scrapes is not None:
             await scrapes.stop(final_scrape=True)
@@ -308,25 +308,6 @@ async def _bench(
         if scrapes is not None:
             await scrapes.stop()
         await stop_exporter(exporter, finished)
-
-
-async def _search(
-    runner: StepRunner,
-    spec: SearchSpec,
-    base: StepSpec,
-    config: Config,
-    journal: JournalWriter,
-    progress: _Progress,
-    session_dir: Path,
-) -> tuple[list[tuple[StepResult, EdgeRate]], dict[str, Any]]:
-    """The search plan: a probe per move, the chart as it grows, the verdict and search.json."""
-    out = SearchOutput(spec, config, journal)
-    journal.write_event("search", goal=spec.goal, lo=spec.lo, hi=spec.hi, budget=spec.budget)
-    verdict, results, probes = await runner.search(
-        spec, base, config.slo, on_step=progress.step, on_tick=progress.tick, on_move=out.move
-    )
-    out.chart(probes)
-    return results, dict(out.verdict(verdict, probes, session_dir))
 
 
 def _scraper(

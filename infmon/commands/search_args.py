@@ -7,12 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any, Protocol
 
 from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.config import Config
+from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec
 from infmon.journal import JournalWriter
 from infmon.journal.safefile import write_text_atomic
+from infmon.model.ledger import StepResult
 from infmon.model.search import GOALS, Next, SearchSpec, Verdict
 from infmon.model.search_doc import SearchDoc, search_doc, verdict_line
 from infmon.model.search_fit import Probe
@@ -144,3 +147,28 @@ class SearchOutput:
             raise CliError(f"cannot write {path}: {exc.strerror}") from None
         say(verdict_line(self.spec, self.config.slo, v))
         return doc
+
+
+class _Progress(Protocol):
+    def step(self, index: int, spec: StepSpec, result: StepResult, server: EdgeRate) -> None: ...
+
+    def tick(self, p: StepProgress) -> None: ...
+
+
+async def run_search(
+    runner: StepRunner,
+    spec: SearchSpec,
+    base: StepSpec,
+    config: Config,
+    journal: JournalWriter,
+    session_dir: Path,
+    progress: _Progress,
+) -> tuple[list[tuple[StepResult, EdgeRate]], dict[str, Any]]:
+    """Bench's search: a probe per move, the chart as it grows, the verdict and search.json."""
+    out = SearchOutput(spec, config, journal)
+    journal.write_event("search", goal=spec.goal, lo=spec.lo, hi=spec.hi, budget=spec.budget)
+    verdict, results, probes = await runner.search(
+        spec, base, config.slo, on_step=progress.step, on_tick=progress.tick, on_move=out.move
+    )
+    out.chart(probes)
+    return results, dict(out.verdict(verdict, probes, session_dir))

@@ -28,6 +28,7 @@ def _tok_s(session: Path, level: int) -> list[float]:
     return [s["output_throughput_tok_s"] for s in steps if s["concurrency"] == level]
 
 
+@pytest.mark.timeout(600)
 def test_repeat_gives_an_interval_that_covers_the_grid(tmp_path):
     """The repeated run and the grid run at the same time against two simulators, so both
     see the same machine (this host's pace drifts over minutes)."""
@@ -64,6 +65,7 @@ def test_repeat_gives_an_interval_that_covers_the_grid(tmp_path):
     assert r.low <= 1.0 <= r.high, (r, values, grid_values)
 
 
+@pytest.mark.timeout(600)
 def test_until_ci_stops_early_on_a_steady_server(tmp_path):
     session = tmp_path / "s"
     with running_sim("--scenario", "baseline") as url:
