@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from infmon.model.abab import FrontierMove
 from tests.conftest import REPO, infmon_cmd
 from tests.e2e.conftest import free_port
 
@@ -94,7 +95,8 @@ def test_abab_fp8_verdict_covers_speed_frontier_and_quality(tmp_path):
     assert word in doc["sentence"] and "at c=16" in doc["sentence"]
     f = doc["frontier"]
     assert f["a"] is not None and f["b"] is not None and f["b"] >= f["a"]
-    assert f"SLO frontier {f['a']:g} → " in doc["sentence"]
+    move = FrontierMove(f["a"], f["b"], f["a_open"], f["b_open"])
+    assert move.text() in doc["sentence"]
     q = doc["quality"]
     assert q["probes"] >= 40 and q["margin_points"] == 10
     assert q["diff_points"] == pytest.approx(
