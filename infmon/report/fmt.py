@@ -11,7 +11,6 @@ from infmon.model.steps import RATE, REPLAY
 from infmon.report.doc import EventMark, MemoryBudget, PromptLengths, ReportDoc, StepEntry
 
 DASH = "—"
-LAT_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
 
 
 def num(v: object, digits: int = 1) -> str:

@@ -52,8 +52,6 @@ HELP = {
         "Ratio of cycles the device memory interface is active sending or receiving data.",
     ),
 }
-SPLIT = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL")
-"""The fields dcgm-exporter splits per pod on a shared GPU."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,12 +182,3 @@ def error_kinds(session: Path) -> dict[str, int]:
         if r.error_kind:
             kinds[r.error_kind] = kinds.get(r.error_kind, 0) + 1
     return kinds
-
-
-def session_files_text(session: Path) -> dict[str, str]:
-    """Every text file a session holds (records, events, scrapes, reports)."""
-    out = {}
-    for p in sorted(session.rglob("*")):
-        if p.is_file() and p.suffix in (".jsonl", ".json", ".md", ".html", ".svg", ".csv"):
-            out[p.name] = p.read_text(encoding="utf-8", errors="strict")
-    return out
