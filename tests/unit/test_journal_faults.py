@@ -126,9 +126,14 @@ def test_label_cardinality_explosion_is_bounded(tmp_path):
     """A new label set per scrape (200k engines): the journal grows by a bounded row."""
     budget = ScrapeBudget(budget_bytes=20_000, raw_max_bytes=100_000)
     page = "vllm:num_requests_running 3\n" * 100_000
+    # 200k engine objects made once and relabelled in place each scrape: every scrape still
+    # brings 200k label sets never seen before (the writer keeps no reference to a snapshot),
+    # without making 6M dicts for the garbage collector to walk
+    engines = [{"labels": {"pod": ""}, "running": i} for i in range(200_000)]
     with JournalWriter(tmp_path, autoflush=False, scrape_budget=budget) as j:
         for t in range(0, 300, 10):
-            engines = [{"labels": {"pod": f"p{t}-{i}"}, "running": i} for i in range(200_000)]
+            for i, engine in enumerate(engines):
+                engine["labels"]["pod"] = f"p{t}-{i}"
             snap = {"timestamp_s": float(t), "running": 3, "engines": engines, "state": "ok"}
             j.write_scrape(snap, raw_page=page)
     db = tmp_path / "journal.sqlite"
