@@ -76,3 +76,17 @@ def sim_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+TIERS = {"unit": "unit", "golden": "unit", "ui": "ui", "hostile": "hostile", "e2e": "e2e"}
+"""A test's tier marker, by its directory under tests/ (``pytest -m unit``: see the README)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its directory's tier (before ``-m`` selects)."""
+    tests = REPO / "tests"
+    for item in items:
+        parts = item.path.relative_to(tests).parts
+        if len(parts) > 1 and parts[0] in TIERS:
+            item.add_marker(TIERS[parts[0]])
