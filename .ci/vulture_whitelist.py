@@ -7,6 +7,8 @@ code is removed instead. Regenerate a section with
 # mypy: ignore-errors
 
 # Textual calls these by name (compose, on_*, action_*, BINDINGS, CSS_PATH, border_title).
+_.action_toggle_anatomy  # unused method (infmon/ui/app.py:322)
+_.watch_show_anatomy  # unused method (infmon/ui/panes/latency.py:26)
 CSS_PATH  # unused variable (infmon/ui/app.py:70)
 ENABLE_COMMAND_PALETTE  # unused variable (infmon/ui/app.py:72)
 BINDINGS  # unused variable (infmon/ui/app.py:73)
@@ -92,8 +94,15 @@ _.on_headers_complete  # unused method (infmon/sim/http.py:94)
 _.on_body  # unused method (infmon/sim/http.py:98)
 _.on_message_complete  # unused method (infmon/sim/http.py:101)
 
-# The report document's TypedDict keys: JSON fields read by name (report.json, templates,
-# compare).
+# The report document's TypedDict keys (report/doc.py, report/perreq.py): JSON fields read by
+# name (report.json, templates, compare).
+over_e2e  # unused variable (infmon/report/perreq.py:41)
+most_client_side  # unused variable (infmon/report/perreq.py:42)
+self_check  # unused variable (infmon/report/perreq.py:59)
+acceptance_by_task  # unused variable (infmon/report/perreq.py:60)
+acceptance_by_prompt_length  # unused variable (infmon/report/perreq.py:61)
+best_task  # unused variable (infmon/report/perreq.py:63)
+worst_task  # unused variable (infmon/report/perreq.py:64)
 started_wall_s  # unused variable (infmon/report/doc.py:54)
 mean_prompt_tokens  # unused variable (infmon/report/doc.py:61)
 mean_output_tokens  # unused variable (infmon/report/doc.py:62)
@@ -150,7 +159,8 @@ torch_dtype  # unused variable (infmon/sim/profiles.py:83)
 
 # Set for a library that reads them: argparse's formatter_class, sqlite3's isolation_level, httpx's
 # response body, uvicorn's should_exit; http.server's do_GET/log_message; a pytest fixture
-# requested by name; a stub's parameter named as NVML's.
+# requested by name; a stub's parameter named as NVML's; Ray's ENABLE_RAY_CLUSTER.
+_.ENABLE_RAY_CLUSTER  # unused attribute (infmon/engine/ray_setup.py:88)
 _.do_GET  # unused method (bench/monitor_truth.py:124)
 _.log_message  # unused method (bench/monitor_truth.py:134)
 _.formatter_class  # unused attribute (infmon/commands/sim.py:19)
@@ -183,3 +193,22 @@ _.rows_cut  # unused attribute (infmon/journal/scrapes.py:77)
 _.rows_cut  # unused attribute (infmon/journal/scrapes.py:95)
 baseline_levels  # unused variable (infmon/model/baseline.py:306)
 gaps_sampled  # unused variable (infmon/model/levels.py:133)
+
+# Not yet judged, landed while this guard was being added (issue 32): new code of other work in
+# flight (Ray set-up and its multi-node kit, server detail, anatomy); its authors use or remove it.
+_.lose  # unused method (infmon/engine/ray_link.py:255)
+PLACEMENTS  # unused variable (infmon/engine/ray_setup.py:33)
+gcs_reachable  # unused function (infmon/engine/ray_setup.py:209)
+PART_LABELS  # unused variable (infmon/model/anatomy.py:34)
+LOCAL_COMPUTE  # unused variable (infmon/model/server_detail.py:28)
+LOCAL_CACHE_HIT  # unused variable (infmon/model/server_detail.py:29)
+EXTERNAL_KV  # unused variable (infmon/model/server_detail.py:30)
+_.mfu  # unused method (infmon/model/server_detail.py:110)
+_.asleep  # unused property (infmon/model/server_detail.py:148)
+_.server_ttft_ms  # unused property (infmon/model/server_timing.py:76)
+can_build  # unused function (tests/raykit/netns.py:36)
+_.add_node  # unused method (tests/raykit/netns.py:126)
+_.wait_nodes  # unused method (tests/raykit/netns.py:159)
+_.kill_node  # unused method (tests/raykit/netns.py:190)
+_.kill_process  # unused method (tests/raykit/netns.py:201)
+_.all_pids  # unused method (tests/raykit/netns.py:212)

@@ -41,6 +41,7 @@ class Sequence:
     num_preemptions: int = 0
     scheduled_s: float = math.nan
     first_token_s: float = math.nan
+    last_token_s: float = math.nan
     finish_s: float = math.nan
     finish_reason: str | None = None
     truth: Callable[[int], int] | None = None  # token id of output position i (n-gram lookup)
@@ -299,6 +300,7 @@ class Engine:
             seq.first_token_s = out.end_s
             out.prompt_done_tokens += seq.prompt_len
             out.prompt_done_cached += seq.cached_tokens
+        seq.last_token_s = out.end_s
         if seq.output_len >= limit:
             seq.finish_reason = "length" if seq.output_len >= seq.max_tokens else "stop"
 
