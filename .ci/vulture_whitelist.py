@@ -96,6 +96,7 @@ _.on_message_complete  # unused method (infmon/sim/http.py:101)
 
 # The report document's TypedDict keys (report/doc.py, report/perreq.py): JSON fields read by
 # name (report.json, templates, compare).
+efficiency  # unused variable (infmon/report/doc.py:262)
 over_e2e  # unused variable (infmon/report/perreq.py:41)
 most_client_side  # unused variable (infmon/report/perreq.py:42)
 self_check  # unused variable (infmon/report/perreq.py:59)
