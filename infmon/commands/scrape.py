@@ -107,6 +107,27 @@ def _text(v: object) -> str:
     return DASH if v is None else str(v)
 
 
+def _detail_line(snap: ServerSnapshot) -> str | None:
+    """vLLM's 2025–26 families in one line (``--json`` has them all), None without them."""
+    d = snap.detail
+    parts = []
+    if d.waiting_by_reason:
+        parts.append(
+            "waiting " + ", ".join(f"{k} {count(v)}" for k, v in d.waiting_by_reason.items())
+        )
+    if (share := d.source_share("local_cache_hit")) is not None:
+        parts.append(f"prompt from cache {pct(share)}")
+    if d.admission_rejections_total:
+        parts.append(f"rejected {count(sum(d.admission_rejections_total.values()))}")
+    if d.sleep_state is not None:
+        parts.append(f"engine {d.sleep_state}")
+    if d.kv_offload is not None:
+        parts.append(f"kv offload loading {pct(d.kv_offload.load_time_fraction)}")
+    if d.lora is not None:
+        parts.append(f"lora {len(d.lora.running)} running {len(d.lora.waiting)} waiting")
+    return " · ".join(parts) if parts else None
+
+
 def render_text(snap: ServerSnapshot) -> str:
     """A compact human view of a snapshot (``--json`` has everything): counts with thousands
     separators, fractions as percentages, latencies in ms or s (``infmon.report.fmt``)."""
@@ -131,6 +152,8 @@ def render_text(snap: ServerSnapshot) -> str:
         sd = snap.spec_decode
         length = DASH if sd.mean_acceptance_length is None else f"{sd.mean_acceptance_length:.2f}"
         lines.append(f"spec decode acceptance {pct(sd.acceptance_rate)}  mean length {length}")
+    if (detail := _detail_line(snap)) is not None:
+        lines.append(detail)
     for e in snap.engines:
         lines.append(
             f"  [{e.key}] running {count(e.running)} waiting {count(e.waiting)} "

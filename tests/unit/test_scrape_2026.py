@@ -74,6 +74,16 @@ def test_each_real_capture_lists_the_new_keys_with_the_pages_values(
 def test_a_page_from_before_them_says_null_never_zero(capsys: pytest.CaptureFixture[str]) -> None:
     got = _scrape(capsys, OLD)
     assert all(got[key] is None for key in DETAIL_KEYS)
+    assert main(["scrape", str(OLD)]) == 0
+    assert "waiting capacity" not in capsys.readouterr().out
+
+
+def test_the_text_view_has_them_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scrape", str(FIXTURES / CAPTURES[1])]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "waiting capacity 0, deferred 0 · prompt from cache 0% · rejected 0 · engine awake" in out
+    )
 
 
 # KV offload, NIXL and LoRA as the installed vLLM 0.32 source declares them (no real page with a
