@@ -44,6 +44,7 @@ class _Args:
     max_num_batched_tokens = None
 
 
+@pytest.mark.timeout(1200)  # vLLM's start (~1-4 min here) and 5 bench steps of 15 s
 def test_fit_at_1_2_4_forecasts_8_and_16(vllm: rs.Server, tmp_path: Path) -> None:
     fit_session = bench(vllm.url, tmp_path, "fit", "1,2,4")
     check_session = bench(vllm.url, tmp_path, "check", "8,16")
