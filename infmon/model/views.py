@@ -18,7 +18,7 @@ from infmon.model.loghist import LogHistogram
 from infmon.model.measures import SLO
 from infmon.model.series import SampleSeries
 from infmon.model.slo_verdict import slo_verdict
-from infmon.model.steps import CLOSED
+from infmon.model.steps import CLOSED, RATE
 
 NAN = math.nan
 
@@ -51,17 +51,18 @@ def step_point(r: StepResult, now: float) -> StepPoint:
 
 
 def knee_points(results: Sequence[StepResult], now: float) -> tuple[StepPoint, ...]:
-    """Every closed-loop step, in order. The knee rule counts one step per level (the first
-    eligible one, ``counted``); each counted step carries the throughput growth per doubling
-    from the counted level below it, as the rule reads it."""
+    """Every closed-loop and rate step, in order. The knee rule counts one closed-loop step
+    per level (the first eligible one, ``counted``); each counted step carries the throughput
+    growth per doubling from the counted level below it, as the rule reads it. A rate step is
+    a row of its own (``2/s``), never in the knee."""
     points = [
         step_point(r, now)
         for r in results
-        if r.span.level.mode == CLOSED and r.span.held_s(now) > 0  # set while paused: no row
+        if r.span.level.mode in (CLOSED, RATE) and r.span.held_s(now) > 0  # set while paused
     ]
     counted: dict[float, StepPoint] = {}
     for p in points:
-        if p.eligible and p.level not in counted:
+        if p.mode == CLOSED and p.eligible and p.level not in counted:
             counted[p.level] = p
     growth: dict[int, float] = {}
     below: StepPoint | None = None

@@ -168,7 +168,7 @@ class KneePane(Pane):
         is_knee = p.counted and k.knee_level is not None and p.level == k.knee_level
         cells = {
             "step": str(p.index),
-            "c": f"{p.level:g}",
+            "c": f"{p.level:g}" if p.mode != "rate" else f"{p.level:g}/s",
             "tok/s": f.num(p.output_tokens_per_s),
             "gain/×2": f.signed_pct(p.growth_per_doubling) if p.counted else "",
             "TTFT p90": f.ms(p.p90_ttft_s),

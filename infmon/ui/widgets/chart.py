@@ -201,8 +201,13 @@ class Chart(PlotextPlot):
                     for t in nice_ticks(xs[0], xs[-1], max(2, width // 12))
                     if xs[0] <= t <= xs[-1]
                 ]
-            plt.xticks(xt, [sig(t) for t in xt])
+            plt.xticks(xt, [_x_label(t, opts.log_x) for t in xt])
         return tops
+
+
+def _x_label(x: float, levels: bool) -> str:
+    """A tick: a load level whole and thousands separated (``1,024``, never ``1.02k``)."""
+    return f"{x:,.0f}" if levels and float(x).is_integer() else sig(x)
 
 
 def _spread(bottom: float, top: float, n: int, log: bool) -> list[float]:
