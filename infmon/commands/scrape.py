@@ -195,6 +195,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def server_url(url: str) -> str:
+    """The server's base URL from what an operator pastes: ``URL/v1`` (the OpenAI base URL,
+    which bench accepts) is the server at ``URL``; its metrics are at ``URL/metrics``."""
+    base = url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else url
+
+
 def _snapshot(args: argparse.Namespace, config: Config) -> tuple[ServerSnapshot, str | None]:
     """The snapshot, and the backend the page's own names point to (None: not known)."""
     count = args.count if args.count is not None else (2 if args.interval else 1)
@@ -220,5 +227,5 @@ def _snapshot(args: argparse.Namespace, config: Config) -> tuple[ServerSnapshot,
         return _from_files([Path(t) for t in args.targets], args, config)
     if len(args.targets) != 1:
         raise CliError("give one server URL")
-    source = DirectSource.from_config(config, args.targets[0], backend=args.backend)
+    source = DirectSource.from_config(config, server_url(args.targets[0]), backend=args.backend)
     return asyncio.run(_poll(source, count, interval)), source.detected

@@ -142,3 +142,11 @@ def test_the_drafter_is_named_from_the_servers_speculative_config():
     assert config_changes(RunFacts(spec_k=0), cur) == (
         "speculative: none → draft k=3 (deepseek-ai/DeepSeek-R1-Distill-Qwen-7B)",
     )
+
+
+def test_scrape_takes_the_openai_base_url_as_bench_does():
+    from infmon.commands.scrape import server_url
+
+    assert server_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000"
+    assert server_url("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000"
+    assert server_url("http://127.0.0.1:8000/metrics") == "http://127.0.0.1:8000/metrics"
