@@ -205,7 +205,7 @@ def _move(a: dict[str, object] | None, b: dict[str, object] | None) -> FrontierM
         if d is None or not isinstance(d.get("found"), dict):
             return None, False
         level = d["found"]["level"]  # type: ignore[index]
-        return float(level), d.get("status") == "above_range"
+        return float(level), d.get("bound") is None  # not bracketed: at least this
 
     (fa, oa), (fb, ob) = side(a), side(b)
     return FrontierMove(fa, fb, oa, ob)

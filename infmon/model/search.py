@@ -28,7 +28,7 @@ from infmon.model.search_fit import LevelFit, Probe, crossing, fit_levels, pass_
 
 Goal = Literal["slo", "goodput", "knee"]
 GOALS: tuple[Goal, ...] = ("slo", "goodput", "knee")
-Status = Literal["found", "below_range", "above_range", "budget"]
+Status = Literal["found", "below_range", "above_range", "budget", "unmeasured"]
 NAN = math.nan
 
 
@@ -88,6 +88,8 @@ def next_move(spec: SearchSpec, probes: Sequence[Probe], knee: Sequence[KneePoin
     """The next level to measure or the verdict (see the module docstring)."""
     if not probes:
         return Next(spec.lo, "the range's low end")
+    if (empty := next((p for p in probes if p.requests == 0), None)) is not None:
+        return _unmeasured(spec, [p for p in probes if p.requests > 0], empty.level, len(probes))
     fits = fit_levels(probes)
     if spec.goal == "slo":
         move = _slo(spec, fits, len(probes))
@@ -98,6 +100,18 @@ def next_move(spec: SearchSpec, probes: Sequence[Probe], knee: Sequence[KneePoin
     if isinstance(move, Next) and len(probes) >= spec.budget:
         return _budget(spec, fits, len(probes))
     return move
+
+
+def _unmeasured(spec: SearchSpec, probes: Sequence[Probe], level: float, n: int) -> Verdict:
+    """A step that measured no request (every stream still held a warm-up request): its level
+    cannot be judged, and probing it again would not either; the search stops and says why."""
+    fits = fit_levels(probes)
+    best = next((f for f in reversed(fits) if f.fitted >= spec.attainment), None)
+    reason = (
+        f"{_lbl(spec, level)} measured no request: its requests outlast the step "
+        "(lengthen --step-duration)"
+    )
+    return Verdict(spec.goal, "unmeasured", best, None, NAN, NAN, reason, tuple(fits), n)
 
 
 def _grow(spec: SearchSpec, level: float) -> float:

@@ -189,7 +189,7 @@ def parse_search_doc(obj: Any) -> SearchDoc:
             raise SearchDocError(f"{key}: missing or not {'/'.join(t.__name__ for t in types)}")
     if obj["goal"] not in ("slo", "goodput", "knee"):
         raise SearchDocError(f"goal: unknown {obj['goal']!r}")
-    if obj["status"] not in ("found", "below_range", "above_range", "budget"):
+    if obj["status"] not in ("found", "below_range", "above_range", "budget", "unmeasured"):
         raise SearchDocError(f"status: unknown {obj['status']!r}")
     for key in ("found", "bound"):
         if obj[key] is not None and set(obj[key]) != _LEVEL_KEYS:

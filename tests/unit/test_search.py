@@ -163,3 +163,13 @@ def test_knee_search_brackets_the_present_rule():
     assert move.status == "found" and move.found is not None and move.bound is not None
     assert move.found.level == 32 and move.bound.level == 64
     assert "knee at c=32" in move.reason
+
+
+def test_a_step_without_requests_stops_the_search_and_says_why():
+    curve = Curve(1000.0)
+    spec = SearchSpec("slo", lo=4, hi=256)
+    probes = [curve.probe(4, 0), curve.probe(8, 1), Probe(16, 2, 0, 0, math.nan, math.nan, 0.0)]
+    v = next_move(spec, probes)
+    assert isinstance(v, Verdict) and v.status == "unmeasured"
+    assert v.found is not None and v.found.level == 8 and v.bound is None
+    assert "c=16 measured no request" in v.reason and "--step-duration" in v.reason
