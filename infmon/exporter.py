@@ -39,9 +39,17 @@ from prometheus_client.core import (
 )
 
 from infmon.engine.types import RecordBatch
-from infmon.model.records import RequestRecord
+from infmon.model.records import ErrorKind, RequestRecord
 from infmon.model.steps import CLOSED, RATE
 from infmon.model.window import LoadWindow
+
+FAILURE_KINDS: tuple[str, ...] = tuple(
+    str(v)
+    for k, v in vars(ErrorKind).items()
+    if k.isupper() and isinstance(v, str) and v != ErrorKind.CANCELLED
+)
+"""Every kind a failed request can have: exported at zero before the first (Grafana's panel on
+a clean run reads 0, not "No data")."""
 
 E2EL_BUCKETS: tuple[float, ...] = (
     *(0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0),
@@ -188,8 +196,8 @@ class ClientExporter:
         err = CounterMetricFamily(
             "infmon_request_errors", "Failed requests by kind.", None, ["kind"]
         )
-        for kind, n in sorted(errors.items()):
-            err.add_metric([kind], float(n))
+        for kind in sorted(set(errors) | set(FAILURE_KINDS)):  # zero until the first: not absent
+            err.add_metric([kind], float(errors.get(kind, 0)))
         yield err
         yield CounterMetricFamily(
             "infmon_output_tokens", "Output tokens, counted as their chunks arrived.", out_tok

@@ -253,7 +253,7 @@ async def _bench(
             w = target.workload
             journal.write_event("workload", **w.to_dict())
             say(f"prompts: {w.workload}, {w.sizing} · seed {config.seed}")
-        _print_intro(config, target, opts.wide)
+        _print_intro(config, target, opts.wide, opts.scale.urls)
         progress = _Progress(opts.wide, journal)
         if opts.reference is not None:
             progress.comparer = StepComparer(ledger.book, config.slo, opts.reference)
@@ -343,12 +343,13 @@ def _journal_target(
     )
 
 
-def _print_intro(config: Config, target: Target, wide: bool) -> None:
+def _print_intro(config: Config, target: Target, wide: bool, urls: tuple[str, ...] = ()) -> None:
     length = "pinned (ignore_eos)" if target.vllm_fields else "not pinned (server lacks ignore_eos)"
     if not config.ignore_eos:
         length = "not pinned (--no-ignore-eos)"
     # one fact a line: the intro fits 100 columns like the table (finding 8)
-    say(f"target: {config.url} · model {target.model}")
+    where = f"{len(urls)} endpoints: {', '.join(urls)}" if len(urls) > 1 else config.url
+    say(f"target: {where} · model {target.model}")
     say(f"endpoint: {config.endpoint} · output length {length}")
     say(per_request_line(target.per_request_metrics))
     if config.step_requests is not None:

@@ -357,6 +357,7 @@ class LoadEngine:
             len(self.live) - 1,
             held.step if held else None,
             held.level if held else None,
+            now - self._window_end[w] if w in self._window_end else None,
         )
         self.lost[w] = loss
         sent_s = self._window_end.get(w, now)

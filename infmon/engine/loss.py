@@ -29,6 +29,9 @@ class WorkerLoss:
     """Workers left; the level is re-split over them."""
     step: int | None
     level: Level | None
+    last_report_age_s: float | None = None
+    """How long before the loss its last window came: the requests that finished on the server
+    in that time never reported (at most ``inflight`` of them)."""
 
     @property
     def text(self) -> str:
@@ -41,9 +44,15 @@ class WorkerLoss:
         )
         if not self.live_workers:
             where = "; no load worker is left: the load stopped"
+        unreported = ""
+        if self.inflight and self.last_report_age_s is not None:
+            unreported = (
+                f" (≤ {self.inflight} of them may have finished on the server unreported: its "
+                f"last report came {self.last_report_age_s * 1e3:,.0f} ms before)"
+            )
         return (
             f"worker {self.worker_id} lost ({self.reason}), {streams}, counted as "
-            f"`{ErrorKind.WORKER_LOST}`{where}"
+            f"`{ErrorKind.WORKER_LOST}`{unreported}{where}"
         )
 
     def payload(self) -> dict[str, object]:

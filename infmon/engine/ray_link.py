@@ -25,6 +25,7 @@ import asyncio
 import collections
 import contextlib
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,20 +33,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from infmon.engine.ray_setup import (
+    HeadWatch,
+    NodeSlot,
     RayOptions,
     RaySetupError,
     alive_nodes,
     code_identity,
     connect,
+    head_address,
     plan_placement,
     ray_module,
+    source_address,
 )
 from infmon.engine.types import EngineError
 
 POLL_S = 0.2
 """How long a poll waits for a message before it returns none (a window is 250 ms)."""
 STOP_WAIT_S = 5.0
-CLOCK_SAMPLES = 8
+CLOCK_SAMPLES = 16
 RESYNC_S = 60.0
 SKEW_ENV = "INFMON_TEST_CLOCK_SKEW_S"
 """Tests only: a known offset added to an actor's clock, so the clock sync can be checked."""
@@ -104,10 +109,8 @@ class RayWorker:
         self._done = False
 
     def identity(self) -> tuple[str, str]:
-        """What this actor runs, and where."""
-        import socket
-
-        return code_identity(), socket.gethostname()
+        """What this actor runs, and where (its node's address, as Ray knows it)."""
+        return code_identity(), str(ray_module().util.get_node_ip_address())
 
     def clock(self) -> tuple[float, float]:
         """When this call arrived and when it answered, on this host's clock."""
@@ -175,8 +178,16 @@ def actor_class() -> Any:
 class RayLink:
     """The controller's side of one actor (the ``WorkerLink`` protocol)."""
 
-    def __init__(self, worker_id: int, opts: RayOptions, node_id: str | None = None) -> None:
-        self.worker_id, self.opts, self.node_id = worker_id, opts, node_id
+    def __init__(
+        self,
+        worker_id: int,
+        opts: RayOptions,
+        node_id: str | None = None,
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.worker_id, self.opts, self.node_id, self.say = worker_id, opts, node_id, say
+        self.head_lost = False
+        """The cluster's head is gone: nothing that needs it (``ray.kill``) is asked."""
         self.closed = asyncio.Event()
         self.description = f"worker {worker_id} (Ray actor)"
         self.actor: Any = None
@@ -200,7 +211,11 @@ class RayLink:
                 "ray", f"worker {self.worker_id} on {self.host} runs {ident}; the controller {mine}"
             )
         self.description = f"worker {self.worker_id} (Ray actor on {self.host})"
-        await self.sync_clock()
+        off = await self.sync_clock()
+        self.say(
+            f"{self.description}: clock offset {off.offset_s * 1e3:+,.3f} ms "
+            f"± {off.uncertainty_s * 1e3:,.3f} ms"
+        )
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._poll(on_message)), loop.create_task(self._resync())]
 
@@ -275,7 +290,7 @@ class RayLink:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        if self.actor is not None:
+        if self.actor is not None and not self.head_lost:
             with contextlib.suppress(Exception):
                 ray_module().kill(self.actor)
 
@@ -300,18 +315,34 @@ def ray_links(opts: RayOptions, workers: int | None, say: Callable[[str], None])
         cpus = sum(n.cpus for n in nodes)
         if workers is None:
             workers = max(1, cpus)
-        controller = _controller_node(ray)
+        controller = _controller_node(ray, nodes, opts)
         slots, note = plan_placement(nodes, controller, workers, opts.placement)
     except RaySetupError as exc:
         raise RuntimeError(str(exc)) from None
     if note:
         say(note)
-    return [RayLink(i, opts, node) for i, node in enumerate(slots)]
+    links = [RayLink(i, opts, node, say) for i, node in enumerate(slots)]
+    address = head_address(ray, opts)
+    if address is not None:
+        HeadWatch(address, lambda reason: _end_run(links, reason, say)).start()
+    return links
 
 
-def _controller_node(ray: Any) -> str | None:
-    """The node this controller runs on (None through a Ray client: it is on no node)."""
+def _end_run(links: Sequence[RayLink], reason: str, say: Callable[[str], None]) -> None:
+    """The head is gone: end the run as SIGTERM does (the workers are told to stop over their
+    direct calls, which need no head; their records come back; the reports are written)."""
+    for link in links:
+        link.head_lost = True
+    say(f"infmon: {reason}: ending the run (reports follow)")
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _controller_node(ray: Any, nodes: Sequence[NodeSlot], opts: RayOptions) -> str | None:
+    """The node this controller runs on: Ray's answer for a driver; through a Ray client (a
+    driver on no node) the node at the address this host reaches the head from, if any."""
     with contextlib.suppress(Exception):
         if not ray.util.client.ray.is_connected():
             return str(ray.get_runtime_context().get_node_id())
-    return None
+    head = head_address(ray, opts)
+    mine = source_address(head) if head is not None else None
+    return next((n.node_id for n in nodes if n.address == mine), None)

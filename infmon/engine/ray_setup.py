@@ -17,14 +17,17 @@ after ``prepare_environment`` has set what Ray reads at import time:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import importlib
 import os
+import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -101,14 +104,27 @@ def connect(opts: RayOptions) -> None:
         kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
     else:
         kwargs["address"] = opts.address
+        if (source := source_address(opts.address)) is not None:
+            # the address this host reaches the head from: the driver joins that node's raylet
+            # (Ray's own guess asks a public resolver, and on a host with several addresses
+            # may join another node's)
+            kwargs["_node_ip_address"] = source
     outcome: list[BaseException | None] = []
+    tries = 2 if opts.address.startswith("ray://") else 1
 
     def init() -> None:
-        try:
-            ray.init(**kwargs)
-            outcome.append(None)
-        except BaseException as exc:  # Ray raises ConnectionError, ValueError, RuntimeError…
-            outcome.append(exc)
+        for attempt in range(tries):
+            try:
+                ray.init(**kwargs)
+                outcome.append(None)
+                break
+            except BaseException as exc:  # Ray raises ConnectionError, ValueError, …
+                # the client server's per-client process sometimes dies as it starts
+                # ("Initialization failure from server"): one more try
+                if attempt == tries - 1 or "Initialization failure" not in str(exc):
+                    outcome.append(exc)
+                    return
+        else:
             return
         # Ray starts a local cluster's processes with PR_SET_PDEATHSIG, which fires when the
         # *thread* that started them ends: this one lives as long as the process.
@@ -126,9 +142,43 @@ def connect(opts: RayOptions) -> None:
             + _auth_hint(os.environ)
         )
     exc = outcome[0]
+    if exc is None:
+        _messages_to_stderr(ray)
+    if exc is None and opts.address == "local":
+        atexit.register(reap_local_cluster, ray)  # before Ray's own atexit shutdown (LIFO)
     if exc is not None:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RaySetupError(f"--ray {opts.address}: {text[:200]}" + _auth_hint(os.environ))
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        text = " ".join(lines[:3]) if lines else type(exc).__name__
+        raise RaySetupError(f"--ray {opts.address}: {text[:300]}" + _auth_hint(os.environ))
+
+
+def source_address(address: str) -> str | None:
+    """This host's address on the route to a GCS ``host:port`` (None for ``auto``/``ray://``)."""
+    if address == "auto" or "://" in address or ":" not in address:
+        return None
+    host, _, port = address.rpartition(":")
+    with (
+        contextlib.suppress(OSError, ValueError),
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s,
+    ):
+        s.connect((host.strip("[]"), int(port)))  # UDP: no packet, only the route's source
+        return str(s.getsockname()[0])
+    return None
+
+
+def _messages_to_stderr(ray: Any) -> None:
+    """Ray prints the cluster's error messages ("(raylet) A worker died…") on stdout, in the
+    middle of bench's table: they go to stderr, one sanitised line each, prefixed ``ray:``."""
+    from infmon.model.sanitize import clean
+
+    def to_stderr(data: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
+        for line in data.get("lines", ()):
+            text = clean(str(line), 300)
+            if text.strip():
+                print(f"ray: ({clean(str(data.get('pid', '')), 40)}) {text}", file=sys.stderr)
+
+    with contextlib.suppress(AttributeError):
+        ray._private.worker.print_to_stdstream = to_stderr
 
 
 def _auth_hint(environ: Mapping[str, str]) -> str:
@@ -214,3 +264,84 @@ def gcs_reachable(address: str, timeout_s: float) -> bool:
             return True
     except (OSError, ValueError):
         return False
+
+
+HEAD_PROBE_S = 1.0
+HEAD_LOST_AFTER = 3
+"""Consecutive failed probes (one a second) before the head counts as lost."""
+
+
+class HeadWatch:
+    """Probes the cluster's head (the GCS, or the Ray client server) once a second from a
+    thread of its own; after ``HEAD_LOST_AFTER`` failures in a row it calls ``on_lost`` once.
+
+    Without it a lost head is seen only when Ray ends the controller (after its GCS reconnect
+    timeout), and the run ends without a report."""
+
+    def __init__(self, address: str, on_lost: Callable[[str], None]) -> None:
+        self.address, self.on_lost = address, on_lost
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="infmon-ray-head", daemon=True)
+
+    def start(self) -> HeadWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.wait(HEAD_PROBE_S):
+            failures = 0 if gcs_reachable(self.address, HEAD_PROBE_S) else failures + 1
+            if failures >= HEAD_LOST_AFTER:
+                self.lost.set()
+                self.on_lost(
+                    f"the Ray head at {self.address} has not answered for "
+                    f"{HEAD_LOST_AFTER * HEAD_PROBE_S:g} s"
+                )
+                return
+
+
+def head_address(ray: Any, opts: RayOptions) -> str | None:
+    """Where the head answers: the Ray client server for ``ray://``, else the GCS."""
+    if opts.address.startswith("ray://"):
+        return opts.address.removeprefix("ray://").split("/", 1)[0]
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:  # an older Ray without it: no watch
+        return None
+
+
+def reap_local_cluster(ray: Any, deadline_s: float = 15.0) -> None:
+    """At exit, after a ``local`` cluster: Ray's shutdown within a deadline, then every process
+    of the cluster's session that is still alive (a lost GCS leaves agents orphaned)."""
+    session = ""
+    with contextlib.suppress(Exception):
+        session = str(ray._private.worker._global_node.get_session_dir_path())
+    done = threading.Event()
+
+    def shutdown() -> None:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        done.set()
+
+    threading.Thread(target=shutdown, name="infmon-ray-shutdown", daemon=True).start()
+    done.wait(deadline_s)
+    if session:
+        for pid in _pids_naming(session):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _pids_naming(text: str) -> list[int]:
+    """Processes (not this one) whose command line names ``text``."""
+    found = []
+    needle = text.encode()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if needle in (d / "cmdline").read_bytes():
+                    found.append(int(d.name))
+    return found

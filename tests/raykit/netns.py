@@ -79,6 +79,8 @@ class NetnsCluster:
         self.hub = f"inf{self.tag}hub"
         self.nodes: dict[str, Node] = {}
         self.env = {**os.environ, **(env or {})}
+        # a busy 2-core machine starts a raylet slowly: Ray's default wait is 30 s
+        self.env.setdefault("RAY_raylet_start_wait_time_s", "180")
         self.env.pop("RAY_ADDRESS", None)
         self._next = 1
         self.ray = [sys.executable, "-m", "ray.scripts.scripts"]
@@ -126,7 +128,7 @@ class NetnsCluster:
     def add_node(
         self, name: str, *, cpus: int, head: bool = False, env: dict[str, str] | None = None
     ) -> Node:
-        node = self.namespace(name)
+        node = self.nodes[name] if name in self.nodes else self.namespace(name)
         argv = [
             *self.ray,
             "start",
@@ -155,6 +157,38 @@ class NetnsCluster:
                 start_new_session=True,
             )
         return node
+
+    def start_node(
+        self,
+        name: str,
+        count: int,
+        *,
+        cpus: int,
+        head: bool = False,
+        env: dict[str, str] | None = None,
+        tries: int = 3,
+    ) -> Node:
+        """``add_node`` and wait until ``count`` nodes are alive; a node that gives up starting
+        (Ray waits 30 s for its raylet, a busy machine can take longer) is started again."""
+        for attempt in range(tries):
+            node = self.add_node(name, cpus=cpus, head=head, env=env)
+            try:
+                self.wait_nodes(count)
+                return node
+            except RuntimeError:
+                if attempt == tries - 1:
+                    raise
+                self.stop_node(name)
+        raise AssertionError("unreachable")
+
+    def stop_node(self, name: str) -> None:
+        node = self.nodes[name]
+        if node.proc is not None:
+            for pid in reversed(descendants(node.proc.pid)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.proc.wait(5)
 
     def wait_nodes(self, count: int, timeout_s: float = 180.0) -> None:
         """Until ``count`` nodes are alive in the GCS (``ray status`` from the head's namespace)."""
@@ -218,13 +252,8 @@ class NetnsCluster:
         }
 
     def close(self) -> None:
-        for node in self.nodes.values():
-            if node.proc is not None:
-                for pid in reversed(descendants(node.proc.pid)):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    node.proc.wait(5)
+        for name in self.nodes:
+            self.stop_node(name)
         for node in self.nodes.values():
             subprocess.run(["ip", "netns", "del", node.ns], capture_output=True)
         subprocess.run(["ip", "netns", "del", self.hub], capture_output=True)

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infmon.engine.types import RecordBatch
-from infmon.exporter import TTFT_BUCKETS, ClientExporter
+from infmon.exporter import FAILURE_KINDS, TTFT_BUCKETS, ClientExporter
 from infmon.model.records import RequestRecord
 
 
@@ -49,7 +49,10 @@ def test_buckets_counts_and_the_page() -> None:
     req = {s.labels["outcome"]: s.value for s in fam["infmon_requests"].samples}
     assert req == {"ok": 3, "failed": 1, "cancelled": 1}
     errors = {s.labels["kind"]: s.value for s in fam["infmon_request_errors"].samples}
-    assert errors == {"http_5xx": 1}
+    assert errors.pop("http_5xx") == 1
+    # every known failure kind is there from the start, at zero (issue 31 finding 7)
+    assert errors == {kind: 0 for kind in FAILURE_KINDS}
+    assert {"timeout", "connect", "worker_lost"} <= set(errors)
     buckets = {
         s.labels["le"]: s.value
         for s in fam["infmon_ttft_seconds"].samples
