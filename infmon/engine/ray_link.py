@@ -22,10 +22,12 @@ agree with the controller from the first request. The offset is measured again e
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -334,7 +336,17 @@ def _end_run(links: Sequence[RayLink], reason: str, say: Callable[[str], None]) 
     for link in links:
         link.head_lost = True
     say(f"infmon: {reason}: ending the run (reports follow)")
+    # last registered, first run: after the reports, leave before Ray's own teardown, which
+    # aborts the process when it cannot reach the head it was connected to
+    atexit.register(_leave, 128 + signal.SIGTERM)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _leave(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 def _controller_node(ray: Any, nodes: Sequence[NodeSlot], opts: RayOptions) -> str | None:

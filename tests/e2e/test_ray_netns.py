@@ -245,7 +245,7 @@ def test_the_head_killed_mid_step_ends_the_run_with_a_report_and_no_orphans(
 
     def kill_head(proc: subprocess.Popen[str], session: Path) -> None:
         deadline = time.monotonic() + 120
-        while not (session / "journal.w0.sqlite").exists():
+        while not (session / "journal.w1.sqlite").exists():
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.2)
         time.sleep(3.0)
