@@ -333,6 +333,9 @@ def ray_links(opts: RayOptions, workers: int | None, say: Callable[[str], None])
 def _end_run(links: Sequence[RayLink], reason: str, say: Callable[[str], None]) -> None:
     """The head is gone: end the run as SIGTERM does (the workers are told to stop over their
     direct calls, which need no head; their records come back; the reports are written)."""
+    running = [link for link in links if link.actor is not None and not link.closed.is_set()]
+    if not running or not ray_module().is_initialized():
+        return  # the run is over (or Ray was shut down on purpose): nothing to end
     for link in links:
         link.head_lost = True
     say(f"infmon: {reason}: ending the run (reports follow)")

@@ -101,7 +101,8 @@ def connect(opts: RayOptions) -> None:
     kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
     if opts.address == "local":
         _loopback_only(ray)
-        kwargs.update(include_dashboard=False, _node_ip_address="127.0.0.1")
+        # address="local": a cluster of its own, never one /tmp/ray/ray_current_cluster names
+        kwargs.update(address="local", include_dashboard=False, _node_ip_address="127.0.0.1")
     else:
         kwargs["address"] = opts.address
         if (source := source_address(opts.address)) is not None:

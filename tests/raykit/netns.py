@@ -82,6 +82,9 @@ class NetnsCluster:
         # a busy 2-core machine starts a raylet slowly: Ray's default wait is 30 s
         self.env.setdefault("RAY_raylet_start_wait_time_s", "180")
         self.env.pop("RAY_ADDRESS", None)
+        # set by infmon's --ray local in this process (a test before): a multi-node cluster
+        # must not inherit it
+        self.env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
         self._next = 1
         self.ray = [sys.executable, "-m", "ray.scripts.scripts"]
 
@@ -139,6 +142,7 @@ class NetnsCluster:
         ]
         if head:
             argv += [
+                f"--temp-dir={self.tmp / 'ray'}",  # its own: never /tmp/ray's current cluster
                 "--head",
                 f"--port={GCS_PORT}",
                 "--include-dashboard=false",
