@@ -83,17 +83,6 @@ class SweepStep:
         return self.held_s if math.isnan(self.measured_s) else self.measured_s
 
 
-def _server_verdict(knee: Knee | None, level: int) -> bool:
-    """A confirmed knee below ``level`` from the server's own evidence (its batch capped
-    while requests wait, or KV full with preemptions at this level)."""
-    return (
-        knee is not None
-        and knee.confirmed
-        and knee.evidence == "server"
-        and (level > knee.concurrency)
-    )
-
-
 def sweep_step(result: StepResult | None, now: float) -> SweepStep:
     """The sweep's view of a step as the ledger has it (None: no step yet)."""
     if result is None:
@@ -234,8 +223,8 @@ class LoadDial:
             return None
         level = sw.levels[sw.position]
         early = not step.settling and step.measured >= sw.step_s
-        if knee is not None and _server_verdict(knee, level) and early:
-            return self._stop_sweep(  # the server's own evidence needs no finished requests
+        if knee is not None and knee.confirmed and level > knee.concurrency and early:
+            return self._stop_sweep(  # the verdict is in: this level's figures confirmed it
                 f"knee at c={knee.concurrency} ({knee.reason})", knee.concurrency
             )
         if not sw.done(step):

@@ -140,14 +140,14 @@ def test_a_sweep_step_waits_for_its_clean_start_then_lets_a_transition_go() -> N
     assert moved is not None and moved.level.value == 2  # never clean within its time
 
 
-def test_the_servers_saturation_ends_a_long_step_at_the_base_duration() -> None:
-    """A level past a knee the server itself confirmed (its batch capped while requests wait)
-    need not last 3 × E2E p90: the verdict needs no finished requests."""
+def test_a_confirmed_knee_ends_a_long_step_at_the_base_duration() -> None:
+    """A level past a knee its figures confirmed (the server's batch capped while requests
+    wait, or a second flat doubling) need not last 3 × E2E p90: the verdict is in."""
     d = dial(step_s=6.0, max_level=64)
     d.press("sweep")
     d.tick(SweepStep(7.0, 6.0, e2el_p90_s=10.0), None, None)  # c=2 must last 30 s
-    flat = Knee(1, "flat", confirmed=True, evidence="throughput")
-    assert d.tick(SweepStep(7.0, 6.0), flat, None) is None
+    confirming = Knee(1, "flat", confirmed=False, evidence="throughput")
+    assert d.tick(SweepStep(7.0, 6.0), confirming, None) is None
     server = Knee(1, "running capped at 1 while 1 wait at c=2", confirmed=True, evidence="server")
     assert d.tick(SweepStep(6.0, 5.0), server, None) is None
     stop = d.tick(SweepStep(7.0, 6.0), server, None)
