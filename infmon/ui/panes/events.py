@@ -60,9 +60,16 @@ class EventsPane(Pane):
         causes = [ln for c in e.diagnosis for ln in self._wrap(self._cause(c), width)]
         keep = min(len(causes), max(1, int(room * CAUSE_SHARE))) if e.events else len(causes)
         lines = causes[:keep]
-        shown_events = e.events[-max(0, room - len(lines)) :] if room > len(lines) else ()
-        events = [ln for ev in shown_events for ln in self._wrap(self._event(ev), width)]
-        lines += events[-max(0, room - len(lines)) :] if room > len(lines) else []
+        if keep < len(causes):  # the causes' share is full: say that more is there
+            lines[-1] = lines[-1].copy()
+            lines[-1].append(" …", style=self.style("muted"))
+        events: list[Text] = []
+        for ev in reversed(e.events):  # the newest whole events that fit, oldest first
+            wrapped = self._wrap(self._event(ev), width)
+            if len(lines) + len(events) + len(wrapped) > room:
+                break
+            events[:0] = wrapped
+        lines += events
         if not lines:
             lines = [Text("no events yet", style=self.style("muted"))]
         shown = Text("\n").join(lines[:room])
