@@ -160,8 +160,9 @@ torch_dtype  # unused variable (infmon/sim/profiles.py:83)
 
 # Set for a library that reads them: argparse's formatter_class, sqlite3's isolation_level, httpx's
 # response body, uvicorn's should_exit; http.server's do_GET/log_message; a pytest fixture
-# requested by name; a stub's parameter named as NVML's; Ray's ENABLE_RAY_CLUSTER.
-_.ENABLE_RAY_CLUSTER  # unused attribute (infmon/engine/ray_setup.py:88)
+# requested by name; a stub's parameter named as NVML's; Ray's print_to_stdstream (its error
+# messages routed to stderr).
+_.print_to_stdstream  # unused attribute (infmon/engine/ray_setup.py:182)
 _.do_GET  # unused method (bench/monitor_truth.py:124)
 _.log_message  # unused method (bench/monitor_truth.py:134)
 _.formatter_class  # unused attribute (infmon/commands/sim.py:19)
@@ -196,10 +197,7 @@ baseline_levels  # unused variable (infmon/model/baseline.py:306)
 gaps_sampled  # unused variable (infmon/model/levels.py:133)
 
 # Not yet judged, landed while this guard was being added (issue 32): new code of other work in
-# flight (Ray set-up and its multi-node kit, server detail, anatomy); its authors use or remove it.
-_.lose  # unused method (infmon/engine/ray_link.py:255)
-PLACEMENTS  # unused variable (infmon/engine/ray_setup.py:33)
-gcs_reachable  # unused function (infmon/engine/ray_setup.py:209)
+# flight (server detail, anatomy); its authors use or remove it.
 PART_LABELS  # unused variable (infmon/model/anatomy.py:34)
 LOCAL_COMPUTE  # unused variable (infmon/model/server_detail.py:28)
 LOCAL_CACHE_HIT  # unused variable (infmon/model/server_detail.py:29)
@@ -207,12 +205,6 @@ EXTERNAL_KV  # unused variable (infmon/model/server_detail.py:30)
 _.mfu  # unused method (infmon/model/server_detail.py:110)
 _.asleep  # unused property (infmon/model/server_detail.py:148)
 _.server_ttft_ms  # unused property (infmon/model/server_timing.py:76)
-can_build  # unused function (tests/raykit/netns.py:36)
-_.add_node  # unused method (tests/raykit/netns.py:126)
-_.wait_nodes  # unused method (tests/raykit/netns.py:159)
-_.kill_node  # unused method (tests/raykit/netns.py:190)
-_.kill_process  # unused method (tests/raykit/netns.py:201)
-_.all_pids  # unused method (tests/raykit/netns.py:212)
 STALL_TIMEOUT_S  # unused variable (infmon/load/stall.py:23)
 rejections_total  # unused variable (infmon/model/server_detail.py:194)
 offload_store_bytes_per_s  # unused variable (infmon/model/server_detail.py:196)

@@ -22,6 +22,7 @@ from typing import Any
 from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.config import Config, ConfigError, normalise_url
+from infmon.engine.ray_setup import PLACEMENTS
 from infmon.engine.spread import ROUND_ROBIN, SPREADS
 
 
@@ -71,7 +72,7 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--ray-placement",
-        choices=("spread", "pack"),
+        choices=PLACEMENTS,
         help="spread (default): actors on the nodes other than the controller's, round robin; "
         "pack: Ray's default placement",
     )

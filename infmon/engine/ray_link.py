@@ -30,9 +30,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeVar
 
 from infmon.engine.ray_setup import (
     HeadWatch,
@@ -48,6 +49,8 @@ from infmon.engine.ray_setup import (
     source_address,
 )
 from infmon.engine.types import EngineError
+
+T = TypeVar("T")
 
 POLL_S = 0.2
 """How long a poll waits for a message before it returns none (a window is 250 ms)."""
@@ -196,12 +199,11 @@ class RayLink:
         self.host = "?"
         self.clock_offset: ClockOffset | None = None
         self._error: BaseException | None = None
-        self._reason: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     async def open(self, on_message: Callable[[object], None]) -> None:
         """Place the actor, check it runs our infmon, set its clock; then start polling."""
-        options: dict[str, Any] = {"name": None}
+        options: dict[str, object] = {"name": None}
         if self.node_id is not None:
             strategy = ray_module().util.scheduling_strategies.NodeAffinitySchedulingStrategy
             options["scheduling_strategy"] = strategy(self.node_id, soft=False)
@@ -221,7 +223,7 @@ class RayLink:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._poll(on_message)), loop.create_task(self._resync())]
 
-    async def _within(self, ref: Any, what: str) -> Any:
+    async def _within(self, ref: Awaitable[T], what: str) -> T:
         try:
             return await asyncio.wait_for(ref, self.opts.timeout_s)
         except asyncio.TimeoutError:
@@ -269,14 +271,7 @@ class RayLink:
         if self.actor is not None and not self.closed.is_set():
             self.actor.handle.remote(msg)
 
-    def lose(self, reason: str) -> None:
-        """The cluster is gone under this actor (its head): close with that reason."""
-        self._reason = reason
-        self.closed.set()
-
     async def lost_reason(self) -> str:
-        if self._reason is not None:
-            return self._reason
         exc = self._error
         if exc is None:
             return "the Ray actor stopped"
@@ -352,7 +347,7 @@ def _leave(status: int) -> None:
     os._exit(status)
 
 
-def _controller_node(ray: Any, nodes: Sequence[NodeSlot], opts: RayOptions) -> str | None:
+def _controller_node(ray: ModuleType, nodes: Sequence[NodeSlot], opts: RayOptions) -> str | None:
     """The node this controller runs on: Ray's answer for a driver; through a Ray client (a
     driver on no node) the node at the address this host reaches the head from, if any."""
     with contextlib.suppress(Exception):

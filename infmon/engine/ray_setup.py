@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from types import ModuleType
+from typing import Literal
 
 Placement = Literal["spread", "pack"]
 PLACEMENTS: tuple[Placement, ...] = ("spread", "pack")
@@ -75,7 +76,7 @@ def prepare_environment(opts: RayOptions, environ: MutableMapping[str, str]) -> 
     environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(DRIVER_GCS_RECONNECT_S))
 
 
-def ray_module() -> Any:
+def ray_module() -> ModuleType:
     """The ``ray`` module, untyped (it is optional: mypy runs with and without it)."""
     try:
         return importlib.import_module("ray")
@@ -85,11 +86,9 @@ def ray_module() -> Any:
         ) from None
 
 
-def _loopback_only(ray: Any) -> None:
+def _loopback_only() -> None:
     """Ray read its cluster flag at import: if it was imported before, set the flag it reads."""
-    constants: Any = importlib.import_module("ray._private.ray_constants")
-    constants.ENABLE_RAY_CLUSTER = False
-    del ray
+    vars(importlib.import_module("ray._private.ray_constants"))["ENABLE_RAY_CLUSTER"] = False
 
 
 def connect(opts: RayOptions) -> None:
@@ -98,9 +97,9 @@ def connect(opts: RayOptions) -> None:
     ray = ray_module()
     if ray.is_initialized():
         return
-    kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    kwargs: dict[str, object] = {"log_to_driver": False, "configure_logging": False}
     if opts.address == "local":
-        _loopback_only(ray)
+        _loopback_only()
         # address="local": a cluster of its own, never one /tmp/ray/ray_current_cluster names
         kwargs.update(address="local", include_dashboard=False, _node_ip_address="127.0.0.1")
     else:
@@ -167,13 +166,14 @@ def source_address(address: str) -> str | None:
     return None
 
 
-def _messages_to_stderr(ray: Any) -> None:
+def _messages_to_stderr(ray: ModuleType) -> None:
     """Ray prints the cluster's error messages ("(raylet) A worker died…") on stdout, in the
     middle of bench's table: they go to stderr, one sanitised line each, prefixed ``ray:``."""
     from infmon.model.sanitize import clean
 
-    def to_stderr(data: Mapping[str, Any], *args: Any, **kwargs: Any) -> None:
-        for line in data.get("lines", ()):
+    def to_stderr(data: Mapping[str, object], *args: object, **kwargs: object) -> None:
+        lines = data.get("lines")
+        for line in lines if isinstance(lines, list) else ():
             text = clean(str(line), 300)
             if text.strip():
                 print(f"ray: ({clean(str(data.get('pid', '')), 40)}) {text}", file=sys.stderr)
@@ -197,7 +197,7 @@ class NodeSlot:
     cpus: int
 
 
-def alive_nodes(ray: Any) -> list[NodeSlot]:
+def alive_nodes(ray: ModuleType) -> list[NodeSlot]:
     """The cluster's live nodes with at least one CPU, as Ray lists them."""
     nodes = []
     for n in ray.nodes():
@@ -305,7 +305,7 @@ class HeadWatch:
                 return
 
 
-def head_address(ray: Any, opts: RayOptions) -> str | None:
+def head_address(ray: ModuleType, opts: RayOptions) -> str | None:
     """Where the head answers: the Ray client server for ``ray://``, else the GCS."""
     if opts.address.startswith("ray://"):
         return opts.address.removeprefix("ray://").split("/", 1)[0]
@@ -315,7 +315,7 @@ def head_address(ray: Any, opts: RayOptions) -> str | None:
         return None
 
 
-def reap_local_cluster(ray: Any, deadline_s: float = 15.0) -> None:
+def reap_local_cluster(ray: ModuleType, deadline_s: float = 15.0) -> None:
     """At exit, after a ``local`` cluster: Ray's shutdown within a deadline, then every process
     of the cluster's session that is still alive (a lost GCS leaves agents orphaned)."""
     session = ""

@@ -247,14 +247,6 @@ class NetnsCluster:
                     return pid
         raise LookupError(f"no {comm} on node {name}")
 
-    def all_pids(self) -> set[int]:
-        return {
-            pid
-            for node in self.nodes.values()
-            if node.proc is not None
-            for pid in descendants(node.proc.pid)
-        }
-
     def close(self) -> None:
         for name in self.nodes:
             self.stop_node(name)
