@@ -273,7 +273,12 @@ class KneeInfo(TypedDict):
     evidence: str
 
 
-class ClientPoint(TypedDict):
+class _ClientPointTpot(TypedDict, total=False):
+    tpot_ms_mean: float | None
+    """Reports from before the TPOT chart lack it."""
+
+
+class ClientPoint(_ClientPointTpot):
     """One bin of the client timeline: requests binned at their completion, output tokens at
     their chunks' arrival (as the server counts them)."""
 
@@ -282,7 +287,6 @@ class ClientPoint(TypedDict):
     req_s: float
     failed: int
     ttft_ms_mean: float | None
-    tpot_ms_mean: float | None
     e2el_ms_mean: float | None
 
 

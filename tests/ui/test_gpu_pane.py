@@ -133,7 +133,7 @@ async def test_pane_filled_from_nvml_and_the_neighbour_diagnosed(clock: FakeCloc
         assert "mem 72.4/79.6 GiB" in text and "612/700 W" in text and "1,980 MHz" in text
         assert "server 69.3G SM 61% python3 -m vllm" in text
         assert "other 3.1G SM 38% python train.py (pid 5151)" in text
-        events = text_of(app, EventsPane)
+        events = " ".join(text_of(app, EventsPane).split())  # the pane wraps whole entries
         assert (
             "GPU contention: another process on GPU 0 (python train.py (pid 5151): 3.1 GiB, "
             "SM 38%)" in events

@@ -53,6 +53,12 @@ def test_an_old_session_reports_what_the_old_version_reported(old_session):
     assert doc["session"]["failed"] + doc["session"]["cancelled"] == old["session"]["failed"]
     assert doc["session"]["cancelled"] == 1
     old["session"]["failed"] = doc["session"]["failed"]
+    # the client timeline now counts output tokens when their chunks arrived, not when their
+    # request finished (issue 26 finding 12): the same tokens, in other bins
+    new_tok = [p.pop("out_tok_s") for p in doc["timeline"]]
+    old_tok = [p.pop("out_tok_s") for p in old["timeline"]]
+    assert sum(new_tok) == pytest.approx(sum(old_tok), rel=1e-6)
+    assert new_tok != old_tok
     for key in ("steps", "session", "knee", "slo_max_concurrency", "server", "timeline", "events"):
         _close(doc[key], old[key], key)
     assert doc["session"]["skipped_lines"] == 1  # the torn last line

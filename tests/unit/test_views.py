@@ -78,7 +78,7 @@ def test_the_header_leaves_out_the_least_needed_first() -> None:
 
 
 def test_latencies_keep_their_unit_and_sub_millisecond_figures() -> None:
-    assert f.ms(0.00042) == "0.42 ms" and f.ms(0.0185) == "18.5 ms" and f.ms(2.44) == "2.4 s"
+    assert f.ms(0.00042) == "0.42 ms" and f.ms(0.0185) == "18.5 ms" and f.ms(2.44) == "2.44 s"
     assert f.latency_unit((0.075, 0.104, 0.179)) == ("ms", 1000.0)
     assert f.latency_unit((0.9, 1.2, 2.0)) == ("s", 1.0)
     assert f.in_unit(0.00042, 1000.0) == "0.42" and f.in_unit(12.04, 1.0) == "12.0"
