@@ -27,9 +27,10 @@ import pytest
 from tests.conftest import REPO, infmon_cmd
 from tests.e2e.test_tmux_demo import Tmux, sim_processes
 
-pytestmark = [
+pytestmark = [  # unmet: no sweep verdict within 180 s in its one run on this machine
     pytest.mark.e2e,
     pytest.mark.slow,
+    pytest.mark.unmet,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)"),
 ]
 

@@ -15,7 +15,8 @@ from infmon.model.search_doc import parse_search_doc
 from infmon.model.search_fit import Probe, crossing, fit_levels
 from tests.conftest import REPO, infmon_cmd, running_sim
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# unmet: the search missed the dense grid's frontier by more than 5% on this loaded machine
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.unmet]
 
 SLO = "ttft=500ms,tpot=50ms"
 LOAD = (

