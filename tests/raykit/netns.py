@@ -250,6 +250,13 @@ class NetnsCluster:
     def close(self) -> None:
         for name in self.nodes:
             self.stop_node(name)
+        # agents a dying raylet left orphaned (re-parented to init) still name this cluster's dir
+        needle = str(self.tmp).encode()
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and int(d.name) != os.getpid():
+                with contextlib.suppress(OSError):
+                    if needle in (d / "cmdline").read_bytes():
+                        os.kill(int(d.name), signal.SIGKILL)
         for node in self.nodes.values():
             subprocess.run(["ip", "netns", "del", node.ns], capture_output=True)
         subprocess.run(["ip", "netns", "del", self.hub], capture_output=True)
