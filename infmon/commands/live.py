@@ -55,6 +55,8 @@ class LiveController:
         self.fatal: str | None = None
         """Why the load could never start (a server that is not OpenAI-compatible): the
         monitor ends with this line and status 2, as bench does."""
+        self.quitting = False
+        """The operator quit: a load that ends before it started is no error then."""
         self.on_fatal: Callable[[], None] | None = None
 
     # ---- life ---------------------------------------------------------------------------------
@@ -71,6 +73,8 @@ class LiveController:
         try:
             self.target = await self.engine.wait_ready()
         except EngineError as exc:
+            if self.quitting:  # the operator quit before the load found the model: no error
+                return
             self.session.add_event(self.clock.now(), "error", f"the load cannot start: {exc}")
             self.fatal = f"infmon: error: {exc.message}"
             if self.on_fatal is not None:
@@ -122,6 +126,7 @@ class LiveController:
 
     async def shutdown(self) -> None:
         """End the step (the quit) and stop the load: in-flight streams are cancelled."""
+        self.quitting = True
         self.end()
         totals = await self.engine.stop(cancel=True)
         if self.scrapes is not None:
