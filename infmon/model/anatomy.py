@@ -218,7 +218,5 @@ def per_request_line(on: bool) -> str:
     """What the probe found, for the run's intro."""
     if on:
         return "server timings: per request (queue, prefill, decode joined to each stream)"
-    return (
-        "server timings: not sent (vLLM: --enable-per-request-metrics splits each request's "
-        "latency into queue, prefill, decode and client-side)"
-    )
+    # the intro fits 100 columns like bench's table (issue 17 finding 8)
+    return "server timings: not sent (vLLM's --enable-per-request-metrics sends them per request)"
