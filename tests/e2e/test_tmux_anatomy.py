@@ -18,7 +18,10 @@ import pytest
 from tests.conftest import REPO, infmon_cmd, running_sim
 from tests.e2e.test_tmux_demo import Tmux
 
+# unmet: failed in the lead's fresh-clone slow-tier run (quiet machine, beside one other e2e test);
+# passed in its author's runs: issue 28's note
 pytestmark = [
+    pytest.mark.unmet,
     pytest.mark.e2e,
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)"),
