@@ -152,16 +152,21 @@ def connect(opts: RayOptions) -> None:
         raise RaySetupError(f"--ray {opts.address}: {text[:300]}" + _auth_hint(os.environ))
 
 
+def _host_port(address: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 in brackets) as a socket address; ValueError for a bad port."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 def source_address(address: str) -> str | None:
     """This host's address on the route to a GCS ``host:port`` (None for ``auto``/``ray://``)."""
     if address == "auto" or "://" in address or ":" not in address:
         return None
-    host, _, port = address.rpartition(":")
     with (
         contextlib.suppress(OSError, ValueError),
         socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s,
     ):
-        s.connect((host.strip("[]"), int(port)))  # UDP: no packet, only the route's source
+        s.connect(_host_port(address))  # UDP: no packet, only the route's source
         return str(s.getsockname()[0])
     return None
 
@@ -259,9 +264,8 @@ def code_identity(root: Path | None = None) -> str:
 
 def gcs_reachable(address: str, timeout_s: float) -> bool:
     """A TCP connect to the GCS (``host:port``) within ``timeout_s``."""
-    host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+        with socket.create_connection(_host_port(address), timeout=timeout_s):
             return True
     except (OSError, ValueError):
         return False
