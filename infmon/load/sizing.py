@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from infmon.load.fitting import CountFn, Fitted, fit_task
 from infmon.load.tokenize import Counter, gather_limited
 from infmon.load.workload.conversation import Conversation, start
-from infmon.load.workload.corpus import Task, follow_up, make_task, system_prompt
+from infmon.load.workload.corpus import KINDS, Task, follow_up, make_task, system_prompt
 from infmon.load.workload.items import Prompt
 from infmon.load.workload.words import RANDOM_WORDS, WORDS, random_words
 
 HEAD_WORDS = 5
 """Random single-token words at the head of each prompt (5 of ~100: 10^10 heads)."""
 HEAD_LABEL = "Ticket"
-BODIES_PER_LENGTH = 4
-"""Bodies cut per fixed length (distributions get one per length drawn)."""
+BODIES_PER_LENGTH = len(KINDS)
+"""Bodies cut per fixed length, one per task kind (distributions get one per length drawn)."""
 CHARS_PER_TOKEN = 6
 """Passage characters to start from per requested token (generous; doubled when short)."""
 MIN_SINGLE_WORDS = 8
@@ -84,6 +84,12 @@ class PromptMaker:
         self._bodies: dict[int, list[tuple[str, str | None]]] = {}
         """Cut bodies per target length, with the task kind each was cut from."""
         self._cutting: dict[int, asyncio.Task[tuple[str, str | None]]] = {}
+        self._kinds = list(KINDS)
+        random.Random(f"kinds:{seed}").shuffle(self._kinds)
+        """Cuts take the task kinds in turn (a seeded order): a fixed length's bodies cover
+        every kind, a distribution's lengths cycle through them (a random pick left a
+        fixed length's pool with two kinds one seed in four)."""
+        self._cuts = 0
         self._base = 0
         """Count of prefix + head with an empty body (the synthetic workload adds words)."""
         self.empty_tokens = 0
@@ -190,18 +196,20 @@ class PromptMaker:
     async def _cut_body(self, target: int) -> tuple[str, str | None]:
         rng = random.Random(f"body:{self.rng.random()}")
         head = self.head(random.Random(0))
+        kind = self._kinds[self._cuts % len(self._kinds)]
+        self._cuts += 1
 
         async def count(text: str) -> int:
             return await self.counter.count(self.first_prompt(0, head, text).prompt(self.chat))
 
         def make(n: int) -> Task:
-            return make_task(rng, n)
+            return make_task(rng, n, kind)
 
         fitted = await _fit_growing(count, make, target)
         if fitted.tokens > target:  # the task's own words are longer than the target
 
             def make(n: int) -> Task:
-                return _plain(make_task(rng, n))
+                return _plain(make_task(rng, n, kind))
 
             fitted = await _fit_growing(count, make, target)
         for _ in range(RETRIES):  # no cut of this passage hits it: another passage may

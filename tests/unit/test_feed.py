@@ -16,7 +16,7 @@ from infmon.load.driver import LoadDriver
 from infmon.load.feed import Feed
 from infmon.load.fitting import fit_task
 from infmon.load.sizing import PromptMaker
-from infmon.load.workload.corpus import make_task
+from infmon.load.workload.corpus import KINDS, make_task
 from infmon.load.workload.items import Prompt
 from infmon.model.records import RequestRecord
 from infmon.model.schedule import parse_schedule
@@ -96,6 +96,16 @@ async def test_short_prompts_are_exact_for_every_seed(chat: bool) -> None:
         for target in targets:
             conv, _ = await m.first_turn(target)
             assert await m.counter.count(conv.prompt(chat)) == target, (seed, target)
+
+
+async def test_a_fixed_lengths_bodies_cover_every_task_kind_for_every_seed() -> None:
+    """The bodies of one fixed length take the corpus's task kinds in turn (a random pick
+    left two kinds in the pool for one seed in four, and the per-task acceptance with them)."""
+    for seed in range(8):
+        m = PromptMaker(PieceCounter(), chat=False, synthetic=False, seed=seed)
+        await m.prepare()
+        kinds = {(await m.first_turn_task(300))[2] for _ in range(40)}
+        assert kinds == set(KINDS), (seed, kinds)
 
 
 class AnsweringClient:
