@@ -102,6 +102,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("infmon: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `infmon … | head`: the reader left; no traceback, quiet exit
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except sqlite3.DatabaseError as exc:  # a damaged session journal, read by any command
         print(
             f"infmon: error: a session journal is damaged or not a journal ({exc}); "

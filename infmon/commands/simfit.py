@@ -200,7 +200,11 @@ def render_fit(result: Any) -> list[str]:
             lines.append(f"  {name:16} {guess:12.6f} ms (no step used it: a guess, not fitted)")
             continue
         if name in result.held_at_zero:
-            lines.append(f"  {name:16} {0.0:12.6f} ms (held at 0: the data asked for less)")
+            up = 1.96 * c.stderr(name) * 1e3
+            lines.append(
+                f"  {name:16} {0.0:12.6f} ms (held at 0: the data asked for less; "
+                f"95% band up to {up:.6f})"
+            )
             continue
         if not src:
             lines.append(f"  {name:16} {'-':>22} (not fitted: no session of that kind)")

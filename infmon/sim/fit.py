@@ -146,10 +146,19 @@ def _solve(
     resid = scaled @ x - 1.0
     dof = max(len(a) - len(free), 1)
     s = max(float(np.sqrt(resid @ resid / dof)), NOISE_FLOOR)
-    inv = np.linalg.pinv(scaled.T @ scaled / s**2 + PRIOR_PRECISION * np.eye(len(free)))
+    return x / norms, covariance(a, free, s), s
+
+
+def covariance(a: np.ndarray, idx: list[int], s: float) -> np.ndarray:
+    """The covariance over all PARAMS of the costs ``idx`` (zero elsewhere), residual scale ``s``."""
+    sub = a[:, idx]
+    norms = np.linalg.norm(sub, axis=0)
+    norms[norms == 0] = 1.0
+    scaled = sub / norms
+    inv = np.linalg.pinv(scaled.T @ scaled / s**2 + PRIOR_PRECISION * np.eye(len(idx)))
     cov = np.zeros((len(PARAMS), len(PARAMS)))
-    cov[np.ix_(free, free)] = inv / np.outer(norms, norms)
-    return x / norms, cov, s
+    cov[np.ix_(idx, idx)] = inv / np.outer(norms, norms)
+    return cov
 
 
 def _free(obs: list[Observation]) -> list[int]:
@@ -259,6 +268,8 @@ class _State:
             worst = free[int(np.argmin(x))]
             free.remove(worst)
             zeroed.append(PARAMS[worst])
+        if zeroed:  # a cost held at zero keeps its band: the data bound it, not to exactly 0
+            cov = covariance(self.a, [i for i in self.all_free if seen[i]], s)
         self.free, self.zeroed, self.cov, self.scale = free, tuple(zeroed), cov, s
         new = self.values.copy()  # a cost no step used keeps its neutral guess
         new[[i for i in self.all_free if seen[i]]] = 0.0

@@ -44,9 +44,6 @@ def session(tmp_path_factory):
     return out
 
 
-# unmet: in the lead's fresh-clone run (quiet machine) the fit left step_s unseen (its column all
-# zero in the replay: stderr 0, the neutral guess kept); issue 30's note
-@pytest.mark.unmet
 def test_fit_prints_costs_residuals_and_writes_the_profile(session, tmp_path):
     profile = tmp_path / "p.toml"
     proc = run("sim", "--fit", str(session), "--holdout", "8", "--profile-out", str(profile))
