@@ -273,4 +273,6 @@ def run_monitor(
         app.run()
     finally:
         wrap_up()
+    if app.return_code and not status[0]:  # the UI died (Textual printed the traceback)
+        status[0] = app.return_code
     return status[0]

@@ -202,7 +202,9 @@ class ClientGrowth:
 
 def client_growth(by_load: Sequence[tuple[float, Anatomy]]) -> ClientGrowth | None:
     """Compare the lowest and the highest load's client-side share (median, ms)."""
-    points = sorted((load, a) for load, a in by_load if math.isfinite(a.client.p50_ms))
+    points = sorted(
+        ((load, a) for load, a in by_load if math.isfinite(a.client.p50_ms)), key=lambda p: p[0]
+    )  # by load alone: two steps at one load (a revisit) have no order of their own
     if len(points) < 2:
         return None
     (lo, a_lo), (hi, a_hi) = points[0], points[-1]
