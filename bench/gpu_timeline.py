@@ -1,4 +1,4 @@
-"""Memory and time of a report's GPU timeline (``infmon.model.gpu_steps.GpuTimeline``) per GPU
+"""Memory and time of a report's GPU timeline (``infmon.model.server.gpu_steps.GpuTimeline``) per GPU
 per scrape, against a reference measured in the same run: keeping each scrape's ``GpuRow``s (the
 live pane's rows) in a list, as a first version did.
 
@@ -16,9 +16,9 @@ import time
 import tracemalloc
 from typing import Any
 
-from infmon.model.gpu import GpuRow, GpuState
-from infmon.model.gpu_steps import GpuTimeline, serving_pods
-from infmon.model.server import GpuSnapshot, ServerSnapshot
+from infmon.model.server.gpu_state import GpuRow, GpuState
+from infmon.model.server.gpu_steps import GpuTimeline, serving_pods
+from infmon.model.server.snapshot import GpuSnapshot, ServerSnapshot
 from infmon.sim.dcgm import DcgmSeries, Neighbour
 from infmon.sim.engine import Engine, Sequence
 from infmon.sim.scenarios import SCENARIOS, build_config

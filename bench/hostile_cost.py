@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from infmon.load.stream_state import StreamState  # noqa: E402
-from infmon.model.sanitize import clean  # noqa: E402
+from infmon.model.base.sanitize import clean  # noqa: E402
 from infmon.sources.exposition import parse_exposition  # noqa: E402
 
 

@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 
 from infmon.journal import JournalWriter, SessionReader  # noqa: E402
 from infmon.journal.codec import encode_record  # noqa: E402
-from infmon.model.columns import RecordColumns  # noqa: E402
-from infmon.model.records import RequestRecord  # noqa: E402
+from infmon.model.records.columns import RecordColumns  # noqa: E402
+from infmon.model.records.request import RequestRecord  # noqa: E402
 
 STEP_RECORDS = 40_000
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from infmon.model.records import RequestRecord
-from infmon.model.session import Session
-from infmon.model.steps import CLOSED, Level
+from infmon.model.live.session import Session
+from infmon.model.records.request import RequestRecord
+from infmon.model.steps.book import CLOSED, Level
 
 RATE = 100.0
 """Requests a second, filled and measured (the monitor's 30 s windows hold ~3,000)."""

@@ -38,10 +38,10 @@ from infmon.engine.controller import LoadEngine  # noqa: E402
 from infmon.engine.link import ProcessLink  # noqa: E402
 from infmon.engine.protocol import Window  # noqa: E402
 from infmon.journal import JournalWriter  # noqa: E402
-from infmon.model.ledger import StepLedger  # noqa: E402
-from infmon.model.lengths import parse_lengths  # noqa: E402
-from infmon.model.loghist import LogHistogram  # noqa: E402
-from infmon.model.steps import CLOSED, Level  # noqa: E402
+from infmon.model.base.loghist import LogHistogram  # noqa: E402
+from infmon.model.shape.lengths import parse_lengths  # noqa: E402
+from infmon.model.steps.book import CLOSED, Level  # noqa: E402
+from infmon.model.steps.ledger import StepLedger  # noqa: E402
 from infmon.sim.launch import start_simulator, stop_process  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")

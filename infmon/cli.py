@@ -95,7 +95,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return int(args._run(args) or 0)
     except CliError as exc:
-        from infmon.model.sanitize import clean, redact_url  # the message may quote a server
+        from infmon.model.base.sanitize import clean, redact_url  # the message may quote a server
 
         print(f"infmon: error: {clean(redact_url(str(exc)), 2000)}", file=sys.stderr)
         return 2

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from infmon.model.lengths import LengthError, Lengths, fixed, parse_lengths
-from infmon.model.measures import SLO
-from infmon.model.sanitize import REDACTED
-from infmon.model.schedule import ScheduleError, parse_schedule
+from infmon.model.base.sanitize import REDACTED
+from infmon.model.records.measures import SLO
+from infmon.model.shape.lengths import LengthError, Lengths, fixed, parse_lengths
+from infmon.model.shape.schedule import ScheduleError, parse_schedule
 
 if sys.version_info >= (3, 11):
     import tomllib

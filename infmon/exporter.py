@@ -39,9 +39,9 @@ from prometheus_client.core import (
 )
 
 from infmon.engine.types import RecordBatch
-from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.steps import CLOSED, RATE
-from infmon.model.window import LoadWindow
+from infmon.model.records.request import ErrorKind, RequestRecord
+from infmon.model.records.window import LoadWindow
+from infmon.model.steps.book import CLOSED, RATE
 
 FAILURE_KINDS: tuple[str, ...] = tuple(
     str(v)

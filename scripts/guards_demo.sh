@@ -16,10 +16,10 @@ declare -A bad=(
 )
 declare -A guard=([ruff-check]='ruff check' [ruff-format]='ruff format --check' [mypy]='mypy'
   [lint-imports]='lint-imports' [any-count]='Any per package' [vulture]='vulture')
-declare -A where=([any-count]=infmon/model/evidence.py)  # a module that imports Any already
+declare -A where=([any-count]=infmon/model/steps/evidence.py)  # a module that imports Any already
 status=0
 for check in ruff-check ruff-format mypy lint-imports any-count vulture; do
-  file=${where[$check]:-infmon/model/records.py}
+  file=${where[$check]:-infmon/model/records/request.py}
   tmp=$(mktemp -d)
   git -C "$repo" archive HEAD | tar -x -C "$tmp"
   printf '\n\n%s\n' "${bad[$check]}" >>"$tmp/$file"

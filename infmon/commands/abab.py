@@ -5,7 +5,7 @@ Before each run the server is switched to the side's label: ``--switch-cmd 'rest
 one, the operator switches it and presses Enter. In its first round each side also runs the
 quality probes and, with ``--slo``, ``--search slo`` (its SLO frontier); every round runs the
 same sweep (same levels, seed and lengths) as its own session under ``RUNS/abab-A-B/``. The
-end is one sentence and ``abab.json`` (``model/abab.py``): speed ratio with its interval per
+end is one sentence and ``abab.json`` (``model/compare/ab_verdict.py``): speed ratio with its interval per
 level, the frontier moved from X to Y, quality non-inferiority with ``--quality-margin``;
 ``--fail-if`` takes ``frontier<N%``, ``speed<N%`` and ``quality<N%`` rules (exit 1).
 """
@@ -27,7 +27,7 @@ from infmon.commands import CliError, bench, quality
 from infmon.commands.against import Against
 from infmon.commands.common import say
 from infmon.journal.safefile import write_text_atomic
-from infmon.model.abab import (
+from infmon.model.compare.ab_verdict import (
     AbabRuleError,
     AbabVerdict,
     FrontierMove,

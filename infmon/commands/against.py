@@ -14,19 +14,19 @@ from infmon.commands.common import say
 from infmon.commands.live_baseline import load_reference
 from infmon.commands.wiring import RunWiring
 from infmon.journal.safefile import write_text_atomic
-from infmon.model.baseline import (
+from infmon.model.base.sanitize import strict_json
+from infmon.model.compare.baseline import (
     BaselineView,
     LevelComparison,
     Reference,
     compare_level,
     delta_text,
 )
-from infmon.model.live_baseline import LiveBaseline
-from infmon.model.measures import SLO
-from infmon.model.rules import Rule, RuleError, check, parse_rules
-from infmon.model.sanitize import strict_json
-from infmon.model.spec_econ import acceptance_text
-from infmon.model.steps import StepBook
+from infmon.model.compare.fail_if import Rule, RuleError, check, parse_rules
+from infmon.model.compare.live_side import LiveBaseline
+from infmon.model.compare.spec_econ import acceptance_text
+from infmon.model.records.measures import SLO
+from infmon.model.steps.book import StepBook
 
 if TYPE_CHECKING:
     from infmon.report.compare import Comparison

@@ -57,12 +57,12 @@ from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec, p
 from infmon.journal import JournalWriter
 from infmon.journal.safefile import write_text_atomic
 from infmon.load.runtime import tune_for_load
-from infmon.model.anatomy import per_request_line
-from infmon.model.baseline import Reference
-from infmon.model.ledger import StepLedger, StepResult
-from infmon.model.sanitize import redact_url
-from infmon.model.search import SearchSpec
-from infmon.model.slo_verdict import slo_verdict
+from infmon.model.base.sanitize import redact_url
+from infmon.model.compare.baseline import Reference
+from infmon.model.records.anatomy import per_request_line
+from infmon.model.search.policy import SearchSpec
+from infmon.model.steps.ledger import StepLedger, StepResult
+from infmon.model.steps.slo_verdict import slo_verdict
 from infmon.report.doc import BENCH_SCHEMA as SCHEMA
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread

@@ -8,7 +8,7 @@ import sys
 
 from infmon.commands.common import say
 from infmon.engine.runner import EdgeRate, StepProgress, StepSpec
-from infmon.model.stats import StepStats
+from infmon.model.records.stats import StepStats
 
 NARROW = (
     ("step", 4),

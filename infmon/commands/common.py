@@ -28,8 +28,8 @@ from infmon.config import Config, ConfigError, build_config
 from infmon.journal import JournalStatus, JournalWriter
 from infmon.load.build import LazyWorkload
 from infmon.load.feed import WorkloadError
-from infmon.model.sanitize import REDACTED, clean, redact_url
-from infmon.model.server import ServerSnapshot, SourceState
+from infmon.model.base.sanitize import REDACTED, clean, redact_url
+from infmon.model.server.snapshot import ServerSnapshot, SourceState
 
 _LOAD_KEYS = (
     "url",

@@ -8,7 +8,7 @@ from pathlib import Path
 from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.journal.safefile import write_text_atomic
-from infmon.model.sanitize import strict_json
+from infmon.model.base.sanitize import strict_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from infmon.commands import CliError
 from infmon.journal.reader import SessionReader
 from infmon.journal.safefile import atomic_open
-from infmon.model.columns import MISSING, RecordColumns
+from infmon.model.records.columns import MISSING, RecordColumns
 from infmon.report.csvout import RequestsCsv
 
 NO_PARQUET = (

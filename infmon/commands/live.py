@@ -17,9 +17,9 @@ from infmon.clock import Clock
 from infmon.commands.wiring import RunWiring
 from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.journal import JournalWriter
-from infmon.model.dial import DialChange, LoadDial, sweep_step
-from infmon.model.session import Session
-from infmon.model.steps import CLOSED, StepEvent
+from infmon.model.live.dial import DialChange, LoadDial, sweep_step
+from infmon.model.live.session import Session
+from infmon.model.steps.book import CLOSED, StepEvent
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
 

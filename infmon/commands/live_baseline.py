@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from infmon.commands import CliError
-from infmon.model.baseline import Reference
-from infmon.model.session import Session
+from infmon.model.compare.baseline import Reference
+from infmon.model.live.session import Session
 
 
 def load_reference(path: str | None) -> Reference | None:

@@ -40,10 +40,10 @@ from infmon.commands.scale import (
 from infmon.commands.wiring import RunWiring, wire_session
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
-from infmon.model.dial import DialState, LoadDial
-from infmon.model.health import ServerHealth
-from infmon.model.session import Session, SessionConfig
-from infmon.model.steps import CLOSED, RATE
+from infmon.model.live.dial import DialState, LoadDial
+from infmon.model.live.session import Session, SessionConfig
+from infmon.model.server.health import ServerHealth
+from infmon.model.steps.book import CLOSED, RATE
 
 RETRY_S = 2.0
 """How often the load retries finding the model while the server is unreachable."""

@@ -20,7 +20,7 @@ from infmon.commands.common import (
     write_session_reports,
 )
 from infmon.journal.safefile import write_text_atomic
-from infmon.model.sanitize import clean, strict_json
+from infmon.model.base.sanitize import clean, strict_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

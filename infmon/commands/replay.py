@@ -2,7 +2,7 @@
 
 ``←``/``→`` move the cursor a second (shift: ten), ``[``/``]`` jump to the previous/next step
 start or mark, ``space`` plays it at real speed, ``q`` quits. The panes are drawn from the
-journal as they were at the cursor (``infmon.model.replay``); nothing is sent anywhere.
+journal as they were at the cursor (``infmon.model.live.session_replay``); nothing is sent anywhere.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 
 from infmon.commands import CliError
-from infmon.model.replay import Replay
-from infmon.model.session import SessionConfig
+from infmon.model.live.session import SessionConfig
+from infmon.model.live.session_replay import Replay
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

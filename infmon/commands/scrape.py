@@ -21,8 +21,8 @@ from infmon.commands.common import (
     say,
 )
 from infmon.config import Config
-from infmon.model.sanitize import strict_json
-from infmon.model.server import ServerSnapshot, SourceState, unavailable
+from infmon.model.base.sanitize import strict_json
+from infmon.model.server.snapshot import ServerSnapshot, SourceState, unavailable
 from infmon.report.fmt import DASH, count, pct, rate, seconds
 from infmon.sources.backends import BACKENDS, UnknownBackendError, forced_mismatch, table_named
 from infmon.sources.canonical import read_page, snapshot_from

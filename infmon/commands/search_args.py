@@ -15,10 +15,10 @@ from infmon.config import Config
 from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec
 from infmon.journal import JournalWriter
 from infmon.journal.safefile import write_text_atomic
-from infmon.model.ledger import StepResult
-from infmon.model.search import GOALS, Next, SearchSpec, Verdict
-from infmon.model.search_doc import SearchDoc, search_doc, verdict_line
-from infmon.model.search_fit import Probe
+from infmon.model.search.level_fit import Probe
+from infmon.model.search.policy import GOALS, Next, SearchSpec, Verdict
+from infmon.model.search.search_json import SearchDoc, search_doc, verdict_line
+from infmon.model.steps.ledger import StepResult
 from infmon.report.frontier import frontier_chart
 
 SEARCH_FILE = "search.json"

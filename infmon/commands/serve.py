@@ -22,7 +22,7 @@ import sys
 
 from infmon.commands import CliError
 from infmon.commands.common import hide_api_key_from_process_title
-from infmon.model.sanitize import redact_url
+from infmon.model.base.sanitize import redact_url
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.journal.safefile import write_text_atomic
-from infmon.model.ledger import StepResult
-from infmon.model.trial_figures import STOP_FIGURE, LevelTrials, all_tight, trials_by_level
-from infmon.model.trials import min_detectable_effect
+from infmon.model.compare.trial_figures import STOP_FIGURE, LevelTrials, all_tight, trials_by_level
+from infmon.model.compare.trial_stats import min_detectable_effect
+from infmon.model.steps.ledger import StepResult
 
 TRIALS_FILE = "trials.json"
 TRIALS_SCHEMA = "infmon.trials/1"

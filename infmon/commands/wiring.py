@@ -13,14 +13,14 @@ from infmon.engine.loss import WorkerLoss
 from infmon.engine.protocol import Window
 from infmon.engine.types import RecordBatch
 from infmon.journal import JournalWriter
-from infmon.model.evidence import ServerSample
-from infmon.model.health import HealthEvent, ServerHealth
-from infmon.model.ledger import StepLedger
-from infmon.model.loghist import LogHistogram
-from infmon.model.records import RequestRecord
-from infmon.model.server import ServerSnapshot, SourceState
-from infmon.model.session import Session
-from infmon.model.steps import JOURNAL_KIND, StepEvent
+from infmon.model.base.loghist import LogHistogram
+from infmon.model.live.session import Session
+from infmon.model.records.request import RequestRecord
+from infmon.model.server.health import HealthEvent, ServerHealth
+from infmon.model.server.snapshot import ServerSnapshot, SourceState
+from infmon.model.steps.book import JOURNAL_KIND, StepEvent
+from infmon.model.steps.evidence import ServerSample
+from infmon.model.steps.ledger import StepLedger
 
 
 class RunWiring:

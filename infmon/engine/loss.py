@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.steps import CLOSED, Level
+from infmon.model.records.request import ErrorKind, RequestRecord
+from infmon.model.steps.book import CLOSED, Level
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,9 +28,9 @@ from typing import Protocol
 from infmon.engine.protocol import RecordLines, Window
 from infmon.journal.codec import encode_record
 from infmon.load.stream_state import TokenMeter
-from infmon.model.loghist import LogHistogram
-from infmon.model.records import RequestRecord
-from infmon.model.window import LatencyHists
+from infmon.model.base.loghist import LogHistogram
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.window import LatencyHists
 
 BATCH = 512
 """Most records in one ``RecordLines`` message."""

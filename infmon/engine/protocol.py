@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from infmon.config import Config
 from infmon.load.feed import WorkloadInfo
-from infmon.model.window import LoadWindow
+from infmon.model.records.window import LoadWindow
 
 _LEN = struct.Struct(">I")
 MAX_FRAME = 64 * 1024 * 1024
@@ -141,7 +141,7 @@ class RecordLines:
 
 
 Window = LoadWindow
-"""One window of a worker's load (``infmon.model.window``)."""
+"""One window of a worker's load (``infmon.model.records.window``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,7 +174,7 @@ def source_address(address: str) -> str | None:
 def _messages_to_stderr(ray: ModuleType) -> None:
     """Ray prints the cluster's error messages ("(raylet) A worker died…") on stdout, in the
     middle of bench's table: they go to stderr, one sanitised line each, prefixed ``ray:``."""
-    from infmon.model.sanitize import clean
+    from infmon.model.base.sanitize import clean
 
     def to_stderr(data: Mapping[str, object], *args: object, **kwargs: object) -> None:
         lines = data.get("lines")

@@ -21,13 +21,13 @@ from dataclasses import dataclass, replace
 from infmon.clock import Clock
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
-from infmon.model.knee import KneePoint, points_of
-from infmon.model.ledger import StepLedger, StepResult
-from infmon.model.measures import SLO
-from infmon.model.search import Next, SearchSpec, Verdict, next_move
-from infmon.model.search_fit import Probe, probe_of
-from infmon.model.server import ServerSnapshot
-from infmon.model.steps import CLOSED, RATE, REPLAY, Level, StepEvent
+from infmon.model.records.measures import SLO
+from infmon.model.search.level_fit import Probe, probe_of
+from infmon.model.search.policy import Next, SearchSpec, Verdict, next_move
+from infmon.model.server.snapshot import ServerSnapshot
+from infmon.model.steps.book import CLOSED, RATE, REPLAY, Level, StepEvent
+from infmon.model.steps.knee import KneePoint, points_of
+from infmon.model.steps.ledger import StepLedger, StepResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +177,7 @@ class StepRunner:
         on_move: Callable[[Next, list[Probe]], None] | None = None,
     ) -> tuple[Verdict, list[tuple[StepResult, EdgeRate]], list[Probe]]:
         """Bench's search plan: each probe an ordinary step at the level the pure policy
-        (``model/search.py``) asks for, its figures the ledger's settled result."""
+        (``model/search/policy.py``) asks for, its figures the ledger's settled result."""
         out: list[tuple[StepResult, EdgeRate]] = []
         probes: list[Probe] = []
         knee: list[KneePoint] = []

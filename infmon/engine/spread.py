@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from infmon.load.stream_state import TokenMeter
-from infmon.model.records import RequestRecord
-from infmon.model.steps import CLOSED, RATE
+from infmon.model.records.request import RequestRecord
+from infmon.model.steps.book import CLOSED, RATE
 
 ROUND_ROBIN = "round-robin"
 LEAST_INFLIGHT = "least-inflight"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infmon.load.feed import WorkloadInfo
-from infmon.model.records import RequestRecord
-from infmon.model.steps import Level
+from infmon.model.records.request import RequestRecord
+from infmon.model.steps.book import Level
 
 
 class EngineError(Exception):

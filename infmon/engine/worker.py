@@ -32,7 +32,7 @@ from infmon.load.driver import LoadDriver
 from infmon.load.feed import WorkloadError
 from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
-from infmon.model.steps import CLOSED, REPLAY
+from infmon.model.steps.book import CLOSED, REPLAY
 
 Control = p.SetLevel | p.Arrivals | p.Pause | p.Resume | p.LimitSends | p.Flush
 """The protocol's messages that steer the load (``WorkerCore._apply``)."""

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from infmon.model.columns import US
-from infmon.model.records import RequestRecord
-from infmon.model.server_timing import decode_timing, encode_timing
+from infmon.model.records.columns import US
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.server_timing import decode_timing, encode_timing
 
 _NUMPY_FROM = 16
 """Chunk lists longer than this are encoded with numpy (its fixed cost pays off from here)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from infmon.journal.codec import decode_record
-from infmon.model.records import RequestRecord
+from infmon.model.records.request import RequestRecord
 
 RECORDS, SCRAPES, EVENTS = "records.jsonl", "scrapes.jsonl", "events.jsonl"
 CONFIG, QUALITY = "config.json", "quality.json"

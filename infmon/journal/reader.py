@@ -30,8 +30,8 @@ from infmon.journal.store import (
     select_records,
     shard_paths,
 )
-from infmon.model.columns import RecordColumns
-from infmon.model.records import RequestRecord
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.request import RequestRecord
 
 __all__ = ["JournalReadError", "SessionReader", "is_session_dir", "iter_jsonl"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from infmon.model.sanitize import REDACTED, redact_url
+from infmon.model.base.sanitize import REDACTED, redact_url
 
 _SECRET_KEYS = frozenset(
     {

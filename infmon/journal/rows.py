@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from infmon.model.columns import US
-from infmon.model.records import RequestRecord
-from infmon.model.server_timing import ServerTiming, decode_timing, encode_timing
+from infmon.model.records.columns import US
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.server_timing import ServerTiming, decode_timing, encode_timing
 
 _I32_MAX = 2**31 - 1
 RECORD_SCHEMA = (

@@ -19,8 +19,8 @@ import numpy as np
 
 from infmon.journal.rows import gaps_of, server_of
 from infmon.journal.store import record_columns
-from infmon.model.columns import RecordColumns
-from infmon.model.server_timing import ServerColumns
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.server_timing import ServerColumns
 
 _I64 = np.int64
 _PLAIN = (

@@ -68,8 +68,8 @@ from infmon.journal.store import (
     connect,
     shard_name,
 )
-from infmon.model.records import RequestRecord
-from infmon.model.sanitize import redact_url
+from infmon.model.base.sanitize import redact_url
+from infmon.model.records.request import RequestRecord
 
 _MAX_BUFFERED = 20_000
 _RETRY_MAX_S = 30.0

@@ -21,7 +21,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.records.request import ErrorKind, RequestRecord
 
 BASE_S = 0.05
 """The first delay (before jitter): 0.05, 0.1, 0.2, 0.4, 0.8 s … after 1, 2, 3, 4, 5 failures."""

@@ -22,8 +22,8 @@ from infmon.load.workload.corpus import make_task
 from infmon.load.workload.datasets import load_dataset
 from infmon.load.workload.items import Prompt, WorkItem
 from infmon.load.workload.traces import Trace, read_trace
-from infmon.model.records import RequestRecord
-from infmon.model.schedule import Schedule, parse_schedule
+from infmon.model.records.request import RequestRecord
+from infmon.model.shape.schedule import Schedule, parse_schedule
 from infmon.net import FetchError, bounded_get
 
 Local = tuple[list[Prompt] | None, Trace | None, Schedule | None]

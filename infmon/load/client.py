@@ -11,7 +11,7 @@ as latency. Failures become records with an ``error_kind``; only operator-level 
 (unreachable server, unknown model, rejected probe) raise ``ClientError``. The API key is sent
 in the ``Authorization`` header only and is scrubbed from every message this module produces.
 Everything the server sends is untrusted: model ids, error bodies and kept text are sanitised
-(``infmon.model.sanitize``) before they leave this module, discovery reads are bounded in size
+(``infmon.model.base.sanitize``) before they leave this module, discovery reads are bounded in size
 and time, and a stream's events and ``usage`` are checked (``stream_state``).
 """
 
@@ -49,8 +49,8 @@ from infmon.load.stream_state import (
 )
 from infmon.load.wire import Opened, drain, httpx_post, is_success
 from infmon.load.workload.items import Prompt
-from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.sanitize import REDACTED, clean, loads_json
+from infmon.model.base.sanitize import REDACTED, clean, loads_json
+from infmon.model.records.request import ErrorKind, RequestRecord
 from infmon.net import FetchError, bounded_get
 
 PROBE_ATTEMPTS = 5

@@ -26,9 +26,9 @@ from infmon.load.workload.conversation import Conversation
 from infmon.load.workload.items import Prompt, WorkItem
 from infmon.load.workload.traces import Trace, TraceEntry
 from infmon.load.workload.words import random_words
-from infmon.model.lengths import Lengths
-from infmon.model.records import RequestRecord
-from infmon.model.schedule import Schedule
+from infmon.model.records.request import RequestRecord
+from infmon.model.shape.lengths import Lengths
+from infmon.model.shape.schedule import Schedule
 
 CHAT_TURN = "chat-turn"
 """The task kind of a later turn of a conversation."""

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from infmon.load.wire import DRAIN_S, is_success
-from infmon.model.records import ErrorKind
+from infmon.model.records.request import ErrorKind
 from infmon.net import within
 
 MAX_ERROR_BODY = 64 * 1024

@@ -12,8 +12,8 @@ import httpx
 
 from infmon.config import Config
 from infmon.load.sse import MAX_EVENT_BYTES
-from infmon.model.records import ErrorKind
-from infmon.model.sanitize import clean
+from infmon.model.base.sanitize import clean
+from infmon.model.records.request import ErrorKind
 from infmon.net import TLSConfigError, tls_verify
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infmon.clock import Clock
-from infmon.model.sanitize import clean
+from infmon.model.base.sanitize import clean
 
 
 class SelfCheck:

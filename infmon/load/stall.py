@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from infmon.load.stream_state import StreamFailure
-from infmon.model.records import ErrorKind
+from infmon.model.records.request import ErrorKind
 
 STALL_TIMEOUT_S = 30.0
 """Default ``--stall-timeout``: longest wait for a stream's next token."""

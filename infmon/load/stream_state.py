@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from infmon.load.sse import MAX_EVENT_BYTES, SSEDecoder
-from infmon.model.records import ErrorKind
-from infmon.model.sanitize import clean
-from infmon.model.server_timing import ServerTiming, parse_server_metrics
+from infmon.model.base.sanitize import clean
+from infmon.model.records.request import ErrorKind
+from infmon.model.records.server_timing import ServerTiming, parse_server_metrics
 
 MAX_USAGE_TOKENS = 10_000_000
 """``usage`` token counts outside [0, 10^7] are impossible for one request: rejected."""

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import httpx
 
 from infmon.load.workload.items import Prompt
-from infmon.model.sanitize import loads_json
+from infmon.model.base.sanitize import loads_json
 
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """Largest tokenize answer read (a 1M-token prompt's ids are about 8 MB of JSON)."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from infmon.model.sanitize import loads_json
+from infmon.model.base.sanitize import loads_json
 
 MATCH_KINDS = ("exact", "normalised", "regex")
 

@@ -13,7 +13,7 @@ from infmon.report.doc import ReportDoc
 from infmon.report.docjson import json_ready, write_report_json
 
 if TYPE_CHECKING:  # numpy's columns, imported by the summary only when a report is built
-    from infmon.model.columns import RecordColumns
+    from infmon.model.records.columns import RecordColumns
 
 __all__ = ["build_summary", "fallback_dir", "report_dir", "write_reports"]
 

@@ -1,7 +1,7 @@
 """Runs side by side per load level: deltas, the noise test, the config diff, explanations.
 
 The first run is the baseline. Every other run is compared with it by
-``infmon.model.baseline.compare_run`` (the computation the live monitor and ``bench
+``infmon.model.compare.baseline.compare_run`` (the computation the live monitor and ``bench
 --baseline`` use), so the table's deltas, their intervals, their "beyond noise" marks and the
 explanations read the same numbers. JSON (schema ``infmon.compare/2``) is made at the edge.
 """
@@ -12,8 +12,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infmon.model import noise
-from infmon.model.baseline import (
+from infmon.model.compare import noise
+from infmon.model.compare.baseline import (
     METRICS,
     BaselineView,
     LevelComparison,
@@ -22,11 +22,11 @@ from infmon.model.baseline import (
     compare_level,
     compare_run,
 )
-from infmon.model.knee import Knee
-from infmon.model.kv_fill import knee_limit
-from infmon.model.levels import LevelSample, by_level
-from infmon.model.spec_econ import MODEL as SPEC_MODEL
-from infmon.model.steps import Level
+from infmon.model.compare.run_levels import LevelSample, by_level
+from infmon.model.compare.spec_econ import MODEL as SPEC_MODEL
+from infmon.model.steps.book import Level
+from infmon.model.steps.knee import Knee
+from infmon.model.steps.kv_fill import knee_limit
 from infmon.report import explain
 from infmon.report.doc import KneeInfo, QualityInfo, ReportDoc
 from infmon.report.runs import Run
@@ -38,7 +38,7 @@ JsonObject = dict[str, object]
 
 
 class KneeWithLimit(KneeInfo, total=False):
-    """A run's knee and which limit it came from (``infmon.model.kv_fill.knee_limit``)."""
+    """A run's knee and which limit it came from (``infmon.model.steps.kv_fill.knee_limit``)."""
 
     limit: str | None
     limit_text: str | None

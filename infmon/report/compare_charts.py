@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.baseline import BY_KEY, value_text
-from infmon.model.steps import CLOSED, Level
+from infmon.model.compare.baseline import BY_KEY, value_text
+from infmon.model.steps.book import CLOSED, Level
 from infmon.report import svg
 from infmon.report.compare import Comparison
 

@@ -1,7 +1,7 @@
 """Text and HTML renderings of a comparison (``infmon.report.compare.Comparison``).
 
 Each cell is the run's figure, its change against the baseline and the noise test's mark from
-one computation (``infmon.model.baseline.delta_text``): ``15.9 -70%*`` beyond noise, ``≈``
+one computation (``infmon.model.compare.baseline.delta_text``): ``15.9 -70%*`` beyond noise, ``≈``
 within noise, ``?`` when too few samples to test.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.baseline import BY_KEY, LevelComparison, delta_text, unit_label
-from infmon.model.levels import by_level
-from infmon.model.noise import METHOD
-from infmon.model.sanitize import html_text
-from infmon.model.spec_econ import MODEL as SPEC_MODEL
+from infmon.model.base.sanitize import html_text
+from infmon.model.compare.baseline import BY_KEY, LevelComparison, delta_text, unit_label
+from infmon.model.compare.noise import METHOD
+from infmon.model.compare.run_levels import by_level
+from infmon.model.compare.spec_econ import MODEL as SPEC_MODEL
 from infmon.report.compare import Comparison, knee_with_limit
 from infmon.report.compare_charts import acceptance_chart, findings, overlay_charts
 from infmon.report.fmt import DASH

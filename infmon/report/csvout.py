@@ -18,7 +18,7 @@ from typing import IO
 
 import numpy as np
 
-from infmon.model.columns import MISSING, RecordColumns
+from infmon.model.records.columns import MISSING, RecordColumns
 
 HEADER = (
     "request_id",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from infmon.model.slo_verdict import slo_verdict
-from infmon.model.stats import PROMPT_MISMATCH_FRACTION
+from infmon.model.records.stats import PROMPT_MISMATCH_FRACTION
+from infmon.model.steps.slo_verdict import slo_verdict
 from infmon.report.doc import EventMark, KneeInfo, ServerPoint, SessionInfo, StepEntry, WorkloadInfo
 
 

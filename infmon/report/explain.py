@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.baseline import METRICS, BaselineView, LevelComparison, MetricDelta, fmt_rel
-from infmon.model.spec_econ import acceptance_text
+from infmon.model.compare.baseline import (
+    METRICS,
+    BaselineView,
+    LevelComparison,
+    MetricDelta,
+    fmt_rel,
+)
+from infmon.model.compare.spec_econ import acceptance_text
 from infmon.quality.scoring import drift
 from infmon.report.runs import Run
 from infmon.report.stepstats import slo_verdict_of
@@ -118,7 +124,7 @@ def _contention(
 ) -> list[str]:
     if run.facts.spec_k:
         return []
-    from infmon.model.levels import by_level
+    from infmon.model.compare.run_levels import by_level
 
     a_levels, b_levels = by_level(base.levels), by_level(run.levels)
     for c, d in slower:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from infmon.model.steps import RATE, REPLAY
+from infmon.model.steps.book import RATE, REPLAY
 from infmon.report.doc import EventMark, MemoryBudget, PromptLengths, ReportDoc, StepEntry
 
 DASH = "—"

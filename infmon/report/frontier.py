@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from infmon.model.measures import SLO
-from infmon.model.search_fit import Probe, fit_levels
+from infmon.model.records.measures import SLO
+from infmon.model.search.level_fit import Probe, fit_levels
 
 
 def _fmt(x: float) -> str:

@@ -2,7 +2,7 @@
 their timeline (``doc["gpu"]``), the GPU diagnosis per step, and the Markdown and HTML sections
 (a per-step table, charts of activity, DRAM, power and memory over time with the steps marked).
 
-Built from the journal's scrapes by ``infmon.model.gpu_steps`` (the live pane's rows), so a
+Built from the journal's scrapes by ``infmon.model.server.gpu_steps`` (the live pane's rows), so a
 report says what the screen said, step by step. A session without GPU data has no section.
 """
 
@@ -12,8 +12,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import cast
 
-from infmon.model.efficiency import step_efficiency
-from infmon.model.gpu_steps import GpuTimeline, StepGpu, step_lines
+from infmon.model.server.efficiency import step_efficiency
+from infmon.model.server.gpu_steps import GpuTimeline, StepGpu, step_lines
 from infmon.report import svg
 from infmon.report.diagnosis import as_number, step_label
 from infmon.report.doc import (

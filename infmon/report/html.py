@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 
-from infmon.model.sanitize import html_text
+from infmon.model.base.sanitize import html_text
 from infmon.report import gpu, svg
 from infmon.report.doc import QualityInfo, ReportDoc
 from infmon.report.faults import fault_lines

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from infmon.model.columns import MISSING, RecordColumns
-from infmon.model.measures import SLO
+from infmon.model.records.columns import MISSING, RecordColumns
+from infmon.model.records.measures import SLO
 from infmon.report import stepstats
 from infmon.report.doc import JournalLine as Event
 from infmon.report.doc import StepEntry

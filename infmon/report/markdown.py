@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infmon.model.sanitize import clean
+from infmon.model.base.sanitize import clean
 from infmon.report import gpu, perreq, server_detail, trials
 from infmon.report.doc import KneeInfo, ReportDoc, WorkloadInfo
 from infmon.report.faults import fault_lines

@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable
 from typing import TypedDict
 
-from infmon.model.acceptance import AcceptanceGroup, by_prompt_length, by_task, drafter_fit
-from infmon.model.anatomy import PARTS, Anatomy, anatomy_of_columns, client_growth
-from infmon.model.columns import MISSING, RecordColumns
+from infmon.model.records.acceptance import AcceptanceGroup, by_prompt_length, by_task, drafter_fit
+from infmon.model.records.anatomy import PARTS, Anatomy, anatomy_of_columns, client_growth
+from infmon.model.records.columns import MISSING, RecordColumns
 
 
 class PartInfo(TypedDict):

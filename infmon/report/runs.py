@@ -1,9 +1,9 @@
 """Loading runs to compare: session directories, report.json files, vLLM bench results.
 
 A run is its report document (knee, quality, configuration as recorded), its levels as the
-baseline comparison reads them (``infmon.model.levels.LevelSample``: per step the measured
+baseline comparison reads them (``infmon.model.compare.run_levels.LevelSample``: per step the measured
 requests, tokens per second of measured time, the spec counters) and its server's facts
-(``infmon.model.baseline.RunFacts``). From a session directory the levels are exact: the
+(``infmon.model.compare.baseline.RunFacts``). From a session directory the levels are exact: the
 journal's step events replayed into the one step model, the same selection as the report's
 step table, so a comparison's figures equal the report's. A ``report.json`` (with its
 ``requests.csv`` beside it) or a ``vllm bench serve`` file gives what it holds: latencies per
@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from infmon.journal.reader import SessionReader, is_session_dir
-from infmon.model.baseline import Reference, RunFacts
-from infmon.model.columns import RecordColumns
-from infmon.model.evidence import ServerEvidence
-from infmon.model.kv_fill import max_num_seqs_seen
-from infmon.model.levels import LevelBuilder, LevelSample, by_level
-from infmon.model.sanitize import clean
-from infmon.model.steps import CLOSED, RATE, Level, StepBook, StepEvent, StepSpan
+from infmon.model.base.sanitize import clean
+from infmon.model.compare.baseline import Reference, RunFacts
+from infmon.model.compare.run_levels import LevelBuilder, LevelSample, by_level
+from infmon.model.records.columns import RecordColumns
+from infmon.model.steps.book import CLOSED, RATE, Level, StepBook, StepEvent, StepSpan
+from infmon.model.steps.evidence import ServerEvidence
+from infmon.model.steps.kv_fill import max_num_seqs_seen
 from infmon.report.doc import SCHEMA, Latency, ReportDoc, StepEntry
 from infmon.report.docjson import ReportFormatError, json_ready, parse_report
 from infmon.report.steps import step_events

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, cast
 
-from infmon.model.kv_fill import kv_fill_concurrency, sequence_tokens
+from infmon.model.steps.kv_fill import kv_fill_concurrency, sequence_tokens
 from infmon.report.doc import JournalLine, MemoryBudget, ServerConfig, ServerPoint, ServerWindow
 
 CONFIG_KEYS = (

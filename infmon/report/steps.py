@@ -11,13 +11,13 @@ from typing import cast
 
 import numpy as np
 
-from infmon.model.columns import RecordColumns
-from infmon.model.evidence import ServerSample
-from infmon.model.ledger import ClientCheck, StepLedger
-from infmon.model.measures import SLO
-from infmon.model.records import RequestRecord
-from infmon.model.stats import figures_of_columns
-from infmon.model.steps import EVENT_KINDS, StepEvent
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.measures import SLO
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.stats import figures_of_columns
+from infmon.model.steps.book import EVENT_KINDS, StepEvent
+from infmon.model.steps.evidence import ServerSample
+from infmon.model.steps.ledger import ClientCheck, StepLedger
 from infmon.report.doc import JournalLine, StepEntry
 from infmon.report.perreq import PerRequestReport
 

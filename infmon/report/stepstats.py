@@ -1,4 +1,4 @@
-"""The one door to the step statistics and the knee rule (``infmon.model.stats`` / ``knee``).
+"""The one door to the step statistics and the knee rule (``infmon.model.records.stats`` / ``knee``).
 
 Reports never compute TTFT/TPOT/percentiles themselves: they call ``summarize_columns``, the
 columnar form of the load engine's ``summarize`` (vLLM's definitions, DESIGN.md section 2; the
@@ -11,12 +11,12 @@ import math
 from collections.abc import Sequence
 from typing import cast
 
-from infmon.model.columns import RecordColumns
-from infmon.model.knee import Knee, KneePoint, find_knee, slo_max_concurrency
-from infmon.model.measures import SLO, number
-from infmon.model.records import RequestRecord
-from infmon.model.slo_verdict import SloVerdict, slo_verdict
-from infmon.model.stats import summarize_columns
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.measures import SLO, number
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.stats import summarize_columns
+from infmon.model.steps.knee import Knee, KneePoint, find_knee, slo_max_concurrency
+from infmon.model.steps.slo_verdict import SloVerdict, slo_verdict
 from infmon.report.doc import JournalLine, KneeInfo, ReportDoc, StepEntry
 
 

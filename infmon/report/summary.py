@@ -19,8 +19,8 @@ import numpy as np
 
 from infmon.config import DEFAULT_LABEL
 from infmon.journal.reader import SessionReader
-from infmon.model.columns import MISSING, RecordColumns
-from infmon.model.gpu_steps import GpuTimeline
+from infmon.model.records.columns import MISSING, RecordColumns
+from infmon.model.server.gpu_steps import GpuTimeline
 from infmon.report import diagnosis, gpu, perreq, server_detail, stepstats
 from infmon.report.doc import (
     SCHEMA,

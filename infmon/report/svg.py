@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from infmon.model.sanitize import html_text
+from infmon.model.base.sanitize import html_text
 
 Column = tuple[float | None, ...]
 """A series' values (None: a gap in the line)."""

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from infmon.model.columns import RecordColumns
+from infmon.model.records.columns import RecordColumns
 from infmon.report.doc import ClientPoint, JournalLine, ServerPoint
 
 MAX_POINTS = 600

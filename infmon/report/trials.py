@@ -1,6 +1,6 @@
 """A report's repeated trials: when a level was held more than once (``--repeat``, a sweep
 that came back to it), each figure's mean, 95 % interval (t) and CV over those steps, and the
-smallest change of output tok/s the trials can show (``model/trials.py``).
+smallest change of output tok/s the trials can show (``model/compare/trial_stats.py``).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from infmon.model.trials import TrialStats, min_detectable_effect, summarize
+from infmon.model.compare.trial_stats import TrialStats, min_detectable_effect, summarize
 from infmon.report.diagnosis import step_label
 from infmon.report.doc import ReportDoc, StepEntry
 

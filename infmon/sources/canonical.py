@@ -11,16 +11,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from infmon.model.histogram import Histogram, delta, window_stat
-from infmon.model.rates import counter_increase, ratio
-from infmon.model.server import (
+from infmon.model.base.rates import counter_increase, ratio
+from infmon.model.server.families import LoraState
+from infmon.model.server.histogram import Histogram, delta, window_stat
+from infmon.model.server.snapshot import (
     LATENCY_NAMES,
     EngineSnapshot,
     GpuSnapshot,
     ServerSnapshot,
     SpecDecode,
 )
-from infmon.model.server_detail import LoraState
 from infmon.sources.backends import detect, detect_version
 from infmon.sources.backends.table import BackendTable
 from infmon.sources.detail import read_labelled, read_lora, server_detail

@@ -1,4 +1,4 @@
-"""The 2025–26 vLLM families (``infmon.model.server_detail``) read from a page and a window.
+"""The 2025–26 vLLM families (``infmon.model.server.families``) read from a page and a window.
 
 Labelled families (a value per ``reason`` / ``source`` / ``sleep_state``) are summed over
 engines per label value; label values come from a server, so they are sanitised and bounded
@@ -12,10 +12,10 @@ import math
 from collections.abc import Mapping
 from typing import Protocol
 
-from infmon.model.histogram import Histogram, window_stat
-from infmon.model.rates import counter_increase
-from infmon.model.sanitize import clean
-from infmon.model.server_detail import Estimates, KvOffload, LoraState, PdTransfer, ServerDetail
+from infmon.model.base.rates import counter_increase
+from infmon.model.base.sanitize import clean
+from infmon.model.server.families import Estimates, KvOffload, LoraState, PdTransfer, ServerDetail
+from infmon.model.server.histogram import Histogram, window_stat
 from infmon.sources.backends.table import BackendTable
 from infmon.sources.exposition import Page
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infmon.model.sanitize import clean
+from infmon.model.base.sanitize import clean
 
 
 class SourceError(Exception):

@@ -6,7 +6,7 @@ OpenMetrics exemplars are ignored. Anything unparseable raises ``ExpositionError
 a page with more series than ``max_series`` raises ``TooManySeries`` (one) before it is parsed,
 so a label-cardinality explosion costs a line count, not seconds of parsing. Metric and label
 names and label values are untrusted text: control and bidi characters in them come out
-escaped (``infmon.model.sanitize``), so nothing downstream sees them raw.
+escaped (``infmon.model.base.sanitize``), so nothing downstream sees them raw.
 
 The parser's cost is bounded too (``TooComplex``), checked before parsing in one linear pass:
 lines (4 per allowed series, plus 10,000: 16 MB of blank lines held 240 MB and 6.6 s), the
@@ -28,7 +28,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_fd_to_metric_families as text_families
 
-from infmon.model.sanitize import clean, is_clean
+from infmon.model.base.sanitize import clean, is_clean
 
 MAX_SERIES = 100_000
 """Default cap on the series of one page (``--metrics-max-series``)."""

@@ -17,7 +17,7 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from infmon.config import Config
-from infmon.model.server import ServerSnapshot
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.sources.backends import table_named
 from infmon.sources.canonical import Readings, read_page, snapshot_from
 from infmon.sources.errors import SourceError

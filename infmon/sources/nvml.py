@@ -17,8 +17,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from infmon.model.sanitize import clean
-from infmon.model.server import GpuProcess, GpuSnapshot
+from infmon.model.base.sanitize import clean
+from infmon.model.server.snapshot import GpuProcess, GpuSnapshot
 from infmon.sources.gpu import GpuReading, throttle_names
 
 MIB = float(2**20)

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from infmon.clock import Clock
-from infmon.model.sanitize import clean
-from infmon.model.server import ServerSnapshot, SourceState, unavailable
+from infmon.model.base.sanitize import clean
+from infmon.model.server.snapshot import ServerSnapshot, SourceState, unavailable
 from infmon.sources.errors import SourceError
 
 

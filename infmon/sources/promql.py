@@ -24,7 +24,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from requests.adapters import HTTPAdapter
 
-from infmon.model.server import (
+from infmon.model.server.snapshot import (
     LATENCY_NAMES,
     EngineSnapshot,
     GpuSnapshot,

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 import httpx
 
 from infmon.config import Config
-from infmon.model.sanitize import clean, loads_json
-from infmon.model.server import ServerSnapshot
+from infmon.model.base.sanitize import clean, loads_json
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.net import FetchTimeout, FetchTooLarge, TLSConfigError, bounded_get, tls_verify
 from infmon.sources.backends import table_named
 from infmon.sources.backends.table import BackendTable

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 
 from infmon.clock import Clock
-from infmon.model.server import ServerSnapshot
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.sources.errors import SourceError
 from infmon.sources.poller import MetricPoller, SnapshotSource
 

@@ -20,10 +20,10 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from infmon.clock import Clock, MonotonicClock
-from infmon.model.dashboard import DashboardSnapshot
-from infmon.model.sanitize import clean
-from infmon.model.session import Session
-from infmon.model.views import closing_text
+from infmon.model.base.sanitize import clean
+from infmon.model.live.dashboard import DashboardSnapshot
+from infmon.model.live.session import Session
+from infmon.model.live.step_views import closing_text
 from infmon.ui.commands import FOOTER, bindings, footer_keys, help_rows, system_commands
 from infmon.ui.panes import (
     EventsPane,

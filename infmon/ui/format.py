@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.steps import CLOSED
-from infmon.model.units import latency_text, sig3
+from infmon.model.base.units import latency_text, sig3
+from infmon.model.steps.book import CLOSED
 
 MISSING = "—"
 
@@ -23,7 +23,7 @@ def num(x: float | None, digits: int = 0) -> str:
 
 
 def ms(x_s: float | None) -> str:
-    """A latency with its unit, by the one rule (``infmon.model.units``): 0.42 ms, 18.5 ms,
+    """A latency with its unit, by the one rule (``infmon.model.base.units``): 0.42 ms, 18.5 ms,
     142 ms below a second, 2.43 s above."""
     return latency_text(x_s)
 

@@ -1,5 +1,5 @@
 """The monitor on a recorded session: the same app and panes, the session rebuilt from the
-journal up to a time cursor instead of fed live (``infmon.model.replay``).
+journal up to a time cursor instead of fed live (``infmon.model.live.session_replay``).
 
 Keys: ``←``/``→`` one second (``shift``: ten), ``[``/``]`` the previous/next step start or
 mark, ``space`` play/stop at real speed, ``q`` quit. The load keys do nothing here.
@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 
-from infmon.model.replay import Replay
+from infmon.model.live.session_replay import Replay
 from infmon.ui import format as f
 from infmon.ui.app import InfmonApp
 from infmon.ui.panes import KneePane

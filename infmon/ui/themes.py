@@ -10,7 +10,7 @@ from typing import Any
 from textual.color import Color
 from textual.theme import Theme
 
-from infmon.model.sanitize import clean
+from infmon.model.base.sanitize import clean
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from infmon.model.abab import FrontierMove
+from infmon.model.compare.ab_verdict import FrontierMove
 from tests.conftest import REPO, infmon_cmd
 from tests.e2e.conftest import free_port
 

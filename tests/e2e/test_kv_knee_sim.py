@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 
-from infmon.model.knee import find_knee
-from infmon.model.kv_fill import KV, knee_limit
+from infmon.model.steps.knee import find_knee
+from infmon.model.steps.kv_fill import KV, knee_limit
 from infmon.report.runs import load_run
 from infmon.report.stepstats import knee_points
 from tests.conftest import REPO, infmon_cmd, running_sim

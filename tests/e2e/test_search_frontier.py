@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from infmon.model.search_doc import parse_search_doc
-from infmon.model.search_fit import Probe, crossing, fit_levels
+from infmon.model.search.level_fit import Probe, crossing, fit_levels
+from infmon.model.search.search_json import parse_search_doc
 from tests.conftest import REPO, infmon_cmd, running_sim
 
 # unmet: the search missed the dense grid's frontier by more than 5% on this loaded machine

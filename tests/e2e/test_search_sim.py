@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from infmon.model.search_doc import parse_search_doc
+from infmon.model.search.search_json import parse_search_doc
 from tests.conftest import REPO, infmon_cmd, running_sim
 
 pytestmark = [pytest.mark.e2e]

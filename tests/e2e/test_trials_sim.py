@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infmon.model.trials import ratio_ci
+from infmon.model.compare.trial_stats import ratio_ci
 from tests.conftest import REPO, infmon_cmd, running_sim
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

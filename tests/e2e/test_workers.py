@@ -23,7 +23,7 @@ import pytest
 
 from infmon.engine.runner import StepSpec
 from infmon.journal.store import connect
-from infmon.model.lengths import parse_lengths
+from infmon.model.shape.lengths import parse_lengths
 from infmon.report import build_summary
 from tests.conftest import REPO, infmon_cmd, poll_until, running_sim
 from tests.enginekit.scale import journal_counts, merge_into_one_file, run_plan
@@ -161,7 +161,7 @@ async def test_a_level_change_reaches_every_worker_within_one_window(fast_sim: s
     from infmon.clock import MonotonicClock
     from infmon.config import Config
     from infmon.engine.controller import LoadEngine
-    from infmon.model.steps import CLOSED, Level
+    from infmon.model.steps.book import CLOSED, Level
 
     clock = MonotonicClock()
     windows = []

@@ -14,7 +14,7 @@ import pytest
 
 from infmon.engine.ray_setup import RayOptions, connect
 from infmon.engine.runner import StepSpec
-from infmon.model.lengths import parse_lengths
+from infmon.model.shape.lengths import parse_lengths
 from infmon.report import build_summary
 from tests.conftest import running_sim
 from tests.e2e.test_workers import PLAN, same

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.load.stream_state import TokenMeter
-from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.records.request import ErrorKind, RequestRecord
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.server import ServerSnapshot
-from infmon.model.window import LoadWindow
+from infmon.model.records.request import ErrorKind, RequestRecord
+from infmon.model.records.window import LoadWindow
+from infmon.model.server.snapshot import ServerSnapshot
 from tests.enginekit.pages import ServerFeed
 
 

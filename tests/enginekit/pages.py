@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from infmon.model.server import ServerSnapshot
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.sources.canonical import Readings, read_page, snapshot_from
 from infmon.sources.exposition import parse_exposition
 from tests.conftest import FIXTURES

@@ -19,7 +19,7 @@ from infmon.engine.loss import WorkerLoss
 from infmon.engine.protocol import Window
 from infmon.engine.runner import StepRunner, StepSpec
 from infmon.journal import JournalWriter
-from infmon.model.ledger import StepLedger
+from infmon.model.steps.ledger import StepLedger
 
 
 @dataclass

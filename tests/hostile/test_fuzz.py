@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from infmon.load.sse import SSEError
 from infmon.load.stream_state import MAX_USAGE_TOKENS, StreamFailure, StreamState, check_complete
-from infmon.model.sanitize import is_clean
+from infmon.model.base.sanitize import is_clean
 from infmon.sources.canonical import snapshot_of_page
 from infmon.sources.exposition import ExpositionError, parse_exposition
 

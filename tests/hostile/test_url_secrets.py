@@ -2,7 +2,7 @@
 
 Before, the password was on screen, in ``ps``, the journal, report.md, report.html,
 report.json and ``--json``. Now every place a URL is shown or stored has it redacted
-(``infmon.model.sanitize.redact_url``).
+(``infmon.model.base.sanitize.redact_url``).
 """
 
 from __future__ import annotations

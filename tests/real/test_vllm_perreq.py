@@ -19,8 +19,8 @@ import pytest
 
 from infmon.load.client import StreamingClient
 from infmon.load.params import ClientParams
-from infmon.model.anatomy import PARTS, split_records
-from infmon.model.records import RequestRecord
+from infmon.model.records.anatomy import PARTS, split_records
+from infmon.model.records.request import RequestRecord
 from tests.real.harness import get_text, rs, sample_sum
 
 pytestmark = pytest.mark.real_server

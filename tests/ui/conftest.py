@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from infmon.clock import FakeClock
-from infmon.model.session import Session
+from infmon.model.live.session import Session
 from infmon.ui.app import InfmonApp
 from tests.ui.fakes import FakeRecorder, make_controller, new_session
 

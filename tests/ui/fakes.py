@@ -20,14 +20,14 @@ from infmon.commands.live import LiveController
 from infmon.commands.wiring import RunWiring, wire_session
 from infmon.engine.controller import Target, Totals
 from infmon.engine.types import RecordBatch
-from infmon.model.dial import DialState, LoadDial
-from infmon.model.loghist import LogHistogram
-from infmon.model.measures import SLO
-from infmon.model.records import RequestRecord
-from infmon.model.server import ServerSnapshot
-from infmon.model.session import Session, SessionConfig
-from infmon.model.steps import CLOSED, Level
-from infmon.model.window import LatencyHists, LoadWindow
+from infmon.model.base.loghist import LogHistogram
+from infmon.model.live.dial import DialState, LoadDial
+from infmon.model.live.session import Session, SessionConfig
+from infmon.model.records.measures import SLO
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.window import LatencyHists, LoadWindow
+from infmon.model.server.snapshot import ServerSnapshot
+from infmon.model.steps.book import CLOSED, Level
 from tests.enginekit.pages import ServerFeed
 
 

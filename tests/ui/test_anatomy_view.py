@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infmon.model.records import RequestRecord
-from infmon.model.server_timing import ServerTiming
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.server_timing import ServerTiming
 from infmon.ui.panes.base import Body
 from infmon.ui.panes.latency import LatencyPane
 from tests.ui.conftest import make_app

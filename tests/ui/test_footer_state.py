@@ -4,7 +4,7 @@ sweep", and rate mode offers the way back ("r closed loop")."""
 
 from __future__ import annotations
 
-from infmon.model.server import SourceState, unavailable
+from infmon.model.server.snapshot import SourceState, unavailable
 from infmon.ui.screens import HelpScreen
 from tests.ui.conftest import make_app
 from tests.ui.fakes import deliver, new_session

@@ -14,7 +14,7 @@ import pytest
 
 from infmon.clock import FakeClock
 from infmon.config import Config
-from infmon.model.server import ServerSnapshot
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.sources.nvml import NvmlReader, import_nvml
 from infmon.sources.scraper import WithGpus, gpu_reader
 from infmon.ui.panes import EventsPane, GpuPane

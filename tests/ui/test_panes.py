@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infmon.model.server import SourceState, unavailable
-from infmon.model.session import Session, SessionConfig
+from infmon.model.live.session import Session, SessionConfig
+from infmon.model.server.snapshot import SourceState, unavailable
 from infmon.ui.panes import (
     EventsPane,
     HeaderBar,

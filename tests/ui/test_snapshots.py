@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from infmon.clock import FakeClock
-from infmon.model.server import SourceState, unavailable
+from infmon.model.server.snapshot import SourceState, unavailable
 from tests.ui.conftest import make_app
 from tests.ui.fakes import ServerFeed, deliver, new_session, populated_session
 

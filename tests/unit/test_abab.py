@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from infmon.model.abab import (
+from infmon.model.compare.ab_verdict import (
     AbabRuleError,
     AbabVerdict,
     FrontierMove,

@@ -21,7 +21,7 @@ from infmon.load.backoff import (
 )
 from infmon.load.driver import LoadDriver
 from infmon.load.workload.words import RandomWords
-from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.records.request import ErrorKind, RequestRecord
 
 NOW = 1_700_000_000.0
 

@@ -8,10 +8,15 @@ import numpy as np
 import pytest
 
 from infmon.journal.reader import SessionReader
-from infmon.model.baseline import RunFacts, compare_run, config_changes, weights_from_model_id
-from infmon.model.levels import LiveLevels
-from infmon.model.rules import RuleError, check, parse_rules
-from infmon.model.steps import StepBook
+from infmon.model.compare.baseline import (
+    RunFacts,
+    compare_run,
+    config_changes,
+    weights_from_model_id,
+)
+from infmon.model.compare.fail_if import RuleError, check, parse_rules
+from infmon.model.compare.run_levels import LiveLevels
+from infmon.model.steps.book import StepBook
 from infmon.report.runs import load_run
 from infmon.report.steps import step_events
 from tests.synthetic import SyntheticServer, write_synthetic_session
@@ -50,7 +55,7 @@ def test_live_levels_give_the_recorded_runs_latencies(sessions):
 
 
 def test_live_window_tokens_become_bins_of_measured_time():
-    from infmon.model.steps import CLOSED, Level
+    from infmon.model.steps.book import CLOSED, Level
 
     book = StepBook()
     book.begin(Level(CLOSED, 4), 0.0, "bench", 1.0)

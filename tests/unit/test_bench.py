@@ -12,10 +12,10 @@ from infmon.commands.bench_table import header, row
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.engine.runner import EdgeRate, StepRunner, StepSpec
-from infmon.model.ledger import StepLedger
-from infmon.model.measures import SLO
-from infmon.model.records import RequestRecord
-from infmon.model.stats import summarize
+from infmon.model.records.measures import SLO
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.stats import summarize
+from infmon.model.steps.ledger import StepLedger
 from tests.enginekit import random_words, scripted
 
 

@@ -12,10 +12,18 @@ import math
 
 import pytest
 
-from infmon.model.knee import find_knee, points_of
-from infmon.model.ledger import StepLedger, StepResult
-from infmon.model.records import RequestRecord
-from infmon.model.steps import CLOSED, EVENT_KINDS, RATE, Level, StepBook, StepEvent, starts_clean
+from infmon.model.records.request import RequestRecord
+from infmon.model.steps.book import (
+    CLOSED,
+    EVENT_KINDS,
+    RATE,
+    Level,
+    StepBook,
+    StepEvent,
+    starts_clean,
+)
+from infmon.model.steps.knee import find_knee, points_of
+from infmon.model.steps.ledger import StepLedger, StepResult
 
 WINDOW_S = 0.25
 WARMUP_S = 1.0

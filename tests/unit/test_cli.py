@@ -57,7 +57,7 @@ def test_a_server_that_answered_at_all_was_reached():
     """Only a refused (or timed-out) connect is "never reached": a page that drips past its
     deadline or does not parse came from a server that is there."""
     from infmon.commands.common import Reachability
-    from infmon.model.server import SourceState, unavailable
+    from infmon.model.server.snapshot import SourceState, unavailable
 
     def seen(kind: str, message: str) -> Reachability:
         r = Reachability("http://h:1")

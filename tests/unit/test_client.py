@@ -14,7 +14,7 @@ from infmon.clock import FakeClock
 from infmon.load.client import StreamingClient
 from infmon.load.params import ClientError, ClientParams, ServerCapabilities
 from infmon.load.workload.items import Prompt
-from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.records.request import ErrorKind, RequestRecord
 
 KEY = "sk-secret-123456"
 

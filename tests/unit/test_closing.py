@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.knee import Knee
-from infmon.model.views import Closing, closing_text
+from infmon.model.live.step_views import Closing, closing_text
+from infmon.model.steps.knee import Knee
 
 
 def _closing(**kw) -> Closing:

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infmon.journal.codec import decode_record, encode_record
-from infmon.model.columns import RecordColumns
-from infmon.model.measures import SLO
-from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.stats import StepStats, summarize, summarize_columns
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.measures import SLO
+from infmon.model.records.request import ErrorKind, RequestRecord
+from infmon.model.records.stats import StepStats, summarize, summarize_columns
 
 _KINDS = (None, None, None, ErrorKind.HTTP, ErrorKind.CANCELLED, ErrorKind.TIMEOUT)
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from infmon.journal import JournalWriter
-from infmon.model.baseline import METRICS, delta_text
+from infmon.model.compare.baseline import METRICS, delta_text
 from infmon.report.compare import compare_runs
 from infmon.report.compare_render import render_html, render_text
 from infmon.report.runs import RunLoadError, load_run

@@ -21,7 +21,7 @@ from infmon.config import (
     parse_duration_s,
     parse_slo,
 )
-from infmon.model.lengths import Lengths, fixed
+from infmon.model.shape.lengths import Lengths, fixed
 
 
 def write(tmp_path: Path, text: str) -> Path:

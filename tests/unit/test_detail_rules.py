@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from infmon.model.dashboard import ServerView
-from infmon.model.diagnose import DiagnosisInputs, asleep, kv_offload, queueing
-from infmon.model.server_detail import DetailView, KvOffload, ServerDetail, detail_view
-from infmon.model.server_view import server_view_from
+from infmon.model.live.dashboard import ServerView
+from infmon.model.live.diagnose import DiagnosisInputs, asleep, kv_offload, queueing
+from infmon.model.live.server_view import server_view_from
+from infmon.model.server.families import DetailView, KvOffload, ServerDetail, detail_view
 from infmon.sources.canonical import snapshot_of_page
 from infmon.sources.exposition import parse_exposition
 from tests.conftest import REPO

@@ -1,7 +1,7 @@
 import math
 
-from infmon.model.dashboard import ServerView, SpecView
-from infmon.model.diagnose import DiagnosisInputs, diagnose
+from infmon.model.live.dashboard import ServerView, SpecView
+from infmon.model.live.diagnose import DiagnosisInputs, diagnose
 
 
 def inputs(server=None, **kw):

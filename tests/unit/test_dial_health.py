@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.dial import (
+from infmon.model.live.dial import (
     DialState,
     LoadDial,
     SweepStep,
@@ -12,10 +12,10 @@ from infmon.model.dial import (
     rate_up,
     sweep_levels,
 )
-from infmon.model.health import DOWN, NO_METRICS, UP, ServerHealth
-from infmon.model.knee import Knee
-from infmon.model.server import ServerSnapshot, SourceState, unavailable
-from infmon.model.steps import CLOSED, RATE
+from infmon.model.server.health import DOWN, NO_METRICS, UP, ServerHealth
+from infmon.model.server.snapshot import ServerSnapshot, SourceState, unavailable
+from infmon.model.steps.book import CLOSED, RATE
+from infmon.model.steps.knee import Knee
 
 
 def dial(**kw) -> LoadDial:

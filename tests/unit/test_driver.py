@@ -10,7 +10,7 @@ import pytest
 from infmon.clock import MonotonicClock
 from infmon.load.driver import LoadDriver
 from infmon.load.workload.words import RandomWords as Workload
-from infmon.model.records import ErrorKind, RequestRecord
+from infmon.model.records.request import ErrorKind, RequestRecord
 
 
 class FakeStreamClient:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from infmon.model.efficiency import step_efficiency
+from infmon.model.server.efficiency import step_efficiency
 
 
 def test_serving_gpus_power_over_tokens():

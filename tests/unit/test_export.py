@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from infmon.journal import JournalWriter
-from infmon.model.records import RequestRecord
+from infmon.model.records.request import RequestRecord
 from infmon.report import write_reports
 from infmon.report.csvout import safe_cell
 from tests.conftest import REPO, infmon_cmd

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infmon.engine.types import RecordBatch
 from infmon.exporter import FAILURE_KINDS, TTFT_BUCKETS, ClientExporter
-from infmon.model.records import RequestRecord
+from infmon.model.records.request import RequestRecord
 
 
 def rec(rid: int, ttft: float, *, error: str | None = None) -> RequestRecord:

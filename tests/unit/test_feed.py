@@ -18,8 +18,8 @@ from infmon.load.fitting import fit_task
 from infmon.load.sizing import PromptMaker
 from infmon.load.workload.corpus import KINDS, make_task
 from infmon.load.workload.items import Prompt
-from infmon.model.records import RequestRecord
-from infmon.model.schedule import parse_schedule
+from infmon.model.records.request import RequestRecord
+from infmon.model.shape.schedule import parse_schedule
 
 PIECE = re.compile(r"\s?[A-Za-z]{1,4}|\s?\d{1,3}|\s?[^\sA-Za-z\d]|\s+")
 

@@ -7,10 +7,10 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from infmon.model.dashboard import ServerView
-from infmon.model.diagnose import DiagnosisInputs, diagnose
-from infmon.model.gpu import GpuEvidence, GpuState, build_rows
-from infmon.model.server import ServerSnapshot
+from infmon.model.live.dashboard import ServerView
+from infmon.model.live.diagnose import DiagnosisInputs, diagnose
+from infmon.model.server.gpu_state import GpuEvidence, GpuState, build_rows
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.sim.dcgm import DcgmSeries, Neighbour
 from infmon.sim.engine import Engine, Sequence
 from infmon.sim.scenarios import SCENARIOS, build_config

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from infmon.model.histogram import Histogram, bucket_quantile, delta, merge, window_stat
-from infmon.model.rates import counter_increase, counter_rate, ratio
+from infmon.model.base.rates import counter_increase, counter_rate, ratio
+from infmon.model.server.histogram import Histogram, bucket_quantile, delta, merge, window_stat
 
 INF = math.inf
 

@@ -5,11 +5,11 @@ import sys
 from pathlib import Path
 
 DOMAIN = [
-    "infmon.model.records",
-    "infmon.model.stats",
-    "infmon.model.knee",
-    "infmon.model.server",
-    "infmon.model.session",
+    "infmon.model.records.request",
+    "infmon.model.records.stats",
+    "infmon.model.steps.knee",
+    "infmon.model.server.snapshot",
+    "infmon.model.live.session",
     "infmon.load.driver",
     "infmon.sources.canonical",
     "infmon.journal.writer",

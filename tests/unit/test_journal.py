@@ -15,7 +15,7 @@ from infmon.clock import FakeClock
 from infmon.journal import JournalWriter, SessionReader
 from infmon.journal.codec import decode_record, encode_record
 from infmon.journal.redact import REDACTED, redact
-from infmon.model.records import RequestRecord
+from infmon.model.records.request import RequestRecord
 
 
 def _rec(i: int, **kw) -> RequestRecord:

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infmon.journal import JournalWriter, SessionReader
-from infmon.model.columns import RecordColumns
-from infmon.model.measures import SLO
-from infmon.model.stats import summarize, summarize_columns
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.measures import SLO
+from infmon.model.records.stats import summarize, summarize_columns
 from tests.unit.test_columns import _same, records
 
 

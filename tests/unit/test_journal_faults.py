@@ -13,7 +13,7 @@ import pytest
 from infmon.clock import FakeClock
 from infmon.journal import JournalWriter, SessionDirError, SessionReader, check_session_dir
 from infmon.journal.scrapes import ScrapeBudget
-from infmon.model.records import RequestRecord
+from infmon.model.records.request import RequestRecord
 from infmon.report import write_reports
 from tests.conftest import REPO, infmon_cmd
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infmon.model import knee as rule
-from infmon.model.knee import growth_per_doubling
+from infmon.model.steps import knee as rule
+from infmon.model.steps.knee import growth_per_doubling
 from infmon.report.stepstats import knee_point
 
 

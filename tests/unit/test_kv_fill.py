@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.evidence import ServerEvidence
-from infmon.model.knee import Knee
-from infmon.model.kv_fill import (
+from infmon.model.steps.evidence import ServerEvidence
+from infmon.model.steps.knee import Knee
+from infmon.model.steps.kv_fill import (
     COMPUTE,
     KV,
     MAX_NUM_SEQS,

@@ -48,7 +48,7 @@ def test_the_pane_the_knee_pane_and_the_report_say_one_kv_figure() -> None:
 
 
 def test_the_one_rounding() -> None:
-    from infmon.model.kv_fill import kv_fill_concurrency, sequence_tokens
+    from infmon.model.steps.kv_fill import kv_fill_concurrency, sequence_tokens
 
     assert sequence_tokens(256.0) == 256.0 and sequence_tokens(256.49) == 256.0
     assert sequence_tokens(256.5) == 257.0 and sequence_tokens(0.2) == 1.0

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infmon.model.loghist import NBUCKETS, LogHistogram, bucket_index, representative
+from infmon.model.base.loghist import NBUCKETS, LogHistogram, bucket_index, representative
 
 positive = st.floats(min_value=1e-6, max_value=3000.0, allow_nan=False, allow_infinity=False)
 

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from infmon.model import noise
-from infmon.model.measures import Distribution
+from infmon.model.compare import noise
+from infmon.model.records.measures import Distribution
 
 
 def _lognormal(seed: int, n: int, scale: float = 1.0) -> np.ndarray:

@@ -10,7 +10,7 @@ import pytest
 from infmon.commands import method, quality
 from infmon.config import parse_slo
 from infmon.journal import JournalWriter
-from infmon.model.slo_verdict import slo_verdict
+from infmon.model.steps.slo_verdict import slo_verdict
 from infmon.report import write_reports
 from infmon.report.compare import compare_runs
 from infmon.report.compare_render import render_html, render_text
@@ -124,7 +124,7 @@ def test_method_writes_runs_compare_txt_with_one_change(tmp_path):
 def test_the_drafter_is_named_from_the_servers_speculative_config():
     from prometheus_client import generate_latest
 
-    from infmon.model.baseline import RunFacts, config_changes
+    from infmon.model.compare.baseline import RunFacts, config_changes
     from infmon.sim.engine import Engine
     from infmon.sim.metrics import SimMetrics
     from infmon.sim.scenarios import SCENARIOS, build_config

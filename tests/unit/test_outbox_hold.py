@@ -14,7 +14,7 @@ from infmon.clock import FakeClock
 from infmon.engine.outbox import HOLD_MAX_S, Outbox
 from infmon.engine.protocol import RecordLines
 from infmon.load.h1 import H1Pool, H1Settings, Unanswered
-from infmon.model.records import RequestRecord
+from infmon.model.records.request import RequestRecord
 
 
 def _record(rid: int) -> RequestRecord:

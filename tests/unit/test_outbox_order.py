@@ -17,7 +17,7 @@ from infmon.engine.outbox import Outbox
 from infmon.engine.protocol import RecordLines, Window
 from infmon.load.driver import LoadDriver
 from infmon.load.workload.words import RandomWords
-from infmon.model.records import RequestRecord
+from infmon.model.records.request import RequestRecord
 from tests.unit.test_driver import FakeStreamClient
 
 

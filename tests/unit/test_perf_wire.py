@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from infmon.load.client import StreamingClient
 from infmon.load.params import ClientParams, ServerCapabilities
 from infmon.load.workload.items import Prompt
-from infmon.model.records import ErrorKind
+from infmon.model.records.request import ErrorKind
 
 Script = Callable[[asyncio.StreamWriter, int], Awaitable[None]]
 

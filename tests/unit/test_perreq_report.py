@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from infmon.model.columns import RecordColumns
-from infmon.model.records import RequestRecord
-from infmon.model.server_timing import ServerTiming, SpecFigures
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.server_timing import ServerTiming, SpecFigures
 from infmon.report.markdown import _table
 from infmon.report.perreq import PerRequestPart, PerRequestReport, diagnosis_lines, markdown_lines
 from tests.unit.test_report_doc import type_errors

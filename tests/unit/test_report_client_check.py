@@ -7,7 +7,7 @@ import json
 
 from infmon.clock import FakeClock
 from infmon.journal import JournalWriter
-from infmon.model.records import RequestRecord
+from infmon.model.records.request import RequestRecord
 from infmon.report import diagnosis, write_reports
 from infmon.report.fmt import STEP_HEADER, step_row
 from tests.synthetic import write_synthetic_session

@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infmon.model.sanitize import clean, clean_lines, html_text, is_clean, json_safe, strict_json
+from infmon.model.base.sanitize import (
+    clean,
+    clean_lines,
+    html_text,
+    is_clean,
+    json_safe,
+    strict_json,
+)
 
 
 @pytest.mark.parametrize(
@@ -82,7 +89,7 @@ def test_strict_json_turns_unknown_into_null() -> None:
 def test_redact_url_hides_a_password_and_never_spans_json_fields() -> None:
     import json
 
-    from infmon.model.sanitize import redact_url
+    from infmon.model.base.sanitize import redact_url
 
     assert redact_url("http://alice:PW@h:8/v1") == "http://alice:<redacted>@h:8/v1"
     assert redact_url("see https://tok@h/x?q=a@b") == "see https://<redacted>@h/x?q=a@b"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from infmon.clock import FakeClock
-from infmon.model.server import ServerSnapshot, SourceState
+from infmon.model.server.snapshot import ServerSnapshot, SourceState
 from infmon.sources.poller import MetricPoller
 from infmon.sources.scraper import DirectSource, split_url
 

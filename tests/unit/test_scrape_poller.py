@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from infmon.clock import FakeClock
-from infmon.model.server import ServerSnapshot, SourceState
+from infmon.model.server.snapshot import ServerSnapshot, SourceState
 from infmon.sources.errors import SourceError
 from infmon.sources.poller import MetricPoller
 

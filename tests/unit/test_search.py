@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from infmon.model.knee import KneePoint
-from infmon.model.search import Next, SearchSpec, Verdict, next_move
-from infmon.model.search_fit import (
+from infmon.model.search.level_fit import (
     Probe,
     fit_levels,
     isotonic_decreasing,
     pass_confidence,
 )
+from infmon.model.search.policy import Next, SearchSpec, Verdict, next_move
+from infmon.model.steps.knee import KneePoint
 
 
 class Curve:

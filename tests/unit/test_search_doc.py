@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from infmon.model.measures import SLO
-from infmon.model.search import SearchSpec, Verdict, next_move
-from infmon.model.search_doc import (
+from infmon.model.records.measures import SLO
+from infmon.model.search.level_fit import Probe
+from infmon.model.search.policy import SearchSpec, Verdict, next_move
+from infmon.model.search.search_json import (
     SEARCH_SCHEMA,
     SearchDocError,
     parse_search_doc,
     search_doc,
     verdict_line,
 )
-from infmon.model.search_fit import Probe
 from infmon.report.frontier import frontier_chart
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "search.md"

@@ -17,10 +17,10 @@ from infmon.journal.reader import SessionReader
 from infmon.load.client import StreamingClient
 from infmon.load.params import ClientError, ClientParams
 from infmon.load.stream_state import StreamState, check_complete
-from infmon.model.anatomy import anatomy_of_columns, anatomy_of_records, client_growth
-from infmon.model.columns import RecordColumns
-from infmon.model.records import RequestRecord
-from infmon.model.server_timing import (
+from infmon.model.records.anatomy import anatomy_of_columns, anatomy_of_records, client_growth
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.server_timing import (
     ServerTiming,
     SpecFigures,
     decode_timing,

@@ -8,11 +8,11 @@ import math
 import pytest
 
 from infmon.clock import FakeClock
-from infmon.model.measures import SLO
-from infmon.model.records import RequestRecord
-from infmon.model.server import SourceState, unavailable
-from infmon.model.session import Session, SessionConfig
-from infmon.model.steps import CLOSED, Level
+from infmon.model.live.session import Session, SessionConfig
+from infmon.model.records.measures import SLO
+from infmon.model.records.request import RequestRecord
+from infmon.model.server.snapshot import SourceState, unavailable
+from infmon.model.steps.book import CLOSED, Level
 from tests.enginekit.pages import ServerFeed
 from tests.ui.fakes import deliver, ended, record, window_of
 

@@ -11,7 +11,7 @@ import pytest
 from infmon.clock import MonotonicClock
 from infmon.load.client import StreamingClient
 from infmon.load.params import ClientParams
-from infmon.model.anatomy import anatomy_of_records
+from infmon.model.records.anatomy import anatomy_of_records
 from infmon.sim.scenarios import SCENARIOS, build_config
 from infmon.sim.server import ServerOptions, SimServer
 from infmon.sources.canonical import snapshot_of_page

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from infmon.model.spec_econ import (
+from infmon.model.compare.spec_econ import (
     alpha_for_tokens,
     economics,
     tokens_per_step,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infmon.model.measures import SLO, Distribution
-from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.stats import summarize
+from infmon.model.records.measures import SLO, Distribution
+from infmon.model.records.request import ErrorKind, RequestRecord
+from infmon.model.records.stats import summarize
 
 
 def rec(rid: int, sent: float, chunks: tuple[float, ...], out: int | None, **kw) -> RequestRecord:
@@ -122,7 +122,7 @@ def test_distribution_ignores_nan() -> None:
 @given(st.lists(st.lists(st.floats(0.0, 10.0), max_size=6), max_size=8))
 def test_pooled_itl_is_every_records_gaps_in_order(chunk_lists):
     """The vectorized pooling equals the plain per-record list, empty and one-chunk records too."""
-    from infmon.model.measures import pooled_itl_s
+    from infmon.model.records.measures import pooled_itl_s
 
     recs = [
         RequestRecord(i, 0.0, tuple(sorted(times)), 11.0) for i, times in enumerate(chunk_lists)

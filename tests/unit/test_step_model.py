@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infmon.model.evidence import ServerSample
-from infmon.model.ledger import ClientCheck, StepLedger
-from infmon.model.measures import SLO
-from infmon.model.records import ErrorKind, RequestRecord
-from infmon.model.stats import summarize
-from infmon.model.steps import EVENT_KINDS, JOURNAL_KIND, Level, StepBook, StepEvent
-from infmon.model.tally import StepTally
+from infmon.model.records.measures import SLO
+from infmon.model.records.request import ErrorKind, RequestRecord
+from infmon.model.records.stats import summarize
+from infmon.model.steps.book import EVENT_KINDS, JOURNAL_KIND, Level, StepBook, StepEvent
+from infmon.model.steps.evidence import ServerSample
+from infmon.model.steps.ledger import ClientCheck, StepLedger
+from infmon.model.steps.tally import StepTally
 
 C = "closed"
 
@@ -212,7 +212,7 @@ def test_the_live_tally_gives_the_bench_figures(records, slo) -> None:
         tally.add(r)
     live = tally.figures()
     want = summarize(records, 10.0, slo).to_dict()
-    from infmon.model.stats import assemble
+    from infmon.model.records.stats import assemble
 
     got = assemble(live, 10.0).to_dict()
     itl_want, itl_got = want.pop("itl_ms"), got.pop("itl_ms")

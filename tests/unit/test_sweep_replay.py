@@ -18,10 +18,10 @@ from infmon.commands.live import LiveController
 from infmon.commands.wiring import RunWiring, wire_session
 from infmon.engine.types import RecordBatch
 from infmon.journal import JournalWriter
-from infmon.model.dial import DialState, LoadDial
-from infmon.model.measures import SLO
-from infmon.model.session import Session, SessionConfig
-from infmon.model.steps import CLOSED
+from infmon.model.live.dial import DialState, LoadDial
+from infmon.model.live.session import Session, SessionConfig
+from infmon.model.records.measures import SLO
+from infmon.model.steps.book import CLOSED
 from infmon.report import write_reports
 from tests.conftest import REPO, infmon_cmd
 from tests.enginekit.fluid import FluidServer

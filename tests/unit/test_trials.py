@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from infmon.model.trials import (
+from infmon.model.compare.trial_stats import (
     min_detectable_effect,
     ratio_ci,
     summarize,

@@ -14,8 +14,8 @@ from infmon.clock import FakeClock
 from infmon.config import ConfigError, build_config, parse_size_bytes
 from infmon.load.stream_state import StreamState
 from infmon.load.workload.items import Prompt
-from infmon.model.records import ErrorKind
-from infmon.model.sanitize import is_clean
+from infmon.model.base.sanitize import is_clean
+from infmon.model.records.request import ErrorKind
 from infmon.net import FetchTimeout, FetchTooLarge, bounded_get
 from infmon.sources.canonical import snapshot_of_page
 from infmon.sources.exposition import TooManySeries, parse_exposition

@@ -13,8 +13,8 @@ import pytest
 from infmon.load.workload.conversation import start
 from infmon.load.workload.corpus import KINDS, code_documents, make_task, prose_documents
 from infmon.load.workload.traces import TraceError, parse_trace
-from infmon.model.lengths import JITTER, LengthError, fixed, parse_lengths
-from infmon.model.schedule import ScheduleError, parse_schedule
+from infmon.model.shape.lengths import JITTER, LengthError, fixed, parse_lengths
+from infmon.model.shape.schedule import ScheduleError, parse_schedule
 
 N = 20_000
 

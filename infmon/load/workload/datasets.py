@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from infmon.load.workload.items import Prompt
-from infmon.model.files import read_error
-from infmon.model.sanitize import loads_json
+from infmon.model.base.sanitize import loads_json
+from infmon.model.shape.files import read_error
 
 MAX_DATASET_BYTES = 512 * 1024 * 1024
 """A dataset file larger than this is refused (it is read whole)."""

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from infmon.model.files import read_error
-from infmon.model.sanitize import loads_json
+from infmon.model.base.sanitize import loads_json
+from infmon.model.shape.files import read_error
 
 MOONCAKE_BLOCK_TOKENS = 512
 MAX_TRACE_BYTES = 256 * 1024 * 1024

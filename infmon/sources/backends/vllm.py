@@ -25,7 +25,7 @@ _LABELLED = {
     "admission_rejections": ("vllm:admission_rejections_total", "reason"),
     "sleep_state": ("vllm:engine_sleep_state", "sleep_state"),
 }
-"""The 2025–26 families read per label value (``infmon.model.server_detail`` says what each is)."""
+"""The 2025–26 families read per label value (``infmon.model.server.families`` says what each is)."""
 
 VLLM_V1 = BackendTable(
     name="vllm-v1",

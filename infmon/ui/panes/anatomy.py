@@ -3,7 +3,7 @@
 One row per step (p50 of each part, ms): to the server and the first token back (``front``),
 queue, prefill, decode, the stream's delivery lag (``tail``), and the client-side share
 (front + tail) of E2E; then the latest step's p90 of each part, the requests with the largest
-client-side share, and the self-check. Text only; the numbers come from ``model/anatomy``.
+client-side share, and the self-check. Text only; the numbers come from ``model/records/anatomy``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from rich.text import Text
 
-from infmon.model.anatomy import PARTS
-from infmon.model.anatomy_live import AnatomyView
+from infmon.model.live.anatomy_live import AnatomyView
+from infmon.model.records.anatomy import PARTS
 
 TITLE = "Latency anatomy (server's per-request view)"
 HEAD = ("front", "queue", "prefill", "decode", "tail")

@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from infmon.model.sanitize import clean, is_clean
+from infmon.model.base.sanitize import clean, is_clean
 
 
 class Pane(Vertical):

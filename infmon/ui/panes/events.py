@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.dashboard import Cause, Event
-from infmon.model.diagnose import steps_label
+from infmon.model.live.dashboard import Cause, Event
+from infmon.model.live.diagnose import steps_label
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.gpu import GpuRow, GpuView
+from infmon.model.server.gpu_state import GpuRow, GpuView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.dashboard import HeaderView
+from infmon.model.live.dashboard import HeaderView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 

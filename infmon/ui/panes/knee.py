@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 
-from infmon.model.baseline import LevelComparison, delta_text
-from infmon.model.dashboard import KneeView, StepPoint
+from infmon.model.compare.baseline import LevelComparison, delta_text
+from infmon.model.live.dashboard import KneeView, StepPoint
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 from infmon.ui.widgets.chart import Chart, Line, VLine

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.reactive import var
 from textual.widgets import Sparkline
 
-from infmon.model.dashboard import LatencyView, Percentiles
+from infmon.model.live.dashboard import LatencyView, Percentiles
 from infmon.ui import format as f
 from infmon.ui.panes.anatomy import TITLE as ANATOMY_TITLE
 from infmon.ui.panes.anatomy import anatomy_text

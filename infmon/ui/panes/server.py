@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.dashboard import EndpointRow, ServerView
+from infmon.model.live.dashboard import EndpointRow, ServerView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 

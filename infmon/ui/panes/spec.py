@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
-from infmon.model.baseline import SpecLevel
-from infmon.model.dashboard import SpecView
-from infmon.model.spec_econ import alpha_for_tokens
+from infmon.model.compare.baseline import SpecLevel
+from infmon.model.compare.spec_econ import alpha_for_tokens
+from infmon.model.live.dashboard import SpecView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 

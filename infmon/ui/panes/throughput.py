@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Sparkline
 
-from infmon.model.dashboard import BaselineStep, ThroughputView
+from infmon.model.live.dashboard import BaselineStep, ThroughputView
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 from infmon.ui.widgets.chart import Chart, Line, VLine, sparkline_data, step_vlines

@@ -1,0 +1,1 @@
+"""The bottom of model: the sanitiser, latency units, counter rates, mergeable histograms."""

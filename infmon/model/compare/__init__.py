@@ -1,0 +1,1 @@
+"""A run against a baseline, against itself repeated, or A against B: deltas and noise."""

@@ -1,0 +1,427 @@
+"""Step statistics with exactly the definitions of ``vllm bench serve`` (DESIGN.md section 2).
+
+TTFT, E2EL over successful requests; TPOT = (E2EL − TTFT) / (output_tokens − 1) over successful
+requests with more than one output token; ITL pooled over every gap between content chunks;
+throughputs over the step's measured duration; goodput = requests/s meeting every SLO bound
+(a request with one output token has no TPOT and meets the TPOT bound, as in vLLM). Percentiles
+are ``numpy.percentile`` (linear). Warm-up records are excluded. Missing values are ``nan``.
+
+``summarize`` takes records, ``summarize_columns`` the same records as columns (reports over
+millions of records); both reduce the same per-record values with the same code (``_reduce``),
+and on records at the journal's precision they give identical figures (a hypothesis test).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from infmon.model.records.client_late import NO_CAUSE, LateCause
+from infmon.model.records.columns import RecordColumns
+from infmon.model.records.measures import (
+    NO_PROMPT_LENGTHS,
+    SLO,
+    Distribution,
+    PromptTokens,
+    _json_num,
+    pooled_itl_s,
+)
+from infmon.model.records.request import ErrorKind, RequestRecord
+
+CLIENT_LAG_LIMIT_S = 0.05
+"""Event-loop lag p99 above which the client's own timestamps are suspect."""
+ACHIEVED_FRACTION = 0.9
+"""Below this fraction of the target load, the client (not the server) may be the limit."""
+SEND_LATE_LIMIT_S = 0.005
+"""Trace/schedule sends later than this at p99: the replay's timing is off."""
+PROMPT_MISMATCH_FRACTION = 0.02
+"""Server-counted prompt tokens off the requested ones by more than this: a diagnosis line."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepStats:
+    """One step's numbers; ``to_dict()`` is one ``steps[]`` entry of the bench JSON."""
+
+    concurrency: int | None
+    rate: float | None
+    duration_s: float
+    completed: int
+    failed: int
+    cancelled: int
+    warmup_excluded: int
+    output_tokens: int
+    prompt_tokens: int | None
+    output_throughput_tok_s: float
+    total_throughput_tok_s: float
+    request_throughput_req_s: float
+    goodput_req_s: float
+    slo_attainment: float
+    error_rate: float
+    errors_by_kind: tuple[tuple[str, int], ...]
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    e2el: Distribution
+    tokens_estimated: bool
+    achieved_concurrency: float
+    loop_lag_p99_s: float
+    client_notes: tuple[str, ...]
+    prompt_lengths: PromptTokens = NO_PROMPT_LENGTHS
+    send_lateness_p99_s: float = math.nan
+    """Trace or schedule replay: p99 of (send time − scheduled time)."""
+    late_cause: LateCause = NO_CAUSE
+    """Why the client's timestamps were late (``infmon.model.records.client_late``)."""
+
+    @property
+    def client_limited(self) -> bool:
+        return bool(self.client_notes)
+
+    @property
+    def client_late(self) -> bool:
+        """The client's own timestamps were late (its loop lagged, or its load thread starved
+        for a CPU): the step's latencies carry the client's delay, its deltas are not tested."""
+        return self.loop_lag_p99_s > CLIENT_LAG_LIMIT_S or self.late_cause.starved
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        if self.concurrency is not None:
+            d["concurrency"] = self.concurrency
+        if self.rate is not None:
+            d["rate"] = self.rate
+        d.update(
+            duration_s=_json_num(self.duration_s),
+            completed=self.completed,
+            failed=self.failed,
+            cancelled=self.cancelled,
+            warmup_excluded=self.warmup_excluded,
+            output_tokens=self.output_tokens,
+            prompt_tokens=self.prompt_tokens,
+            output_throughput_tok_s=_json_num(self.output_throughput_tok_s),
+            total_throughput_tok_s=_json_num(self.total_throughput_tok_s),
+            request_throughput_req_s=_json_num(self.request_throughput_req_s),
+            goodput_req_s=_json_num(self.goodput_req_s),
+            slo_attainment=_json_num(self.slo_attainment),
+            error_rate=_json_num(self.error_rate),
+            errors_by_kind=dict(self.errors_by_kind),
+            ttft_ms=self.ttft.to_ms_dict(),
+            tpot_ms=self.tpot.to_ms_dict(),
+            itl_ms=self.itl.to_ms_dict(),
+            e2el_ms=self.e2el.to_ms_dict(),
+            tokens_estimated=self.tokens_estimated,
+            achieved_concurrency=_json_num(self.achieved_concurrency),
+            loop_lag_p99_ms=_json_num(self.loop_lag_p99_s * 1e3),
+            client_limited=self.client_limited,
+            client_notes=list(self.client_notes),
+            client_late=self.client_late,
+            prompt_lengths=self.prompt_lengths.to_dict(),
+            send_lateness_p99_ms=_json_num(self.send_lateness_p99_s * 1e3),
+        )
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class StepFigures:
+    """What a step's statistics are made of: counts and latency distributions of its measured
+    requests. ``figures`` takes them from records, ``figures_of_columns`` from a journal's
+    columns, a live step tally keeps them incrementally (``infmon.model.steps.tally``); ``assemble``
+    turns any of them into the same ``StepStats``."""
+
+    completed: int
+    failed_kinds: tuple[tuple[str, int], ...]
+    cancelled: int
+    warmup_excluded: int
+    output_tokens: int
+    prompt_tokens: int | None
+    """Sum over completed requests, when every one of them reported it."""
+    good: int | None
+    """Completed requests meeting every SLO bound (None without an SLO)."""
+    busy_s: float
+    """Sum of the measured requests' time in flight (achieved concurrency without a client check)."""
+    ttft: Distribution
+    tpot: Distribution
+    itl: Distribution
+    e2el: Distribution
+    tokens_estimated: bool
+    prompt_lengths: PromptTokens = field(default_factory=lambda: PromptTokens.of(()))
+    """Prompt lengths asked for and as the server counted them (sized workloads)."""
+    last_sent_s: float = math.nan
+    """When the last measured request was sent (a rate step's sending ends there)."""
+
+    @property
+    def failed(self) -> int:
+        return sum(n for _, n in self.failed_kinds)
+
+
+@dataclass(frozen=True, slots=True)
+class _StepValues:
+    """What a step's figures reduce, per record and in record order: the one meeting point of
+    the record path (``figures``) and the columnar path (``figures_of_columns``)."""
+
+    recorded: int
+    """Every record of the step, warm-up included."""
+    sent_s: np.ndarray
+    end_s: np.ndarray
+    """Of the measured (non-warm-up) records; ``nan`` where the end is unknown."""
+    ok: np.ndarray
+    cancelled: np.ndarray
+    failed_kinds: list[str]
+    """The error kind of each failed (not cancelled) measured record."""
+    ttft_s: np.ndarray
+    e2el_s: np.ndarray
+    tpot_s: np.ndarray
+    output_tokens: np.ndarray
+    prompt_tokens: np.ndarray
+    """Of the successful records; ``-1`` where the prompt length is unknown."""
+    prompt_requested: np.ndarray
+    """Of the successful records; ``-1`` where no length was asked for."""
+    tokens_estimated: bool
+    itl_s: np.ndarray
+
+
+def _good(v: _StepValues, slo: SLO) -> int:
+    """How many successful requests meet every bound (see ``meets_slo``), vectorised."""
+    good = np.ones(v.ttft_s.size, dtype=bool)
+    if slo.ttft_s is not None:
+        good &= v.ttft_s <= slo.ttft_s
+    if slo.tpot_s is not None:
+        good &= np.isnan(v.tpot_s) | (v.tpot_s <= slo.tpot_s)
+    if slo.e2el_s is not None:
+        good &= v.e2el_s <= slo.e2el_s
+    return int(good.sum())
+
+
+def _values(records: Iterable[RequestRecord]) -> _StepValues:
+    all_recs = list(records)
+    recs = [r for r in all_recs if not r.warmup]
+    ok = [r for r in recs if r.ok]
+
+    def opt(values: Iterable[int | None]) -> np.ndarray:
+        return np.array([-1 if x is None else x for x in values], dtype=np.int64)
+
+    return _StepValues(
+        recorded=len(all_recs),
+        sent_s=np.array([r.sent_s for r in recs], dtype=float),
+        end_s=np.array([r.end_s for r in recs], dtype=float),
+        ok=np.array([r.ok for r in recs], dtype=bool),
+        cancelled=np.array([r.error_kind == ErrorKind.CANCELLED for r in recs], dtype=bool),
+        failed_kinds=[
+            str(r.error_kind) for r in recs if not r.ok and r.error_kind != ErrorKind.CANCELLED
+        ],
+        ttft_s=np.array([r.ttft_s for r in ok], dtype=float),
+        e2el_s=np.array([r.e2el_s for r in ok], dtype=float),
+        tpot_s=np.array([r.tpot_s for r in ok], dtype=float),
+        output_tokens=np.array([r.output_token_count for r in ok], dtype=np.int64),
+        prompt_tokens=opt(r.prompt_tokens for r in ok),
+        prompt_requested=opt(r.prompt_tokens_requested for r in ok),
+        tokens_estimated=any(r.tokens_estimated for r in ok),
+        itl_s=pooled_itl_s(ok),
+    )
+
+
+def _columns_values(columns: RecordColumns) -> _StepValues:
+    recs = columns.take(~columns.warmup, chunks=False)
+    ok = recs.take(recs.ok, chunks=False)
+    failed = ~recs.ok & ~recs.cancelled
+    return _StepValues(
+        recorded=len(columns),
+        sent_s=recs.sent_s,
+        end_s=recs.end_s,
+        ok=recs.ok,
+        cancelled=recs.cancelled,
+        failed_kinds=[str(k) for k in recs.error_kind_at(recs.error_code[failed])],
+        ttft_s=ok.ttft_s,
+        e2el_s=ok.e2el_s,
+        tpot_s=ok.tpot_s,
+        output_tokens=ok.output_token_count,
+        prompt_tokens=ok.prompt_tokens,
+        prompt_requested=ok.prompt_tokens_requested,
+        tokens_estimated=bool(ok.tokens_estimated.any()),
+        itl_s=columns.pooled_itl_s(columns.ok & ~columns.warmup),
+    )
+
+
+def _figures(v: _StepValues, slo: SLO | None) -> StepFigures:
+    completed = int(v.ok.sum())
+    prompt_known = v.prompt_tokens[v.prompt_tokens >= 0]
+    known_end = ~np.isnan(v.end_s)
+    both = (v.prompt_requested >= 0) & (v.prompt_tokens >= 0)
+    return StepFigures(
+        completed=completed,
+        failed_kinds=tuple(sorted(Counter(v.failed_kinds).items())),
+        cancelled=int(v.cancelled.sum()),
+        warmup_excluded=v.recorded - v.sent_s.size,
+        output_tokens=int(v.output_tokens.sum()),
+        prompt_tokens=int(prompt_known.sum())
+        if completed and prompt_known.size == completed
+        else None,
+        good=_good(v, slo) if slo is not None and not slo.empty else None,
+        busy_s=float(sum((v.end_s[known_end] - v.sent_s[known_end]).tolist())),
+        ttft=Distribution.of(v.ttft_s),
+        tpot=Distribution.of(v.tpot_s[v.output_tokens > 1]),
+        itl=Distribution.of(v.itl_s),
+        e2el=Distribution.of(v.e2el_s),
+        tokens_estimated=v.tokens_estimated,
+        prompt_lengths=PromptTokens.of_arrays(
+            v.prompt_requested[both].astype(float), v.prompt_tokens[both].astype(float)
+        ),
+        last_sent_s=float(v.sent_s.max()) if v.sent_s.size else math.nan,
+    )
+
+
+def figures(records: Iterable[RequestRecord], slo: SLO | None = None) -> StepFigures:
+    """The figures of a step's records (warm-up ones are counted and dropped)."""
+    return _figures(_values(records), slo)
+
+
+def figures_of_columns(columns: RecordColumns, slo: SLO | None = None) -> StepFigures:
+    """``figures`` of a step's records as columns (``infmon.model.records.columns``): the same
+    figures, without a Python object per record."""
+    return _figures(_columns_values(columns), slo)
+
+
+def _vllm_duration_s(v_sent: np.ndarray, v_end: np.ndarray) -> float:
+    """From the first send to the last end of the measured records (vLLM's benchmark)."""
+    ends = v_end[~np.isnan(v_end)]
+    return float(ends.max() - v_sent.min()) if ends.size else math.nan
+
+
+def summarize(
+    records: Iterable[RequestRecord],
+    duration_s: float | None = None,
+    slo: SLO | None = None,
+    **kw: Any,
+) -> StepStats:
+    """Summarize one step's records (warm-up ones are dropped here); ``kw`` as ``assemble``.
+
+    Without ``duration_s`` the step lasts from its first send to its last end (vLLM's
+    benchmark duration)."""
+    v = _values(records)
+    if duration_s is None:
+        duration_s = _vllm_duration_s(v.sent_s, v.end_s)
+    return assemble(_figures(v, slo), duration_s, **kw)
+
+
+def summarize_columns(
+    columns: RecordColumns,
+    duration_s: float | None = None,
+    slo: SLO | None = None,
+    **kw: Any,
+) -> StepStats:
+    """``summarize`` over a step's records as columns: the same figures as ``summarize`` of
+    the decoded records."""
+    v = _columns_values(columns)
+    if duration_s is None:
+        duration_s = _vllm_duration_s(v.sent_s, v.end_s)
+    return assemble(_figures(v, slo), duration_s, **kw)
+
+
+def assemble(
+    fig: StepFigures,
+    duration_s: float,
+    *,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    achieved_concurrency: float | None = None,
+    loop_lag_p99_s: float = math.nan,
+    window_output_tokens: float | None = None,
+    window_prompt_tokens: float | None = None,
+    send_lateness_p99_s: float = math.nan,
+    sending_s: float | None = None,
+    late_cause: LateCause = NO_CAUSE,
+) -> StepStats:
+    """A step's ``StepStats`` from its figures and measured duration.
+
+    ``sending_s``: how long the step sent for (a rate step measured to its last request's end
+    stopped sending before its drain); the achieved rate is judged over it (default: the
+    measured duration).
+
+    ``window_output_tokens``: the output tokens whose chunks arrived inside the measured
+    window (every request's, warm-up and earlier steps' included): the step's throughput is
+    then the rate the server generated at while the level was held, as its own counter sees
+    it, instead of the tokens of the measured requests (which misses the tokens of requests
+    that began in the warm-up and counts tokens generated after the window).
+    """
+    dur = duration_s if duration_s and duration_s > 0 else math.nan
+    out = fig.output_tokens if window_output_tokens is None else window_output_tokens
+    prompt: float | None = fig.prompt_tokens
+    if window_prompt_tokens is not None and fig.prompt_tokens is not None:
+        prompt = window_prompt_tokens
+    attempted = fig.completed + fig.failed
+    if achieved_concurrency is None or math.isnan(achieved_concurrency):
+        achieved_concurrency = fig.busy_s / dur if attempted or fig.cancelled else math.nan
+    lag = loop_lag_p99_s
+    good = fig.good
+    return StepStats(
+        concurrency=concurrency,
+        rate=rate,
+        duration_s=duration_s,
+        completed=fig.completed,
+        failed=fig.failed,
+        cancelled=fig.cancelled,
+        warmup_excluded=fig.warmup_excluded,
+        output_tokens=fig.output_tokens,
+        prompt_tokens=fig.prompt_tokens,
+        output_throughput_tok_s=out / dur,
+        total_throughput_tok_s=(out + prompt) / dur if prompt is not None else math.nan,
+        request_throughput_req_s=fig.completed / dur,
+        goodput_req_s=good / dur if good is not None else math.nan,
+        slo_attainment=good / attempted if good is not None and attempted else math.nan,
+        error_rate=fig.failed / attempted if attempted else math.nan,
+        errors_by_kind=fig.failed_kinds,
+        ttft=fig.ttft,
+        tpot=fig.tpot,
+        itl=fig.itl,
+        e2el=fig.e2el,
+        tokens_estimated=fig.tokens_estimated,
+        achieved_concurrency=achieved_concurrency,
+        loop_lag_p99_s=lag,
+        client_notes=_client_notes(
+            concurrency,
+            rate,
+            achieved_concurrency,
+            attempted + fig.cancelled,
+            sending_s if sending_s and sending_s > 0 else dur,
+            lag,
+            send_lateness_p99_s,
+            late_cause,
+        ),
+        prompt_lengths=fig.prompt_lengths,
+        send_lateness_p99_s=send_lateness_p99_s,
+        late_cause=late_cause,
+    )
+
+
+def _client_notes(
+    concurrency: int | None,
+    rate: float | None,
+    achieved: float,
+    sent: int,
+    dur: float,
+    lag_s: float,
+    late_s: float = math.nan,
+    cause: LateCause = NO_CAUSE,
+) -> tuple[str, ...]:
+    """When the client itself may be the bottleneck, say why (empty when all looks right).
+
+    A rate step's sends are random (Poisson): it is short of its target only when it sent
+    fewer than ``ACHIEVED_FRACTION`` of the expected arrivals *and* more than three standard
+    deviations fewer (40 expected: fewer than 21, not 36), over the time it was sending."""
+    notes = []
+    if concurrency and achieved < ACHIEVED_FRACTION * concurrency:
+        notes.append(f"achieved concurrency {achieved:.1f} of target {concurrency}")
+    expected = rate * dur if rate else math.nan
+    if rate and sent < ACHIEVED_FRACTION * expected and sent < expected - 3 * math.sqrt(expected):
+        notes.append(f"achieved rate {sent / dur:.2f} of target {rate:g} req/s")
+    if late_s > SEND_LATE_LIMIT_S:
+        notes.append(f"sends p99 {late_s * 1e3:.1f} ms behind the trace/schedule")
+    if lag_s > CLIENT_LAG_LIMIT_S:
+        why = f" ({cause.text})" if cause.text else ""
+        notes.append(f"event-loop lag p99 {lag_s * 1e3:.0f} ms: client timestamps are late{why}")
+    elif cause.starved:
+        notes.append(f"client timestamps are late ({cause.text})")
+    return tuple(notes)

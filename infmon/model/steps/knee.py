@@ -1,0 +1,168 @@
+"""The knee of a concurrency sweep, and the highest concurrency that still meets the SLO.
+
+One rule, used by bench, the live pane, the sweep and every report:
+
+- **Throughput**: the knee is the smallest concurrency past which output throughput grows by
+  less than ``GROWTH_PER_DOUBLING`` (10 %) per doubling while the median end-to-end latency
+  rises, and never regains that growth at higher concurrency.
+- **Server evidence** (where the server publishes it): a level at which a fifth or more of the
+  offered streams wait on the server (its running count capped: ``running capped at 256 while
+  245 wait``), or at which the KV cache was full with preemptions, is saturated whatever the
+  client's noisy throughput says; the knee is then the level before it.
+
+The earlier of the two is the knee. It is *confirmed* when a level past it shows saturation or
+a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". Steps too short to
+judge (``eligible`` false) and revisits of a level are left out: one point per level, the first
+eligible step at it. The rule reads ``KneePoint``s: a live or bench step gives its own
+(``StepResult.knee_point``), a report's ``steps[]`` entry its (``report.stepstats.knee_point``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from infmon.model.base.units import latency_text
+
+GROWTH_PER_DOUBLING = 0.10
+SLO_ATTAINMENT = 0.9
+"""A step meets the SLO when at least this fraction of its requests were good."""
+QUEUE_SHARE = 0.2
+"""At least this share of the offered streams waiting on the server: its batch is full (the
+running count stopped where max_num_seqs or the KV cache lets it)."""
+QUEUE_FRACTION = 0.05
+"""A queue longer than this fraction of the running count (and than one) is real queueing."""
+KV_FULL = 0.95
+
+NAN = math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class KneePoint:
+    """What the knee rule reads of one eligible closed-loop step."""
+
+    concurrency: float
+    tok_s: float
+    e2el_p50_ms: float
+    slo_attainment: float
+    running: float = NAN
+    waiting: float = NAN
+    kv_max: float = NAN
+    preemptions: float = NAN
+
+
+@dataclass(frozen=True, slots=True)
+class Knee:
+    concurrency: int
+    reason: str
+    confirmed: bool
+    evidence: str
+    """``server`` (saturation seen on the server) or ``throughput`` (the client's curve)."""
+
+    def to_dict(self) -> dict[str, str | int | bool]:
+        return {
+            "concurrency": self.concurrency,
+            "reason": self.reason,
+            "confirmed": self.confirmed,
+            "evidence": self.evidence,
+        }
+
+    @property
+    def label(self) -> str:
+        return f"c={self.concurrency}" + ("" if self.confirmed else " (confirming)")
+
+
+def points_of(points: Iterable[KneePoint | None]) -> list[KneePoint]:
+    """One point per concurrency (the first at it, steps in order), by concurrency."""
+    first: dict[float, KneePoint] = {}
+    for p in points:
+        if p is not None and p.concurrency not in first:
+            first[p.concurrency] = p
+    return sorted(first.values(), key=lambda p: p.concurrency)
+
+
+def growth_per_doubling(c0: float, t0: float, c1: float, t1: float) -> float:
+    """Throughput growth normalised to one doubling of concurrency (nan if undefined)."""
+    if not (c1 > c0 > 0 and t0 > 0 and t1 >= 0):
+        return math.nan
+    if t1 == 0:
+        return -1.0
+    return float((t1 / t0) ** (1.0 / math.log2(c1 / c0)) - 1.0)
+
+
+def saturation(prev: KneePoint, cur: KneePoint) -> str | None:
+    """Why the server was saturated at ``cur`` (None when it was not, or cannot tell)."""
+    if cur.running > 0 and cur.waiting >= max(1.0, QUEUE_SHARE * cur.concurrency):
+        why = (
+            "KV cache full"
+            if cur.kv_max >= KV_FULL
+            else f"max_num_seqs ≈ {max(cur.running, prev.running):.0f}"
+        )
+        return (
+            f"running capped at {cur.running:.0f} while {cur.waiting:.0f} wait at "
+            f"c={cur.concurrency:g}: {why}"
+        )
+    if cur.kv_max >= KV_FULL and cur.preemptions > 0:
+        return (
+            f"KV cache full ({cur.kv_max:.0%}) with {cur.preemptions:.0f} preemptions at "
+            f"c={cur.concurrency:g}"
+        )
+    return None
+
+
+def _throughput_knee(pts: list[KneePoint]) -> Knee | None:
+    valid = [p for p in pts if not (math.isnan(p.tok_s) or math.isnan(p.e2el_p50_ms))]
+    pairs = []
+    for a, b in itertools.pairwise(valid):
+        g = growth_per_doubling(a.concurrency, a.tok_s, b.concurrency, b.tok_s)
+        flat = not math.isnan(g) and g < GROWTH_PER_DOUBLING
+        pairs.append((flat, b.e2el_p50_ms > a.e2el_p50_ms, g, a, b))
+    for i, (flat, rising, g, a, b) in enumerate(pairs):
+        if flat and rising and all(p[0] for p in pairs[i:]):
+            reason = (
+                f"throughput {g:+.0%} per doubling from c={a.concurrency:g} to "
+                f"c={b.concurrency:g} while median E2E latency rose "
+                f"{latency_text(a.e2el_p50_ms / 1e3)} → {latency_text(b.e2el_p50_ms / 1e3)}"
+            )
+            return Knee(int(a.concurrency), reason, len(pairs) - i >= 2, "throughput")
+    return None
+
+
+def _server_knee(pts: list[KneePoint]) -> Knee | None:
+    for a, b in itertools.pairwise(pts):
+        why = saturation(a, b)
+        if why is not None:
+            return Knee(int(a.concurrency), why, True, "server")
+    return None
+
+
+def find_knee(points: Sequence[KneePoint | None]) -> Knee | None:
+    """The knee (see the module docstring), or None when nothing has flattened yet."""
+    return knee_of_points(points_of(points))
+
+
+def knee_of_points(pts: list[KneePoint]) -> Knee | None:
+    """The knee of points already one per concurrency, by concurrency (``points_of``)."""
+    by_tput, by_server = _throughput_knee(pts), _server_knee(pts)
+    if by_server is None:
+        return by_tput
+    if by_tput is None or by_server.concurrency <= by_tput.concurrency:
+        if by_tput is not None and by_tput.concurrency == by_server.concurrency:
+            reason = f"{by_server.reason}; {by_tput.reason}"
+            return Knee(by_server.concurrency, reason, True, "server")
+        return by_server
+    return by_tput  # flat before the server saturated (two or more flat doublings: confirmed)
+
+
+def slo_max_concurrency(
+    points: Sequence[KneePoint | None], attainment: float = SLO_ATTAINMENT
+) -> int | None:
+    """Largest concurrency such that it and every lower step meet the SLO (None if none/no SLO)."""
+    best: int | None = None
+    for p in points_of(points):
+        if math.isnan(p.slo_attainment) or p.slo_attainment < attainment:
+            break
+        best = int(p.concurrency)
+    return best

@@ -1,0 +1,460 @@
+"""Steps with their figures: the step book, each step's tally, tokens and server evidence.
+
+One ledger serves the live session (fed as things happen) and reports (fed by replaying the
+journal: step events, records, scrapes), so both compute the same steps, throughputs, server
+evidence and knee. A step's throughput counts the output tokens whose chunks arrived inside
+its measured time, so it matches the server's generation counter over the same window; its
+measured time starts clean (``infmon.model.steps.book.starts_clean``: the ledger watches what is in
+flight and says when), so those tokens are its own level's. A step that never started clean
+is a transition: shown, never in the knee. A step is *settled* once every request that could add to it has finished;
+its result is then computed once and kept, and its per-request figures are let go.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from infmon.model.base.loghist import LogHistogram
+from infmon.model.records.client_late import NO_CAUSE, LateCause, late_cause
+from infmon.model.records.columns import US, RecordColumns
+from infmon.model.records.measures import SLO
+from infmon.model.records.request import RequestRecord
+from infmon.model.records.stats import StepFigures, StepStats, assemble
+from infmon.model.steps.book import StepBook, StepEvent, StepSpan
+from infmon.model.steps.evidence import ServerEvidence, ServerSample, evidence_of
+from infmon.model.steps.knee import Knee, KneePoint, find_knee, slo_max_concurrency
+from infmon.model.steps.tally import StepTally
+
+NAN = math.nan
+MIN_HOLD_S = 5.0
+MIN_REQUESTS = 20
+"""A step shorter than ``MIN_HOLD_S`` of measured time or that held fewer requests than
+``MIN_REQUESTS`` (sent in its measured time: finished, failed or cancelled at a quit) is shown
+but never feeds the knee (its figures are noise)."""
+MAX_SAMPLES = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class ClientCheck:
+    """The load client's own measurements over a step (recorded when it ends)."""
+
+    achieved_concurrency: float = NAN
+    loop_lag_p99_s: float = NAN
+    send_lateness_p99_s: float = NAN
+    """How late trace/schedule arrivals were sent, p99 (nan: not a replay)."""
+    late_cause: LateCause = NO_CAUSE
+    """Why the timestamps were late, when they were (``infmon.model.records.client_late``)."""
+
+    def payload(self) -> dict[str, float | str | bool | None]:
+        def j(x: float) -> float | None:
+            return None if math.isnan(x) else round(x, 6)
+
+        return {
+            "achieved_concurrency": j(self.achieved_concurrency),
+            "loop_lag_p99_ms": j(self.loop_lag_p99_s * 1e3),
+            "send_lateness_p99_ms": j(self.send_lateness_p99_s * 1e3),
+            "late_cause": self.late_cause.text,
+            "late_starved": self.late_cause.starved,
+        }
+
+    @classmethod
+    def from_payload(cls, d: Any) -> ClientCheck:
+        if not isinstance(d, dict):
+            return cls()
+        ach, lag, late = (d.get(k) for k in
+                          ("achieved_concurrency", "loop_lag_p99_ms", "send_lateness_p99_ms"))  # fmt: skip
+        return cls(
+            float(ach) if isinstance(ach, (int, float)) else NAN,
+            float(lag) / 1e3 if isinstance(lag, (int, float)) else NAN,
+            float(late) / 1e3 if isinstance(late, (int, float)) else NAN,
+            LateCause(d.get("late_starved") is True, str(d.get("late_cause") or "")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One step with its statistics: a row of the bench table, the knee pane and the report."""
+
+    span: StepSpan
+    stats: StepStats
+    evidence: ServerEvidence | None
+    eligible: bool
+    settled: bool
+
+    @property
+    def index(self) -> int:
+        return self.span.index
+
+    @property
+    def knee_point(self) -> KneePoint | None:
+        """What the knee rule reads of this step (None: not a closed-loop step it may judge)."""
+        c = self.span.level.concurrency
+        if c is None or not self.eligible:
+            return None
+        s, ev = self.stats, self.evidence
+        return KneePoint(
+            float(c),
+            s.output_throughput_tok_s,
+            s.e2el.p50 * 1e3,
+            s.slo_attainment,
+            ev.running_p50 if ev else NAN,
+            ev.waiting_p50 if ev else NAN,
+            ev.kv_usage_max if ev else NAN,
+            ev.preemptions if ev else NAN,
+        )
+
+    @property
+    def transition(self) -> bool:
+        """Ended before its load was ever clean: measured nothing (``StepSpan.transition``)."""
+        return self.span.transition
+
+    def to_dict(self, origin_s: float = 0.0) -> dict[str, Any]:
+        d = self.stats.to_dict()
+        end = self.span.end_s
+        d.update(
+            step=self.span.index,
+            level=self.span.level.label,
+            origin=self.span.origin,
+            revisit_of=self.span.revisit_of,
+            start_s=round(self.span.start_s - origin_s, 6),
+            end_s=None if end is None else round(end - origin_s, 6),
+            measured_s=round(self.stats.duration_s, 6),
+            eligible=self.eligible,
+            settled=self.settled,
+            server_evidence=self.evidence.to_dict() if self.evidence else None,
+        )
+        if self.transition:
+            d["transition"] = True
+        return d
+
+
+@dataclass(slots=True)
+class _Sched:
+    """The load threads' CPU time and run-queue wait over the windows a step measured."""
+
+    cpu_s: float = 0.0
+    runq_s: float = 0.0
+    span_s: float = 0.0
+    users: str | None = None
+    worst: float = 0.0
+
+    def add(self, span_s: float, cpu_s: float, runq_s: float, users: str | None) -> None:
+        self.cpu_s, self.runq_s, self.span_s = (
+            self.cpu_s + cpu_s, self.runq_s + runq_s, self.span_s + span_s
+        )  # fmt: skip
+        if users and runq_s / span_s >= self.worst:
+            self.users, self.worst = users, runq_s / span_s
+
+    def cause(self) -> LateCause:
+        if self.span_s <= 0:
+            return NO_CAUSE
+        return late_cause(self.runq_s / self.span_s, self.cpu_s / self.span_s, self.users)
+
+
+@dataclass(slots=True)
+class _Open:
+    """A step still gathering: its tally, credited tokens, scrapes and the load's windows."""
+
+    tally: StepTally
+    tokens: float = 0.0
+    prompt_tokens: float = 0.0
+    samples: list[ServerSample] = field(default_factory=list)
+    check: ClientCheck | None = None
+    """As recorded when the step ended (a report); else measured from the windows."""
+    live_tokens: float = 0.0
+    """Tokens as their chunks arrived (the load's windows): the figure of a step not settled."""
+    metered: bool = False
+    area_s: float = 0.0
+    covered_s: dict[int, float] = field(default_factory=dict)
+    """Measured time each worker's windows covered (the workers' windows overlap in time)."""
+    lag: LogHistogram = field(default_factory=LogHistogram)
+    lateness: LogHistogram = field(default_factory=LogHistogram)
+    sched: _Sched = field(default_factory=lambda: _Sched())
+    sent: int = 0
+    figures: StepFigures | None = None
+    """Exact figures computed from the step's records at once (a report), over the tally's."""
+
+    def client_check(self) -> ClientCheck:
+        if self.check is not None:
+            return self.check
+        covered = max(self.covered_s.values(), default=0.0)
+        achieved = self.area_s / covered if covered > 0 else NAN
+        late = self.lateness.quantile(0.99) if self.lateness.count else NAN
+        lag = self.lag.quantile(0.99) if self.lag.count else NAN
+        return ClientCheck(achieved, lag, late, self.sched.cause())
+
+
+class StepLedger:
+    """See the module docstring. Pure: time comes from the caller."""
+
+    def __init__(
+        self,
+        slo: SLO | None = None,
+        *,
+        coalesce_s: float = 1.0,
+        min_hold_s: float = MIN_HOLD_S,
+        min_requests: int = MIN_REQUESTS,
+        exact_limit: int | None = None,
+    ) -> None:
+        self.slo = slo
+        self.book = StepBook(coalesce_s)
+        self.min_hold_s, self.min_requests = min_hold_s, min_requests
+        self.exact_limit = exact_limit
+        """Measured requests a step keeps exact latencies for (``StepTally``; None: all)."""
+        self._open: dict[int, _Open] = {}
+        self._settled: dict[int, StepResult] = {}
+        self._inflight: dict[int, dict[int, int]] = {}
+        """Each worker's requests in flight per step tag, as its last window said."""
+
+    # ---- ingest -------------------------------------------------------------------------------
+    def apply(self, events: Iterable[StepEvent]) -> None:
+        for ev in events:
+            self.book.apply(ev)
+            if ev.kind == "begin":
+                self._settled.pop(ev.index, None)
+                self._open[ev.index] = _Open(StepTally(self.slo, self.exact_limit))
+
+    def set_check(self, index: int, check: ClientCheck) -> None:
+        """The client check recorded when the step ended (replaying a journal)."""
+        if index in self._open:
+            self._open[index].check = check
+
+    def add_window(
+        self,
+        t0: float,
+        t1: float,
+        tokens: float,
+        area_s: float,
+        lag: LogHistogram | None = None,
+        lateness: LogHistogram | None = None,
+        worker: int = 0,
+        sched: tuple[float, float, str | None] = (0.0, 0.0, None),
+    ) -> None:
+        """A window of the load (``[t0, t1)``) from ``worker``: its tokens and in-flight area,
+        shared among the steps by how much of it fell in their measured time; its loop lag to
+        the step measuring at its middle."""
+        if t1 <= t0:
+            return
+        mid = (t0 + t1) / 2
+        for span in self.book.latest_started_by(t1):
+            entry = self._open.get(span.index)
+            if entry is not None:
+                overlap = sum(max(0.0, min(t1, hi) - max(t0, lo)) for lo, hi in span.windows())
+                if overlap > 0:
+                    share = overlap / (t1 - t0)
+                    entry.metered = True
+                    entry.live_tokens += tokens * share
+                    entry.area_s += area_s * share
+                    entry.covered_s[worker] = entry.covered_s.get(worker, 0.0) + overlap
+                    if span.measures(mid):
+                        if lag is not None:
+                            entry.lag.merge(lag)
+                        if lateness is not None:
+                            entry.lateness.merge(lateness)
+                        entry.sched.add(t1 - t0, *sched)
+            if span.start_s <= t0:
+                break
+
+    def note_inflight(
+        self, worker: int, t: float, by_step: Iterable[tuple[int, int]]
+    ) -> list[StepEvent]:
+        """What ``worker`` had in flight per step tag at ``t`` (its window's end): the running
+        step's clean start when the load is now clean (the events applied; journal them)."""
+        self._inflight[worker] = dict(by_step)
+        return self.book.settle(t, self.inflight())
+
+    def forget_worker(self, worker: int) -> None:
+        """A lost worker: its requests in flight are records already."""
+        self._inflight.pop(worker, None)
+
+    def inflight(self) -> dict[int, int]:
+        """Requests in flight per step tag, all workers (as their last windows said)."""
+        out: dict[int, int] = {}
+        for by in self._inflight.values():
+            for step, n in by.items():
+                out[step] = out.get(step, 0) + n
+        return out
+
+    def note_sent(self, index: int, sent: int) -> None:
+        """Requests sent so far in step ``index`` (all workers; warm-up included)."""
+        if index in self._open:
+            self._open[index].sent = sent
+
+    def last_end(self, index: int) -> float:
+        """When the last measured request of an open step ended (-inf before any)."""
+        entry = self._open.get(index)
+        return entry.tally.last_end_s if entry is not None else -math.inf
+
+    def client_check(self, index: int) -> ClientCheck:
+        """The step's achieved concurrency and loop lag (to record when it ends)."""
+        entry = self._open.get(index)
+        if entry is not None:
+            return entry.client_check()
+        done = self._settled.get(index)
+        if done is None:
+            return ClientCheck()
+        s = done.stats
+        return ClientCheck(
+            s.achieved_concurrency, s.loop_lag_p99_s, s.send_lateness_p99_s, s.late_cause
+        )
+
+    def add_record(self, rec: RequestRecord) -> None:
+        """A finished request: its tokens go to the steps its chunks fell in, its figures to
+        its own step when it was sent inside that step's measured time."""
+        self._credit(rec)
+        entry = self._open.get(rec.step)
+        span = self.book.get(rec.step)
+        if entry is not None and span is not None:
+            if span.measures(rec.sent_s):
+                entry.tally.add(rec)
+            else:
+                entry.tally.exclude()  # sent in a warm-up (or a pause)
+
+    def set_figures(self, index: int, figures: StepFigures) -> None:
+        """A step's figures computed from all its measured records at once (a report)."""
+        if index in self._open:
+            self._open[index].figures = figures
+
+    def credit_columns(self, cols: RecordColumns) -> None:
+        """``add_record``'s token crediting for many records at once (a report's columns)."""
+        if not len(cols) or not int(cols.chunks.sum()):
+            return
+        times = cols.chunk_times_s()
+        per = np.where(cols.ok, cols.output_token_count / np.maximum(cols.chunks, 1), 1.0)
+        weights = np.repeat(per, cols.chunks)
+        has = cols.chunks > 0
+        firsts = (cols.sent_s + cols.first_us / US)[has]
+        prompts = cols.prompt_tokens[has]
+        last, first = float(times.max()), float(firsts.min())
+        for entry, lo, hi in self._open_windows(first, last):
+            inside = (times >= lo) & (times < hi)
+            entry.tokens += float(weights[inside].sum())
+            starts = (firsts >= lo) & (firsts < hi) & (prompts >= 0)
+            entry.prompt_tokens += float(prompts[starts].sum())
+
+    def _open_windows(self, first: float, last: float) -> Iterator[tuple[_Open, float, float]]:
+        """Each open step's measured windows that overlap ``[first, last]`` (when chunks
+        arrived): steps started by ``last``, newest first, down to the one ``first`` is in
+        (steps before it ended before the first chunk)."""
+        for span in self.book.latest_started_by(last):
+            entry = self._open.get(span.index)
+            if entry is not None:
+                for lo, hi in span.windows():
+                    if not (hi <= first or lo > last):
+                        yield entry, lo, hi
+            if span.start_s <= first:
+                break
+
+    def add_sample(self, sample: ServerSample) -> None:
+        """A good scrape: evidence for the step measuring at its time."""
+        for index, entry in self._open.items():
+            span = self.book.get(index)
+            if span is not None and span.measures(sample.t):
+                if len(entry.samples) < MAX_SAMPLES:
+                    entry.samples.append(sample)
+                return
+
+    def settle(self, up_to_index: int | None = None) -> None:
+        """Every request of the ended steps up to ``up_to_index`` (all: None) has arrived."""
+        for index in sorted(self._open):
+            span = self.book.get(index)
+            if up_to_index is not None and index > up_to_index:
+                break
+            if span is None or not span.ended:
+                continue
+            self._settled[index] = self._result(span, self._open.pop(index), settled=True)
+
+    # ---- queries ------------------------------------------------------------------------------
+    def results(self, now: float) -> tuple[StepResult, ...]:
+        """Every step in order: settled ones as computed once, the others as they stand."""
+        out = []
+        for span in self.book.steps:
+            done = self._settled.get(span.index)
+            if done is not None:
+                out.append(done)
+            elif span.index in self._open:
+                out.append(self._result(span, self._open[span.index], now=now))
+        return tuple(out)
+
+    def unsettled(self) -> list[int]:
+        """The steps still gathering, in order."""
+        return sorted(self._open)
+
+    def settled_results(self) -> tuple[StepResult, ...]:
+        return tuple(self._settled[i] for i in sorted(self._settled))
+
+    def knee_points(self, now: float) -> list[KneePoint | None]:
+        """Every step as the knee rule reads it (None: a step it may not judge)."""
+        return [r.knee_point for r in self.results(now)]
+
+    def knee(self, now: float) -> Knee | None:
+        return find_knee(self.knee_points(now))
+
+    def slo_limit(self, now: float) -> int | None:
+        return slo_max_concurrency(self.knee_points(now))
+
+    # ---- internals ----------------------------------------------------------------------------
+    def _result(
+        self, span: StepSpan, entry: _Open, *, settled: bool = False, now: float | None = None
+    ) -> StepResult:
+        at = now if now is not None else (span.end_s or span.start_s)
+        duration = span.measured_s(at)
+        check = entry.client_check()
+        live = not settled and entry.metered
+        fig = entry.figures if entry.figures is not None else entry.tally.figures()
+        stats = assemble(
+            fig,
+            duration,
+            concurrency=span.level.concurrency,
+            rate=span.level.rate,
+            achieved_concurrency=check.achieved_concurrency,
+            loop_lag_p99_s=check.loop_lag_p99_s,
+            send_lateness_p99_s=check.send_lateness_p99_s,
+            late_cause=check.late_cause,
+            window_output_tokens=entry.live_tokens if live else entry.tokens,
+            window_prompt_tokens=entry.prompt_tokens,
+            sending_s=_sending_s(span, fig, duration),
+        )
+        attempts = stats.completed + stats.failed + stats.cancelled
+        held = attempts if settled else max(attempts, entry.sent)
+        eligible = duration >= self.min_hold_s and held >= self.min_requests and not span.transition
+        return StepResult(span, stats, evidence_of(entry.samples), eligible, settled)
+
+    def _credit(self, rec: RequestRecord) -> None:
+        times = rec.chunk_times_s
+        if not times:
+            return
+        per_chunk = _tokens_per_chunk(rec)
+        first, last = times[0], times[-1]
+        for entry, lo, hi in self._open_windows(first, last):
+            entry.tokens += _chunks_between(times, lo, hi, per_chunk)
+            if rec.prompt_tokens is not None and lo <= first < hi:
+                entry.prompt_tokens += rec.prompt_tokens
+
+
+def _sending_s(span: StepSpan, fig: StepFigures, duration_s: float) -> float:
+    """How long a rate step sent for: to its last measured send plus one mean gap (the next
+    arrival would have come then), at most its measured time. A step measured to its last
+    request's end (``--step-requests``) stopped sending before its drain; its rate is not the
+    requests over a time that includes the drain. Other modes, and paused steps: the
+    measured time."""
+    rate = span.level.rate
+    if not rate or len(span.segments) != 1 or math.isnan(fig.last_sent_s):
+        return duration_s
+    return min(duration_s, fig.last_sent_s - span.measure_from_s + 1.0 / rate)
+
+
+def _tokens_per_chunk(rec: RequestRecord) -> float:
+    """A finished request's output tokens spread evenly over its chunks (a failed one: a
+    token a chunk, as far as it got); the journal's columns give the same figure."""
+    return rec.output_token_count / len(rec.chunk_times_s) if rec.ok else 1.0
+
+
+def _chunks_between(times: tuple[float, ...], lo: float, hi: float, per_chunk: float) -> float:
+    return (bisect_left(times, hi) - bisect_left(times, lo)) * per_chunk
