@@ -1,5 +1,5 @@
-"""Memory and time of a report's GPU timeline (``infmon.model.server.gpu_steps.GpuTimeline``) per GPU
-per scrape, against a reference measured in the same run: keeping each scrape's ``GpuRow``s (the
+"""Memory and time of a report's GPU timeline (``infmon.model.server.gpu_steps.GpuTimeline``) per
+GPU per scrape, against a reference measured in the same run: keeping each scrape's ``GpuRow``s (the
 live pane's rows) in a list, as a first version did.
 
 The scrapes are journal lines of the simulator's DCGM page in the ``contention`` scenario (one

@@ -5,9 +5,9 @@ Before each run the server is switched to the side's label: ``--switch-cmd 'rest
 one, the operator switches it and presses Enter. In its first round each side also runs the
 quality probes and, with ``--slo``, ``--search slo`` (its SLO frontier); every round runs the
 same sweep (same levels, seed and lengths) as its own session under ``RUNS/abab-A-B/``. The
-end is one sentence and ``abab.json`` (``model/compare/ab_verdict.py``): speed ratio with its interval per
-level, the frontier moved from X to Y, quality non-inferiority with ``--quality-margin``;
-``--fail-if`` takes ``frontier<N%``, ``speed<N%`` and ``quality<N%`` rules (exit 1).
+end is one sentence and ``abab.json`` (``model/compare/ab_verdict.py``): speed ratio with its
+interval per level, the frontier moved from X to Y, quality non-inferiority with
+``--quality-margin``; ``--fail-if`` takes ``frontier<N%``, ``speed<N%`` and ``quality<N%`` rules (exit 1).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Loading runs to compare: session directories, report.json files, vLLM bench results.
 
 A run is its report document (knee, quality, configuration as recorded), its levels as the
-baseline comparison reads them (``infmon.model.compare.run_levels.LevelSample``: per step the measured
-requests, tokens per second of measured time, the spec counters) and its server's facts
+baseline comparison reads them (``infmon.model.compare.run_levels.LevelSample``: per step the
+measured requests, tokens per second of measured time, the spec counters) and its server's facts
 (``infmon.model.compare.baseline.RunFacts``). From a session directory the levels are exact: the
 journal's step events replayed into the one step model, the same selection as the report's
 step table, so a comparison's figures equal the report's. A ``report.json`` (with its

@@ -1,4 +1,5 @@
-"""The one door to the step statistics and the knee rule (``infmon.model.records.stats`` / ``knee``).
+"""The one door to the step statistics and the knee rule (``infmon.model.records.stats`` /
+``infmon.model.steps.knee``).
 
 Reports never compute TTFT/TPOT/percentiles themselves: they call ``summarize_columns``, the
 columnar form of the load engine's ``summarize`` (vLLM's definitions, DESIGN.md section 2; the

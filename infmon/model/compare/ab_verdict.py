@@ -2,7 +2,8 @@
 (baseline and change measured A-B-A-B with the same workload), and the ``--fail-if`` rules on it.
 
 - **Speed**: per level, the change's output tok/s over the baseline's, each round's B over the
-  A measured next to it (paired, 95 % t interval on the log ratio: ``model/compare/trial_stats.py``).
+  A measured next to it (paired, 95 % t interval on the log ratio:
+  ``model/compare/trial_stats.py``).
 - **SLO frontier**: each side's ``--search slo`` verdict (the last passing level), "37 → 52".
 - **Quality**: non-inferiority of the change's probe score against the baseline's, the probes
   paired by id: the 95 % interval of the difference in points (a paired Wald interval, at

@@ -2,10 +2,11 @@
 
 ``compare_level`` is the one computation behind every delta infmon shows against a baseline
 (``infmon compare``'s table and explanations, ``bench --baseline``'s lines, the monitor's panes,
-``--fail-if``): each figure is a statistic of the level's sample (``infmon.model.compare.run_levels``),
-computed on both sides with its bootstrap interval (``infmon.model.compare.noise``), so a delta, its
-interval and the word "beyond noise" always belong together. Speculative decoding at a level
-is explained with ``infmon.model.compare.spec_econ``; the server's configuration with ``RunFacts``.
+``--fail-if``): each figure is a statistic of the level's sample
+(``infmon.model.compare.run_levels``), computed on both sides with its bootstrap interval
+(``infmon.model.compare.noise``), so a delta, its interval and the word "beyond noise" always
+belong together. Speculative decoding at a level is explained with
+``infmon.model.compare.spec_econ``; the server's configuration with ``RunFacts``.
 """
 
 from __future__ import annotations

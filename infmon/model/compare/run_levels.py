@@ -301,7 +301,8 @@ class LevelBuilder:
 
 
 def _meets(slo: SLO, ttft: float, tpot: float, e2el: float) -> bool:
-    """``infmon.model.records.measures.meets_slo`` of a successful request's figures (False: no SLO)."""
+    """``infmon.model.records.measures.meets_slo`` of a successful request's figures (False: no
+    SLO)."""
     return not slo.empty and (
         (slo.ttft_s is None or ttft <= slo.ttft_s)
         and (slo.tpot_s is None or math.isnan(tpot) or tpot <= slo.tpot_s)

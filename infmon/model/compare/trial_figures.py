@@ -1,6 +1,7 @@
 """The figures of repeated steps, per level: every step held at one level is a trial, and each
 figure (tokens/s, latencies, goodput, attainment; power where the GPU reports it) is summarised
-over them with ``model/compare/trial_stats.py``. What bench prints after ``--repeat``, and ``trials.json``.
+over them with ``model/compare/trial_stats.py``. What bench prints after ``--repeat``, and
+``trials.json``.
 """
 
 from __future__ import annotations

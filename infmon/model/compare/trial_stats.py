@@ -3,8 +3,8 @@ by its mean, a 95 % confidence interval (Student's t) and its coefficient of var
 run has measured enough (``tight``); a ratio of two sides with its interval (paired when the
 trials were interleaved A-B-A-B); and how many trials a given difference needs.
 
-This is the run-to-run noise floor: a step's own bootstrap (``model/compare/noise.py``) sees only the
-noise inside one measurement, not how much the next measurement of the same level moves.
+This is the run-to-run noise floor: a step's own bootstrap (``model/compare/noise.py``) sees only
+the noise inside one measurement, not how much the next measurement of the same level moves.
 
 Pure: numbers in, numbers out; no numpy needed for a handful of trials.
 """

@@ -1,8 +1,8 @@
 """Diagnosis from GPU evidence: pure rules over ``GpuEvidence`` (``infmon.model.server.gpu_state``).
 
 - **Contention**: another pod or process computing on a serving GPU (its SM share at least
-  ``gpu_text.OTHER_SM_MIN_PERCENT``) is contention, named with its memory and SM share; so is a throughput
-  drop at constant load (``diagnose.throughput_drop``) that the server's own generation counter
+  ``gpu_text.OTHER_SM_MIN_PERCENT``) is contention, named with its memory and SM share; so is a
+  throughput drop at constant load (``diagnose.throughput_drop``) that the server's own generation counter
   shows too (``diagnose.server_drop``: the server generated less, not only the client received
   less) while another holder sits on the serving GPU, or while that GPU stayed busy (the GPU did
   the same work or more, the server got less). A drop the server did not see is no GPU's.

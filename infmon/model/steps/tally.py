@@ -3,8 +3,8 @@
 The live session cannot hold every record of a long step (a record's chunk times are ~4 KB), so
 a tally keeps per request only what the statistics read: TTFT, TPOT and E2EL in growable numpy
 arrays (24 bytes a request), the counts, and the inter-token gaps in a mergeable log-bucket
-histogram. ``figures()`` gives the same ``StepFigures`` as ``infmon.model.records.stats.figures`` on the
-same records, except the ITL distribution, which is read from the histogram (within 1 %);
+histogram. ``figures()`` gives the same ``StepFigures`` as ``infmon.model.records.stats.figures``
+on the same records, except the ITL distribution, which is read from the histogram (within 1 %);
 reports, rebuilt from the journal, compute ITL exactly.
 
 A live step can be held for a day. Given ``exact_limit`` (the monitor's: ``LIVE_EXACT_LIMIT``),
