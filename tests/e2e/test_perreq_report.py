@@ -3,7 +3,7 @@ figures, the best- and worst-fitting task kinds, and each step's latency anatomy
 
 `infmon sim --scenario spec-good --enable-per-request-metrics --per-request-spec-decode-metrics
 summary`; `infmon bench` with the built-in corpus (summaries, questions, code, chat turns) at
-c=1 and c=4; the report then reads the journal. The same bench against the baseline scenario
+c=4 and c=8; the report then reads the journal. The same bench against the baseline scenario
 (no drafter) and ``infmon compare`` of the two: the spec run's explanation names the fit.
 """
 
@@ -26,7 +26,7 @@ def _bench(url: str, session: Path) -> None:
             "bench",
             url,
             "--concurrency",
-            "1,4",
+            "4,8",
             "--step-requests",
             "40",
             "--output-tokens",
@@ -73,13 +73,13 @@ def test_a_spec_runs_report_names_the_acceptance_per_task_and_the_drafters_fit(
     best, worst = section["best_task"], section["worst_task"]
     assert best in tasks and worst in tasks and best != worst
     assert tasks[best]["rate"] >= tasks[worst]["rate"]
-    assert [s["label"] for s in section["steps"]] == ["c=1", "c=4"]
+    assert [s["label"] for s in section["steps"]] == ["c=4", "c=8"]
     md = (out / "report.md").read_text()
     assert "Speculative decoding by task kind" in md
     assert f"{tasks[best]['rate']:.2f}" in md and "Drafter fit" in md
     assert section["drafter_fit"] in md
     detail = {r["label"]: r for r in doc["server_detail"]}
-    assert set(detail) == {"c=1", "c=4"}  # the simulator publishes vLLM's 2026 families
+    assert set(detail) == {"c=4", "c=8"}  # the simulator publishes vLLM's 2026 families
     assert all(r["prompt_from_cache"] is not None for r in detail.values())
     assert "## Server queue and cache sources" in md
     print(md[md.index("## Per request") :])
