@@ -79,6 +79,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve vllm:corrupted_requests (as VLLM_COMPUTE_NANS_IN_LOGITS=1)",
     )
     a("--firehose", action="store_true", help="no engine: stream pre-rendered chunks at once")
+    k = parser.add_argument_group("KV connectors (vLLM's 2026 offload and P/D metrics)")
+    k.add_argument(
+        "--offload",
+        action="store_true",
+        help=f"offload KV to CPU memory ({DEFAULT_OFFLOAD_GIB:g} GiB unless --kv-offloading-size)",
+    )
+    k.add_argument(
+        "--kv-offloading-size",
+        type=float,
+        metavar="GIB",
+        help="as vLLM: host memory for offloaded KV blocks (implies --offload)",
+    )
+    k.add_argument(
+        "--pd",
+        action="store_true",
+        help="disaggregated prefill/decode: a prefill pod (its own port) feeds the decode pod "
+        "(--port, the API) over NIXL",
+    )
+    k.add_argument("--prefill-port", type=int, default=0, help="the prefill pod's port (0: free)")
+    k.add_argument("--kv-link-gb-s", type=float, help="P/D link bandwidth, GB/s (default 25)")
     g = parser.add_argument_group("the virtual GPU (DCGM exporter series on /gpu-metrics)")
     g.add_argument("--dcgm-port", type=int, help="also serve them as /metrics on this port")
     g.add_argument("--pod", default="infmon-sim-0", help="the pod holding the GPU (label pod)")
@@ -100,6 +120,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from infmon.commands import simfit
 
     simfit.add_arguments(parser)
+
+
+DEFAULT_OFFLOAD_GIB = 16.0
+
+
+def _offload_gib(args: argparse.Namespace) -> float | None:
+    if args.kv_offloading_size is not None:
+        if args.kv_offloading_size <= 0:
+            raise CliError("--kv-offloading-size must be positive (GiB)")
+        return float(args.kv_offloading_size)
+    return DEFAULT_OFFLOAD_GIB if args.offload else None
 
 
 def _config(args: argparse.Namespace) -> tuple[Any, float]:
@@ -135,6 +166,9 @@ def _config(args: argparse.Namespace) -> tuple[Any, float]:
             enable_prefix_caching=False if args.no_prefix_caching else None,
             kv_cache_metrics=args.kv_cache_metrics or None,
             compute_nans_in_logits=args.compute_nans_in_logits or None,
+            kv_offloading_gib=_offload_gib(args),
+            pd=args.pd or None,
+            pd_link_gb_s=args.kv_link_gb_s,
         )
     except KeyError as exc:
         raise CliError(str(exc.args[0])) from None
@@ -275,6 +309,8 @@ def _firehose(args: argparse.Namespace) -> int:
 
 
 async def _serve(cfg: Any, args: argparse.Namespace, error_rate: float, faults: tuple) -> None:
+    from dataclasses import replace
+
     from infmon.sim.server import ServerOptions, SimServer
     from infmon.sim.text import PROBES_PATH, load_probes
 
@@ -293,7 +329,14 @@ async def _serve(cfg: Any, args: argparse.Namespace, error_rate: float, faults: 
         spec_decode_metrics=args.per_request_spec_decode_metrics,
     )
     server = SimServer(cfg, opts)
+    host = f"[{args.host}]" if ":" in args.host else args.host
     try:
+        if cfg.pd_role == "decode":
+            server.prefill_pod = SimServer(
+                replace(cfg, pd_role="prefill"), replace(opts, pod=f"{args.pod}-prefill")
+            )
+            prefill_port = await server.prefill_pod.start(args.host, args.prefill_port)
+            print(f"infmon sim: prefill pod at http://{host}:{prefill_port}", flush=True)
         port = await server.start(args.host, args.port)
     except OSError as exc:
         raise CliError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from None
@@ -301,10 +344,11 @@ async def _serve(cfg: Any, args: argparse.Namespace, error_rate: float, faults: 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
-    host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"infmon sim: listening on http://{host}:{port}", flush=True)
     if server.dcgm_port is not None:
         print(f"infmon sim: DCGM exporter on http://{host}:{server.dcgm_port}/metrics", flush=True)
     await stop.wait()
     await server.close()
+    if server.prefill_pod is not None:
+        await server.prefill_pod.close()
     print("infmon sim: stopped", flush=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from infmon.sim.kvcache import BlockPool, block_hashes
+from infmon.sim.kvtransfer import HOST, P2P, HostTier, KvMove, Link
 from infmon.sim.memory import memory_budget
 from infmon.sim.roofline import EngineConfig, PassLoad, StepLoad, kernel_time_s, step_cost
 from infmon.sim.spec import NgramIndex, accept_drawn, draw_scale, expand_acceptance
@@ -51,6 +52,8 @@ class Sequence:
     queued_s: float = math.nan  # reached the scheduler (after the API server's own work)
     spec_accepted_log: list[int] = field(default_factory=list)  # per verify step (per-request
     spec_drafted_log: list[int] = field(default_factory=list)  # metrics, as vLLM's detailed)
+    external_tokens: int = 0  # prompt tokens whose KV was loaded (offload) or pulled (P/D)
+    kv_ready_s: float = -math.inf  # its KV is moving until then (waits, deferred)
 
     @property
     def num_tokens(self) -> int:
@@ -80,6 +83,11 @@ class StepOutput:
     kv_usage: float = 0.0
     budget_left: int = 0
     kv_blocked: bool = False  # a request could not get KV blocks this step
+    deferred: int = 0  # waiting requests whose KV is still moving
+    moves: list[KvMove] = field(default_factory=list)  # KV transfers started this step
+    prompt_done_external: int = 0
+    external_queries: int = 0  # tokens asked of the KV connector (offload tier / prefill pod)
+    external_hits: int = 0
     flops: float = 0.0  # target and drafter, for vLLM's MFU counters
     read_bytes: float = 0.0
     write_bytes: float = 0.0
@@ -101,6 +109,14 @@ class Engine:
         self.rng = random.Random(cfg.seed)
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
         self.cond = expand_acceptance(cfg.acceptance, self.k)
+        self.block_bytes = self.budget.kv_bytes_per_token * cfg.block_size
+        if cfg.kv_offloading_gib > 0:
+            self.pool.host = HostTier(int(cfg.kv_offloading_gib * 2**30 // self.block_bytes))
+        self.links = {
+            HOST: Link(cfg.host_link_gb_s, cfg.host_link_latency_s),
+            P2P: Link(cfg.pd_link_gb_s, cfg.pd_link_latency_s),
+        }
+        self.loading: set[Sequence] = set()
 
     # -- requests -------------------------------------------------------------------------
     def add(self, seq: Sequence, ids: list[int] | None = None) -> None:
@@ -121,6 +137,7 @@ class Engine:
         elif seq in self.running:
             self.running.remove(seq)
         self.pool.release(seq.blocks)
+        self.loading.discard(seq)
         seq.blocks = []
         seq.finish_reason = "abort"
         seq.finish_s = now_s
@@ -176,25 +193,68 @@ class Engine:
         return bool(seq.proposal)
 
     def _admit(self, seq: Sequence, out: StepOutput, budget: int, now_s: float) -> int:
-        """Try to start (or resume) a waiting request; returns tokens scheduled (0 = no room)."""
+        """Try to start (or resume) a waiting request; returns tokens scheduled (0 = no room;
+        -1 = it got blocks for KV that now moves in from outside: it waits, deferred)."""
+        if seq.blocks:  # its KV has arrived: compute the rest
+            n = min(seq.num_tokens - seq.num_computed, budget)
+            new = self.pool.allocate(self._blocks_needed(seq, n))
+            if new is None:
+                return 0
+            seq.blocks.extend(new)
+            return self._started(seq, n, now_s)
         hits: list[int] = []
         if seq.num_computed == 0 and seq.hashes:
             hits = self.pool.lookup(seq.hashes, (seq.num_tokens - 1) // self.cfg.block_size)
-        n = min(seq.num_tokens - len(hits) * self.cfg.block_size, budget)
-        blocks_after = -(-(len(hits) * self.cfg.block_size + n) // self.cfg.block_size)
+        local = len(hits) * self.cfg.block_size
+        ext, source = self._external(seq, len(hits))
+        n = 0 if ext else min(seq.num_tokens - local, budget)
+        blocks_after = -(-(local + ext + n) // self.cfg.block_size)
         new = self.pool.allocate(blocks_after - len(hits))
         if new is None:
             self.pool.release(hits)
             return 0
         seq.blocks = hits + new
-        seq.num_computed = len(hits) * self.cfg.block_size
+        seq.num_computed = local + ext
         out.prefix_queries += seq.num_tokens
-        out.prefix_hits += seq.num_computed
+        out.prefix_hits += local
         if seq.num_preemptions == 0:
-            seq.cached_tokens = seq.num_computed
+            seq.cached_tokens = local
+        if source:
+            out.external_queries += seq.num_tokens
+        if ext:
+            self._start_move(seq, ext, source, len(new), out, now_s)
+            return -1
+        return self._started(seq, n, now_s)
+
+    @staticmethod
+    def _started(seq: Sequence, n: int, now_s: float) -> int:
         if math.isnan(seq.scheduled_s):
             seq.scheduled_s = now_s
         return n
+
+    def _external(self, seq: Sequence, gpu_hits: int) -> tuple[int, str]:
+        """Prompt tokens the KV connector supplies past the GPU's own hits, and from where
+        ("" = no connector). After a preemption the request recomputes (its KV is gone)."""
+        if seq.num_computed or seq.num_preemptions:
+            return 0, ""
+        bs = self.cfg.block_size
+        if self.cfg.pd_role == "decode":  # all but the last prompt token: it samples the first
+            return max(0, seq.prompt_len - 1 - gpu_hits * bs), P2P
+        host = self.pool.host
+        if host is None:
+            return 0, ""
+        return host.prefix(seq.hashes[gpu_hits : (seq.num_tokens - 1) // bs]) * bs, HOST
+
+    def _start_move(
+        self, seq: Sequence, ext: int, source: str, blocks: int, out: StepOutput, now_s: float
+    ) -> None:
+        nbytes = float(blocks * self.block_bytes)
+        t = self.links[source].time_s(nbytes)
+        seq.kv_ready_s = now_s + t
+        seq.external_tokens = ext
+        self.loading.add(seq)
+        out.external_hits += ext
+        out.moves.append(KvMove(source, blocks, nbytes, t, ext))
 
     def _schedule(self, out: StepOutput, now_s: float) -> list[tuple[Sequence, int, bool]]:
         plan, budget = self._schedule_running(out, self.cfg.max_num_batched_tokens)
@@ -202,15 +262,22 @@ class Engine:
         if out.preemptions:
             out.kv_blocked = True
             return plan
+        skipped: list[Sequence] = []
         while self.waiting and len(self.running) < self.cfg.max_num_seqs and budget > 0:
-            n = self._admit(self.waiting[0], out, budget, now_s)
+            seq = self.waiting[0]
+            n = -1 if seq.kv_ready_s > now_s else self._admit(seq, out, budget, now_s)
             if n == 0:
                 out.kv_blocked = True
                 break
-            seq = self.waiting.popleft()
+            self.waiting.popleft()
+            if n < 0:  # its KV is moving: vLLM skips it this step (WAITING_FOR_REMOTE_KVS)
+                skipped.append(seq)
+                continue
+            self.loading.discard(seq)
             self.running.append(seq)
             plan.append((seq, n, False))
             budget -= n
+        self.waiting.extendleft(reversed(skipped))
         out.budget_left = budget
         return plan
 
@@ -235,11 +302,20 @@ class Engine:
         out.context_tokens = sum(seq.num_computed + n for seq, n, _ in plan)
         out.running = len(self.running)
         out.waiting = len(self.waiting)
+        out.deferred = sum(1 for s in self.loading if s.kv_ready_s > now_s)
+        self._stores(out)
         for seq, n, is_spec in plan:
             self._advance(seq, n, is_spec, out)
         self._finish_done(out)
         out.kv_usage = self.pool.usage
         return out
+
+    def _stores(self, out: StepOutput) -> None:
+        """Blocks the GPU evicted to the host tier this step (copies overlap compute)."""
+        blocks, self.pool.stored = self.pool.stored, 0
+        if blocks:
+            nbytes = float(blocks * self.block_bytes)
+            out.moves.append(KvMove("store", blocks, nbytes, self.links[HOST].time_s(nbytes)))
 
     def _load(self, plan: list[tuple[Sequence, int, bool]]) -> StepLoad:
         tokens = sampled = ctx = spec_seqs = spec_ctx = prefill = 0
@@ -300,6 +376,7 @@ class Engine:
             seq.first_token_s = out.end_s
             out.prompt_done_tokens += seq.prompt_len
             out.prompt_done_cached += seq.cached_tokens
+            out.prompt_done_external += seq.external_tokens
         seq.last_token_s = out.end_s
         if seq.output_len >= limit:
             seq.finish_reason = "length" if seq.output_len >= seq.max_tokens else "stop"

@@ -13,6 +13,8 @@ import random
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
+from infmon.sim.kvtransfer import HostTier
+
 KV_METRICS_SAMPLE = 0.01  # vLLM's default --kv-cache-metrics-sample
 
 
@@ -45,8 +47,10 @@ class BlockPool:
         "_sampled",
         "cached",
         "events",
+        "host",
         "now_s",
         "num_blocks",
+        "stored",
         "track",
     )
 
@@ -62,6 +66,10 @@ class BlockPool:
         self._hash_of: list[int | None] = [None] * num_blocks
         self.cached: dict[int, int] = {}
         self._evictable: OrderedDict[int, None] = OrderedDict()
+        self.host: HostTier | None = None
+        """The offload tier: a cached block evicted from the GPU is stored there."""
+        self.stored = 0
+        """Blocks stored to the host tier since the engine last took the count."""
 
     @property
     def num_free(self) -> int:
@@ -99,6 +107,8 @@ class BlockPool:
                 h = self._hash_of[block]
                 if h is not None:
                     del self.cached[h]
+                    if self.host is not None and self.host.store(h):
+                        self.stored += 1
                 self._hash_of[block] = None
                 self._evicted(block)
             self._ref[block] = 1

@@ -8,6 +8,8 @@ Each row: (concept, kind, name, help, extra label names, buckets or a bucket rul
 
 from __future__ import annotations
 
+from infmon.sim import connector_schema
+
 LATENCY_BUCKETS = (
     0.3,
     0.5,
@@ -662,6 +664,7 @@ LABEL_VALUES = {
     "sleep_state": ("awake", "weights_offloaded", "discard_all"),
     "source": ("local_compute", "local_cache_hit", "external_kv_transfer"),
     "finished_reason": ("stop", "length", "abort", "error", "repetition"),
+    "transfer_type": connector_schema.TRANSFER_TYPES,
 }
 KV_RESIDENCY_BUCKETS = (
     0.001,
@@ -729,10 +732,19 @@ ADMISSION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
 V0_FINISHED = ("stop", "length", "abort")
 
 
-def families(schema: str, spec: bool, kv_metrics: bool = False, nans: bool = False) -> tuple:
+def families(
+    schema: str,
+    spec: bool,
+    kv_metrics: bool = False,
+    nans: bool = False,
+    offload: bool = False,
+    nixl: bool = False,
+) -> tuple:
     if schema == "v1":
-        rows = V1 + (V1_SPEC if spec else ())
+        rows: tuple[connector_schema.Row, ...] = V1 + (V1_SPEC if spec else ())
         rows += (V1_KV_RESIDENCY if kv_metrics else ()) + (V1_CORRUPTED if nans else ())
+        rows += connector_schema.OFFLOAD if offload else ()
+        rows += connector_schema.NIXL if nixl else ()
     else:
         rows = V0 + (V0_SPEC if spec else ())
     return tuple((c, kind, _P + name, help_, labels, b) for c, kind, name, help_, labels, b in rows)

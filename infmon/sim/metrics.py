@@ -25,6 +25,7 @@ from prometheus_client import (
 from infmon.sim import metric_schema as ms
 from infmon.sim.engine import Sequence, StepOutput
 from infmon.sim.kvcache import EvictionEvent
+from infmon.sim.kvtransfer import HOST, P2P, KvMove
 from infmon.sim.memory import MemoryBudget
 from infmon.sim.roofline import EngineConfig
 
@@ -115,6 +116,11 @@ _V1_032_STATIC_LABELS = {
 """The rest of vLLM 0.32's ``CacheConfig`` labels, at the values a plain attention model has."""
 
 
+def cpu_blocks(cfg: EngineConfig, mem: MemoryBudget) -> int:
+    """Blocks the host offload tier holds (``--kv-offloading-size`` GiB)."""
+    return int(cfg.kv_offloading_gib * 2**30 // (mem.kv_bytes_per_token * cfg.block_size))
+
+
 def cache_config_labels(cfg: EngineConfig, mem: MemoryBudget, schema: str) -> dict[str, str]:
     """A subset of vLLM's ``CacheConfig`` fields, stringified as vLLM does."""
     labels = {
@@ -123,7 +129,7 @@ def cache_config_labels(cfg: EngineConfig, mem: MemoryBudget, schema: str) -> di
         "enable_prefix_caching": str(cfg.enable_prefix_caching),
         "gpu_memory_utilization": str(cfg.gpu_memory_utilization),
         "is_attention_free": "False",
-        "num_cpu_blocks": "None",
+        "num_cpu_blocks": str(cpu_blocks(cfg, mem)) if cfg.kv_offloading_gib > 0 else "None",
         "num_gpu_blocks": str(mem.num_gpu_blocks),
         "num_gpu_blocks_override": "None",
         "sliding_window": "None",
@@ -138,6 +144,8 @@ def cache_config_labels(cfg: EngineConfig, mem: MemoryBudget, schema: str) -> di
             "prefix_caching_hash_algo": "sha256",
             "user_specified_block_size": "False",
         } | _V1_032_STATIC_LABELS
+        if cfg.kv_offloading_gib > 0:
+            labels["kv_offloading_size"] = str(cfg.kv_offloading_gib)
     else:
         labels |= {"cpu_offload_gb": "0", "swap_space_bytes": str(4 * 2**30)}
     return labels
@@ -163,7 +171,12 @@ class SimMetrics:
         self.base = (cfg.served_model_name, "0")[: len(base)]
         len_buckets = ms.buckets_1_2_5(cfg.max_model_len)
         for concept, kind, name, help_, extra, buckets in ms.families(
-            self.schema, cfg.spec_enabled, cfg.kv_cache_metrics, cfg.compute_nans_in_logits
+            self.schema,
+            cfg.spec_enabled,
+            cfg.kv_cache_metrics,
+            cfg.compute_nans_in_logits,
+            offload=cfg.kv_offloading_gib > 0,
+            nixl=bool(cfg.pd_role),
         ):
             labels = base + extra if concept != "admission_rejections" else ("model_name", *extra)
             metric: Any
@@ -278,14 +291,16 @@ class SimMetrics:
         if child is not None and not math.isnan(value):
             child.observe(value)
 
-    def set_state(self, running: int, waiting: int, kv_usage: float) -> None:
+    def set_state(self, running: int, waiting: int, kv_usage: float, deferred: int = 0) -> None:
+        """vLLM: waiting = capacity + deferred (requests whose KV is still moving in)."""
         self._set("running", running)
         self._set("waiting", waiting)
-        self._set("waiting_by_reason:capacity", waiting)
+        self._set("waiting_by_reason:capacity", waiting - deferred)
+        self._set("waiting_by_reason:deferred", deferred)
         self._set("kv_usage", kv_usage)
 
     def on_step(self, out: StepOutput, evictions: list[EvictionEvent] | None = None) -> None:
-        self.set_state(out.running, out.waiting, out.kv_usage)
+        self.set_state(out.running, out.waiting, out.kv_usage, out.deferred)
         self._inc("flops", out.flops)
         self._inc("read_bytes", out.read_bytes)
         self._inc("write_bytes", out.write_bytes)
@@ -294,9 +309,15 @@ class SimMetrics:
         self._inc("prompt_cached_by_source:device", out.prefix_hits)
         self._inc("preemptions", out.preemptions)
         self._inc("prompt_tokens", out.prompt_done_tokens)
-        self._inc("prompt_by_source:local_compute", out.prompt_done_tokens - out.prompt_done_cached)
-        self._inc("prompt_by_source:local_cache_hit", out.prompt_done_cached)
-        self._inc("prompt_cached", out.prompt_done_cached)
+        cached, external = out.prompt_done_cached, out.prompt_done_external
+        self._inc("prompt_by_source:local_compute", out.prompt_done_tokens - cached - external)
+        self._inc("prompt_by_source:local_cache_hit", cached)
+        self._inc("prompt_by_source:external_kv_transfer", external)
+        self._inc("prompt_cached", cached + external)
+        self._inc("ext_prefix_queries", out.external_queries)
+        self._inc("ext_prefix_hits", out.external_hits)
+        for move in out.moves:
+            self._move(move)
         self._inc("generation_tokens", out.generation_tokens)
         if out.prompt_done_tokens or out.generation_tokens:
             # vLLM: prompt tokens of prefills that completed + tokens generated (not drafts)
@@ -310,6 +331,26 @@ class SimMetrics:
             self._spec(out)
         if "prefix_hit_rate" in self.c and out.prefix_queries:
             self._set("prefix_hit_rate", out.prefix_hits / out.prefix_queries)
+
+    def _move(self, move: KvMove) -> None:
+        """One KV transfer: the offload connector's counters, or NIXL's per-transfer figures."""
+        if move.kind == P2P:
+            self._inc("prompt_cached_by_source:p2p", move.tokens)
+            self._observe("nixl_xfer_time", move.time_s)
+            self._observe("nixl_post_time", min(move.time_s, self.cfg.pd_link_latency_s))
+            self._observe("nixl_bytes", move.nbytes)
+            self._observe("nixl_descriptors", move.blocks * self.cfg.model.num_hidden_layers)
+            return
+        load = move.kind == HOST
+        if load:
+            self._inc("prompt_cached_by_source:host", move.tokens)
+        d, t = ("load", "CPU_to_GPU") if load else ("store", "GPU_to_CPU")
+        self._inc(f"off_{d}_bytes", move.nbytes)
+        self._inc(f"off_{d}_time", move.time_s)
+        self._observe(f"off_{d}_size", move.nbytes)
+        self._inc(f"off_total_bytes:{t}", move.nbytes)
+        self._inc(f"off_total_time:{t}", move.time_s)
+        self._observe(f"off_size:{t}", move.nbytes)
 
     def _spec(self, out: StepOutput) -> None:
         self._inc("spec_drafts", out.drafts)

@@ -44,6 +44,12 @@ class EngineConfig:
     seed: int = 0
     fitted: FittedCost | None = None  # a server's own fitted step cost instead of the roofline
     num_gpu_blocks: int | None = None  # KV blocks as the server reported them (a fitted config)
+    kv_offloading_gib: float = 0.0  # --kv-offloading-size: host memory for offloaded KV blocks
+    host_link_gb_s: float = 25.0  # GPU <-> host copies (PCIe 4.0 x16, achieved)
+    host_link_latency_s: float = 10e-6
+    pd_role: str = ""  # "prefill" or "decode" pod of a P/D pair (NIXL); decode pulls prompts' KV
+    pd_link_gb_s: float = 25.0  # the NIC between P/D pods (200 Gb/s RDMA, achieved)
+    pd_link_latency_s: float = 0.5e-3  # NIXL handshake + post, per transfer
 
     @property
     def spec_enabled(self) -> bool:

@@ -27,6 +27,8 @@ class Scenario:
     max_num_seqs: int | None = None
     contention: float = 0.0
     quality_error_rate: float = 0.0
+    kv_offloading_gib: float = 0.0
+    pd: bool = False
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -65,6 +67,20 @@ SCENARIOS: dict[str, Scenario] = {
             "gpu_memory_utilization 0.36: ~0.6 GiB of KV, preemptions under modest load",
             gpu_memory_utilization=0.36,
             max_model_len=8192,
+        ),
+        Scenario(
+            "offload",
+            "tiny-kv's 0.6 GiB of GPU KV with 8 GiB of CPU offload: evicted prefix blocks go to "
+            "host memory and come back over PCIe on a prefix hit instead of being recomputed",
+            gpu_memory_utilization=0.36,
+            max_model_len=8192,
+            kv_offloading_gib=8.0,
+        ),
+        Scenario(
+            "pd",
+            "disaggregated prefill/decode: a prefill pod and a decode pod (the API), the "
+            "prompt's KV pulled over NIXL at 25 GB/s",
+            pd=True,
         ),
         Scenario(
             "contention",
@@ -118,5 +134,7 @@ def build_config(scenario: Scenario, **overrides: Any) -> EngineConfig:
         speculative_k=sc.speculative_k if method else 0,
         acceptance=sc.acceptance,
         contention=sc.contention,
+        kv_offloading_gib=sc.kv_offloading_gib,
+        pd_role="decode" if sc.pd else "",
     )
     return replace(cfg, **o)

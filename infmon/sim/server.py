@@ -22,6 +22,7 @@ from infmon.sim.engine import Engine, Sequence, StepOutput
 from infmon.sim.faults import FaultPlan
 from infmon.sim.http import Connection, Request
 from infmon.sim.metrics import CONTENT_TYPE, MetricsLevel, SimMetrics
+from infmon.sim.pd import Handoff, prefill_request
 from infmon.sim.requests import ApiError, parse_detokenize, parse_request, parse_tokenize
 from infmon.sim.roofline import EngineConfig
 from infmon.sim.streams import SSE_HEADERS, Stream
@@ -95,11 +96,16 @@ class SimServer:
         self._deliver_s: deque[float] = deque(maxlen=100_000)
         self._deliver_cpu_s: deque[float] = deque(maxlen=100_000)
         self._lag_task: asyncio.Task | None = None
+        self.base_url = ""
+        self.prefill_pod: SimServer | None = None
+        """``--pd``: the pod that computes prompts for this (decode) pod."""
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self, host: str = "127.0.0.1", port: int = 8000) -> int:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._connection, host, port, backlog=4096)
+        port = self._server.sockets[0].getsockname()[1]
+        self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         self._task = asyncio.create_task(self._engine_loop())
         self._fault_task = asyncio.create_task(self.faults.run_timed(self))
         self._lag_task = asyncio.create_task(self._watch_lag())
@@ -108,7 +114,7 @@ class SimServer:
                 lambda: Connection(self._dcgm_only, lambda c: None), host, self.opts.dcgm_port
             )
             self.dcgm_port = self._dcgm_server.sockets[0].getsockname()[1]
-        return self._server.sockets[0].getsockname()[1]
+        return port
 
     def _dcgm_only(self, req: Request, conn: Connection) -> None:
         """The ``--dcgm-port`` listener: a DCGM exporter has ``/metrics`` and nothing else."""
@@ -238,6 +244,8 @@ class SimServer:
                 "running": len(self.engine.running),
                 "waiting": len(self.engine.waiting),
                 "connections": len(self._conns),
+                "pd_role": self.cfg.pd_role or None,
+                "prefill_pod": self.prefill_pod.base_url if self.prefill_pod else None,
             },
         )
 
@@ -315,11 +323,29 @@ class SimServer:
         return MetricsLevel(self.opts.per_request_metrics, spec_level, self.engine.k)
 
     def _enqueue(self, seq: Sequence, ids: list[int]) -> None:
-        """The request reaches the scheduler (after the API server's own work)."""
+        """The request reaches the scheduler (after the API server's own work); with a
+        prefill pod, that pod's scheduler first (``infmon.sim.pd``)."""
+        if self.prefill_pod is not None:
+            self.prefill_pod.prefill_for(self, seq, ids)
+        else:
+            self.enqueue_local(seq, ids)
+
+    def enqueue_local(self, seq: Sequence, ids: list[int]) -> None:
         if seq.finish_reason is not None:
             return  # the client went away first
-        seq.queued_s = asyncio.get_running_loop().time()
+        now = asyncio.get_running_loop().time()
+        if self.prefill_pod is not None:
+            seq.arrival_s = now  # this pod's vLLM sees the request once prefilled
+        seq.queued_s = now
         self.engine.add(seq, ids)
+        self._wake.set()
+
+    def prefill_for(self, decode: SimServer, seq: Sequence, ids: list[int]) -> None:
+        """A decode pod's request: compute its prompt here (max_tokens=1), then hand it over."""
+        if seq.finish_reason is not None:
+            return
+        self.metrics.on_admitted(1, True)
+        self.engine.add(prefill_request(seq, decode, ids, asyncio.get_running_loop().time()), ids)
         self._wake.set()
 
     def _lost(self, conn: Connection) -> None:
@@ -365,6 +391,8 @@ class SimServer:
             self.metrics.on_finished(seq)
             if isinstance(seq.handle, Stream):
                 self._record_trace(seq.handle, seq.finish_reason)
+            elif isinstance(seq.handle, Handoff):
+                seq.handle.prefilled()
         if not self.engine.has_work:
             self.metrics.set_state(0, 0, self.engine.pool.usage)
 
@@ -372,7 +400,9 @@ class SimServer:
         end_s = out.end_s
         metrics = self.metrics
         for seq, n in emitted:
-            stream: Stream = seq.handle  # type: ignore[assignment]
+            stream = seq.handle
+            if not isinstance(stream, Stream):
+                continue  # a prefill pod's request: nothing to stream (infmon.sim.pd)
             start = seq.output_len - n
             if start == 0:
                 metrics.on_first_token(seq)
