@@ -40,6 +40,8 @@ class ScaleOptions:
     prometheus: str | None = None
     selector: str | None = None
     metrics_addr: tuple[str, int] | None = None
+    scrape_urls: tuple[str, ...] = ()
+    """Servers read into the fleet view but sent no load (``--scrape-url``)."""
 
 
 def auto_workers() -> int:
@@ -90,6 +92,14 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
         help="an endpoint to load (repeat for several; the positional URL counts as the first)",
     )
     g.add_argument(
+        "--scrape-url",
+        dest="scrape_urls",
+        action="append",
+        metavar="URL",
+        help="also read this server's /metrics into the fleet view, sending it no load (repeat; "
+        "e.g. a disaggregated deployment's prefill pods behind the decode pod or router)",
+    )
+    g.add_argument(
         "--urls-from-prometheus",
         metavar="SELECTOR",
         help="load every target of up{SELECTOR} on --prometheus (and read the fleet from it)",
@@ -138,7 +148,16 @@ def scale_from_args(args: argparse.Namespace) -> ScaleOptions:
         prometheus=args.prometheus,
         selector=args.urls_from_prometheus,
         metrics_addr=_addr(args.metrics_port) if args.metrics_port else None,
+        scrape_urls=_scrape_urls(args, urls),
     )
+
+
+def _scrape_urls(args: argparse.Namespace, loaded: list[str]) -> tuple[str, ...]:
+    try:
+        urls = [normalise_url(u) for u in getattr(args, "scrape_urls", None) or ()]
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    return tuple(u for u in dict.fromkeys(urls) if u not in loaded)
 
 
 def _positive(value: float | None, flag: str, default: float) -> float:
@@ -214,10 +233,11 @@ def metric_source(
             ca_bundle=config.ca_bundle,
             insecure=config.insecure,
         )
-    if scale.urls:
+    if scale.urls or scale.scrape_urls:
         from infmon.sources.fleet import FleetSource
 
-        return lambda: FleetSource.from_config(config, scale.urls)
+        fleet = (*(scale.urls or (metrics_url,)), *scale.scrape_urls)
+        return lambda: FleetSource.from_config(config, fleet)
     from infmon.sources.scraper import direct_source
 
     return lambda: direct_source(config, metrics_url, gpu_metrics)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from infmon.model.base.rates import counter_increase, ratio
-from infmon.model.server.families import LoraState
+from infmon.model.server.families import LoraState, pd_role
 from infmon.model.server.histogram import Histogram, delta, window_stat
 from infmon.model.server.snapshot import (
     LATENCY_NAMES,
@@ -359,6 +359,7 @@ def _engines(w: _Window) -> tuple[EngineSnapshot, ...]:
                 prompt_tokens_per_s=per_s("prompt_tokens"),
                 generation_tokens_per_s=per_s("generation_tokens"),
                 kv_capacity_tokens=kv[0] if len(kv) == 1 else None,
+                pd_role=pd_role(g("nixl_transfers", r.counters), g("prompt_tokens", r.counters)),
             )
         )
     return tuple(out)

@@ -12,7 +12,7 @@ import pytest
 from infmon.clock import MonotonicClock
 from infmon.load.client import StreamingClient
 from infmon.load.params import ClientParams
-from infmon.model.server.families import detail_view
+from infmon.model.server.families import detail_view, pd_role
 from infmon.sim.engine import Engine, Sequence
 from infmon.sim.kvtransfer import HOST, HostTier, Link
 from infmon.sim.metrics import SimMetrics
@@ -158,3 +158,10 @@ async def test_pd_pair_prefills_on_one_pod_and_pulls_the_kv_on_the_other() -> No
     assert p.detail.pd_transfer is not None and p.detail.pd_transfer.transfers == 0
     view = detail_view(d.detail, d.waiting)
     assert view is not None and view.external_kv_share > 0.9
+
+
+def test_a_pods_role_comes_from_its_own_nixl_figures() -> None:
+    assert pd_role(None, 1000.0) is None  # no NIXL connector: not a P/D pod
+    assert pd_role(3.0, 1000.0) == "decode"  # it pulled prompts' KV
+    assert pd_role(0.0, 1000.0) == "prefill"  # it computed prompts and pulled nothing
+    assert pd_role(0.0, 0.0) is None  # no traffic yet: cannot tell

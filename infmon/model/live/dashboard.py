@@ -140,6 +140,8 @@ class EndpointRow:
     waiting: float = NAN
     kv_usage_fraction: float = NAN
     generation_tokens_per_s: float = NAN
+    role: str | None = None
+    """``prefill`` / ``decode`` in a disaggregated deployment, else None."""
 
 
 @dataclass(frozen=True, slots=True)

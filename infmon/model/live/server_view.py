@@ -61,6 +61,7 @@ def endpoint_rows(engines: tuple[EngineSnapshot, ...]) -> tuple[EndpointRow, ...
             waiting=_f(e.waiting),
             kv_usage_fraction=_f(e.kv_cache_usage),
             generation_tokens_per_s=_f(e.generation_tokens_per_s),
+            role=e.pd_role,
         )
         for e in engines[:MAX_ROWS]
     )

@@ -176,6 +176,21 @@ DETAIL_KEYS = tuple(ServerDetail().to_dict())
 
 NAN = float("nan")
 
+PREFILL = "prefill"
+DECODE = "decode"
+
+
+def pd_role(nixl_transfers: float | None, prompt_tokens: float | None) -> str | None:
+    """A pod's part in disaggregated prefill/decode, from its own page: NIXL's families are
+    there on both pods; the decode pod pulls the prompts' KV (its transfers count up), the
+    prefill pod computes prompts and pulls nothing. None: no NIXL connector, or no traffic yet
+    to tell."""
+    if nixl_transfers is None:
+        return None
+    if nixl_transfers > 0:
+        return DECODE
+    return PREFILL if prompt_tokens else None
+
 
 def _f(x: float | None) -> float:
     return NAN if x is None else x

@@ -98,6 +98,8 @@ class EngineSnapshot:
     kv_capacity_tokens: int | None = None
     gpus: tuple[str, ...] = ()
     """Indexes of the GPUs (or MIG instances) this pod runs on, from the DCGM join."""
+    pd_role: str | None = None
+    """``prefill`` or ``decode`` in a disaggregated deployment (``families.pd_role``)."""
 
     @property
     def key(self) -> str:
@@ -116,6 +118,7 @@ class EngineSnapshot:
             "generation_tokens_per_s": self.generation_tokens_per_s,
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "gpus": list(self.gpus),
+            "pd_role": self.pd_role,
         }
 
 

@@ -54,6 +54,7 @@ VLLM_V1 = BackendTable(
         "kv_offload_load_time": ("vllm:kv_offload_load_time_total",),
         "kv_offload_store_time": ("vllm:kv_offload_store_time_total",),
         "nixl_failed_transfers": ("vllm:nixl_num_failed_transfers_total",),
+        "nixl_transfers": ("vllm:nixl_xfer_time_seconds_count",),
         "est_flops": ("vllm:estimated_flops_per_gpu_total",),
         "est_read_bytes": ("vllm:estimated_read_bytes_per_gpu_total",),
         "est_write_bytes": ("vllm:estimated_write_bytes_per_gpu_total",),

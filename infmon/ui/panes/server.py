@@ -62,12 +62,19 @@ class ServerPane(Pane):
         return text
 
     def _rows(self, rows: tuple[EndpointRow, ...]) -> Text:
-        """One line per endpoint/pod: running, waiting, KV %, generation tok/s."""
+        """One line per endpoint/pod: running, waiting, KV %, generation tok/s; in a
+        disaggregated deployment each pod's role (prefill / decode) after its name."""
         muted = self.style("muted")
         width = max(8, min(28, max(len(r.name) for r in rows)))
-        out = Text(f"\n{'endpoint':<{width}} {'run':>5} {'wait':>5} {'KV':>4} {'gen/s':>7}", muted)
+        roles = any(r.role for r in rows)
+        role = f" {'role':<7}" if roles else ""
+        out = Text(
+            f"\n{'endpoint':<{width}}{role} {'run':>5} {'wait':>5} {'KV':>4} {'gen/s':>7}", muted
+        )
         for r in rows:
             out.append(f"\n{r.name[:width]:<{width}} ")
+            if roles:
+                out.append(f"{r.role or '?':<7} ", "bold" if r.role else muted)
             out.append(f"{f.num(r.running):>5} ", "bold")
             out.append(f"{f.num(r.waiting):>5} ", self.style("warning") if r.waiting else "")
             out.append(f"{f.pct(r.kv_usage_fraction):>4} ")
