@@ -145,6 +145,11 @@ prefix_queries_total  # unused variable (infmon/report/doc.py:284)
 baseline_accuracy  # unused variable (infmon/report/doc.py:330)
 imported_from  # unused variable (infmon/report/doc.py:368)
 
+# The model's TypedDict keys of a ``to_dict`` (model/server, model/steps): JSON fields read by name
+# (``infmon scrape --json``, the journal's scrapes, report.json).
+engine_sleep_state  # unused variable (infmon/model/server/families.py:76)
+late_starved  # unused variable (infmon/model/steps/ledger.py:55)
+
 # Fields read by name: a dataclass's fields serialised whole (to_dict / JSON), TOML profile keys,
 # the bench scripts' result fields.
 controller_ms_per_1k  # unused variable (bench/workers_scale.py:70)

@@ -394,7 +394,7 @@ def _result(
 ) -> dict[str, Any]:
     steps = []
     for r, server in results:
-        d = r.to_dict()
+        d: dict[str, object] = dict(r.to_dict())
         d["server_generation_tok_s"] = server.tokens_per_s
         d["server_window_s"] = server.window_s
         steps.append(d)

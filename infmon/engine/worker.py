@@ -29,7 +29,7 @@ from infmon.engine.spread import SpreadClient, SpreadError
 from infmon.load.build import build_workload
 from infmon.load.client import StreamingClient
 from infmon.load.driver import LoadDriver
-from infmon.load.feed import WorkloadError
+from infmon.load.feed import Feed, WorkloadError
 from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
 from infmon.model.steps.book import CLOSED, REPLAY
@@ -186,7 +186,7 @@ class WorkerCore:
                 msg.config.endpoint,
                 caps.stream_options,
                 caps.vllm_fields,
-                workload=workload.info() if hasattr(workload, "info") else None,
+                workload=workload.info() if isinstance(workload, Feed) else None,
                 per_request_metrics=caps.per_request_metrics,
             )
         )

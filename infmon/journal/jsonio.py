@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from infmon.journal.safefile import write_text_atomic
 
 
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "to_dict"):
+@runtime_checkable
+class ToDict(Protocol):
+    """A value object that says itself as JSON (``ServerSnapshot``, ``StepResult`` …)."""
+
+    def to_dict(self) -> Mapping[str, object]: ...
+
+
+def _json_default(obj: object) -> object:
+    if isinstance(obj, ToDict):
         return obj.to_dict()
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
@@ -31,16 +39,16 @@ def null_nonfinite(value: Any) -> Any:
     return value
 
 
-def dumps(obj: Any) -> str:
+def dumps(obj: object) -> str:
     """One compact JSON line (NaN → null, objects with ``to_dict`` expanded)."""
-    if hasattr(obj, "to_dict") and not isinstance(obj, dict):
+    if isinstance(obj, ToDict) and not isinstance(obj, dict):
         obj = obj.to_dict()
     return json.dumps(
         null_nonfinite(obj), separators=(",", ":"), default=_json_default, allow_nan=False
     )
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def write_json_atomic(path: Path, obj: object) -> None:
     """Strict JSON written safely (``safefile``: a fresh temporary name, renamed in)."""
     text = json.dumps(null_nonfinite(obj), indent=2, default=_json_default, allow_nan=False)
     write_text_atomic(path, text + "\n")

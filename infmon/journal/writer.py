@@ -50,7 +50,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,7 @@ from infmon.journal.store import (
 )
 from infmon.model.base.sanitize import redact_url
 from infmon.model.records.request import RequestRecord
+from infmon.model.server.snapshot import ServerSnapshot
 
 _MAX_BUFFERED = 20_000
 _RETRY_MAX_S = 30.0
@@ -168,11 +169,16 @@ class JournalWriter:
         if full:
             self.flush()
 
-    def write_scrape(self, snapshot: Any, raw_page: str | bytes | None = None) -> None:
-        """A ``ServerSnapshot`` (anything with ``to_dict()``) or a plain dict, bounded and
-        deduplicated (``infmon.journal.scrapes``); ``raw_page`` is the ``/metrics`` text."""
-        snap = snapshot.to_dict() if hasattr(snapshot, "to_dict") else dict(snapshot)
-        snap = {k: v for k, v in snap.items() if v not in (None, {}, [], ())}
+    def write_scrape(
+        self, snapshot: ServerSnapshot | Mapping[str, object], raw_page: str | bytes | None = None
+    ) -> None:
+        """A ``ServerSnapshot`` or its keys as a mapping (an imported or synthetic scrape),
+        bounded and deduplicated (``infmon.journal.scrapes``); ``raw_page`` is the ``/metrics``
+        text."""
+        whole: Mapping[str, object] = (
+            snapshot.to_dict() if isinstance(snapshot, ServerSnapshot) else snapshot
+        )
+        snap = {k: v for k, v in whole.items() if v not in (None, {}, [], ())}
         t = snap.get("timestamp_s", snap.get("t"))
         t = float(t) if isinstance(t, (int, float)) else self.clock.now()
         with self._lock:

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from infmon.model.base.jsontypes import JSON
+from infmon.model.server.gpu_steps import StepGpuInfo
+from infmon.model.steps.ledger import StepResultEntry
 from infmon.report.perreq import PerRequestPart
 from infmon.report.server_detail import ServerDetailPart
 
@@ -26,7 +29,7 @@ JournalLine = dict[str, Any]
 """An event or scrape as ``SessionReader`` yields it (``{"t", "kind", ...}``, ``{"t", "snap"}``),
 or a payload inside one: the journal's own format, whose fields vary with the kind and the
 infmon that wrote it; the report reads it by name and checks each value it uses."""
-RecordedConfig = dict[str, Any]
+RecordedConfig = dict[str, JSON]
 """The session's recorded configuration (``Config.to_public_dict``), carried through: its
 values' types are ``infmon.config``'s and the report reads only a few by name."""
 
@@ -118,40 +121,6 @@ class MemoryBudget(TypedDict):
     kv_capacity_seqs: int | None
 
 
-class Latency(TypedDict, total=False):
-    """One latency of a step in milliseconds (``Distribution.to_ms_dict``)."""
-
-    mean: float | None
-    p50: float | None
-    p90: float | None
-    p95: float | None
-    p99: float | None
-    max: float | None
-
-
-class PromptLengths(TypedDict, total=False):
-    """Prompt tokens asked for against those the server counted (``PromptTokens.to_dict``)."""
-
-    count: int
-    requested_mean: float | None
-    counted_mean: float | None
-    counted_p50: float | None
-    counted_p99: float | None
-    mismatch: float | None
-
-
-class ServerEvidenceInfo(TypedDict, total=False):
-    """The server's side of a step for the knee rule (``ServerEvidence.to_dict``)."""
-
-    samples: int
-    running_p50: float | None
-    running_max: float | None
-    waiting_p50: float | None
-    kv_usage_max: float | None
-    preemptions: float | None
-    generation_tokens_per_s: float | None
-
-
 class ServerWindow(TypedDict, total=False):
     """Mean and max of the server timeline over a step (``ServerSeries.window``)."""
 
@@ -173,36 +142,6 @@ class ServerWindow(TypedDict, total=False):
     prefix_hit_rate: float | None
 
 
-class GpuHolder(TypedDict):
-    name: str
-    kind: str
-    mem_gib_max: float | None
-    sm_percent_mean: float | None
-
-
-class StepGpuInfo(TypedDict):
-    """One GPU over one step (``StepGpu.to_dict``)."""
-
-    key: str
-    label: str
-    name: str | None
-    serving: bool
-    scrapes: int
-    activity_mean: float | None
-    activity_max: float | None
-    activity_kind: str
-    dram_mean: float | None
-    dram_kind: str
-    power_w_mean: float | None
-    power_limit_w: float | None
-    mem_used_gib_max: float | None
-    mem_total_gib: float | None
-    sm_clock_mhz_min: float | None
-    sm_clock_peak_mhz: float | None
-    throttle: list[str]
-    others: list[GpuHolder]
-
-
 class StepEfficiencyInfo(TypedDict):
     """Output tokens per joule of the step's serving GPUs (``Efficiency.to_dict``)."""
 
@@ -212,49 +151,10 @@ class StepEfficiencyInfo(TypedDict):
     gpus: int
 
 
-class StepEntry(TypedDict, total=False):
+class StepEntry(StepResultEntry, total=False):
     """One ``steps[]`` entry: ``StepResult.to_dict`` (the bench's own), where it sat in the
     session, and the server's and GPUs' figures over its time."""
 
-    concurrency: int | None
-    """Absent for a rate step; a vLLM bench result without ``max_concurrency`` has None."""
-    rate: float
-    duration_s: float | None
-    completed: int
-    failed: int
-    cancelled: int
-    warmup_excluded: int
-    output_tokens: int
-    prompt_tokens: int | None
-    output_throughput_tok_s: float | None
-    total_throughput_tok_s: float | None
-    request_throughput_req_s: float | None
-    goodput_req_s: float | None
-    slo_attainment: float | None
-    error_rate: float | None
-    errors_by_kind: dict[str, int]
-    ttft_ms: Latency
-    tpot_ms: Latency
-    itl_ms: Latency
-    e2el_ms: Latency
-    tokens_estimated: bool
-    achieved_concurrency: float | None
-    loop_lag_p99_ms: float | None
-    client_limited: bool
-    client_notes: list[str]
-    client_late: bool
-    prompt_lengths: PromptLengths
-    send_lateness_p99_ms: float | None
-    step: int
-    level: str
-    origin: str
-    revisit_of: int | None
-    start_s: float
-    end_s: float | None
-    measured_s: float
-    eligible: bool
-    settled: bool
-    server_evidence: ServerEvidenceInfo | None
     complete: bool
     """False for a step the session never ended (a killed run)."""
     server: ServerWindow

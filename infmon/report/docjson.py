@@ -4,11 +4,13 @@ live baseline and ``bench --baseline``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from infmon.journal.jsonio import null_nonfinite, write_json_atomic
-from infmon.report.doc import BENCH_SCHEMA, SCHEMA, GpuPart, ReportDoc, StepEntry
+from infmon.model.base.jsontypes import JSON
+from infmon.report.doc import BENCH_SCHEMA, SCHEMA, ReportDoc, StepEntry
 
 
 class ReportFormatError(ValueError):
@@ -55,16 +57,17 @@ def parse_report(raw: object, source: str) -> ReportDoc:
     return _document(raw, steps, is_report=schema == SCHEMA)
 
 
-def _obj(raw: dict[str, Any], key: str) -> Any:
+def _obj(raw: Mapping[str, JSON], key: str) -> JSON:
     """``raw[key]`` (parsed JSON, an object when present), or {} when absent or null."""
     return raw.get(key) or {}
 
 
-def _document(raw: dict[str, Any], steps: list[StepEntry], is_report: bool) -> ReportDoc:
-    """The checked JSON as the document (``raw`` is parsed JSON: its values are whatever the
-    file held, their containers checked by ``parse_report``)."""
-    gpu: GpuPart = {"gpu": raw["gpu"]} if isinstance(raw.get("gpu"), dict) else {}
-    return {
+def _document(raw: Mapping[str, JSON], steps: list[StepEntry], is_report: bool) -> ReportDoc:
+    """The checked JSON as the document. ``raw`` is parsed JSON: its values are whatever the
+    file held, their containers checked by ``parse_report``; that check is all the cast at the
+    end stands on (the readers of a loaded run ``.get`` each value and check its type)."""
+    gpu = {"gpu": raw["gpu"]} if isinstance(raw.get("gpu"), dict) else {}
+    doc: dict[str, object] = {
         "schema": raw["schema"],
         "session": _obj(raw, "session"),
         "target": _obj(raw, "target"),
@@ -83,3 +86,4 @@ def _document(raw: dict[str, Any], steps: list[StepEntry], is_report: bool) -> R
         **gpu,
         "caveats": raw.get("caveats") or [],
     }
+    return cast(ReportDoc, doc)

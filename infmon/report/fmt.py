@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from infmon.model.records.measures import PromptLengths
 from infmon.model.steps.book import RATE, REPLAY
-from infmon.report.doc import EventMark, MemoryBudget, PromptLengths, ReportDoc, StepEntry
+from infmon.report.doc import EventMark, MemoryBudget, ReportDoc, StepEntry
 
 DASH = "—"
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import cast
 
 from infmon.model.server.efficiency import step_efficiency
-from infmon.model.server.gpu_steps import GpuTimeline, StepGpu, step_lines
+from infmon.model.server.gpu_steps import GpuTimeline, StepGpuInfo, step_lines
 from infmon.report import svg
 from infmon.report.diagnosis import as_number, step_label
 from infmon.report.doc import (
@@ -23,7 +23,6 @@ from infmon.report.doc import (
     ReportDoc,
     StepEfficiencyInfo,
     StepEntry,
-    StepGpuInfo,
 )
 from infmon.report.fmt import DASH, concurrency_axis, num, pct
 
@@ -60,7 +59,7 @@ def attach(steps: list[StepEntry], timeline: GpuTimeline) -> tuple[list[str], Gp
         if start is None or end is None:
             continue
         gpus = timeline.step(start, end)
-        step["gpu"] = [_figures(g) for g in gpus]
+        step["gpu"] = [g.to_dict() for g in gpus]
         tok_s = as_number(step.get("output_throughput_tok_s"))
         eff = step_efficiency([(g.row.power_w, g.row.serving) for g in gpus], tok_s or math.nan)
         if eff is not None:
@@ -74,12 +73,6 @@ def attach(steps: list[StepEntry], timeline: GpuTimeline) -> tuple[list[str], Gp
         if ttft is not None:
             low = ttft if low is None else min(low, ttft)
     return _summary(lines), {"gpu": {"gpus": _gpus(timeline), "timeline": _points(timeline)}}
-
-
-def _figures(g: StepGpu) -> StepGpuInfo:
-    """``StepGpu.to_dict()``, whose keys and value types are StepGpuInfo's (model/ returns it
-    as a plain dict: it names no report type)."""
-    return cast(StepGpuInfo, g.to_dict())
 
 
 def _summary(lines: list[str]) -> list[str]:

@@ -27,10 +27,11 @@ from infmon.model.base.sanitize import clean
 from infmon.model.compare.baseline import Reference, RunFacts
 from infmon.model.compare.run_levels import LevelBuilder, LevelSample, by_level
 from infmon.model.records.columns import RecordColumns
+from infmon.model.records.measures import Latency
 from infmon.model.steps.book import CLOSED, RATE, Level, StepBook, StepEvent, StepSpan
 from infmon.model.steps.evidence import ServerEvidence
 from infmon.model.steps.kv_fill import max_num_seqs_seen
-from infmon.report.doc import SCHEMA, Latency, ReportDoc, StepEntry
+from infmon.report.doc import SCHEMA, ReportDoc, StepEntry
 from infmon.report.docjson import ReportFormatError, json_ready, parse_report
 from infmon.report.steps import step_events
 from infmon.report.stepstats import parse_slo

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
-from typing import Any, cast
+from collections.abc import Iterable, Mapping
+from typing import cast
 
+from infmon.model.base.jsontypes import JSON
 from infmon.model.steps.kv_fill import kv_fill_concurrency, sequence_tokens
 from infmon.report.doc import JournalLine, MemoryBudget, ServerConfig, ServerPoint, ServerWindow
 
@@ -26,7 +27,7 @@ CONFIG_KEYS = (
 def server_config(scrapes: Iterable[JournalLine]) -> ServerConfig:
     """The latest known value of each configuration field across the scrapes (journal lines
     ``{"t", "snap"}``, the snapshot as ``ServerSnapshot.to_dict()`` wrote it)."""
-    cfg: dict[str, Any] = {}  # CONFIG_KEYS with the snapshot's values: ServerConfig's own
+    cfg: dict[str, JSON] = {}  # CONFIG_KEYS with the snapshot's values: ServerConfig's own
     restarts = 0
     for s in scrapes:
         snap = s.get("snap") or {}
@@ -38,8 +39,8 @@ def server_config(scrapes: Iterable[JournalLine]) -> ServerConfig:
         per_pos = spec.get("acceptance_per_position") or []
         if per_pos:
             cfg["spec_decode_positions"] = len(per_pos)
-    cache = cfg.get("cache_config") or {}
-    if "cache_dtype" in cache:
+    cache = cfg.get("cache_config")
+    if isinstance(cache, Mapping) and "cache_dtype" in cache:
         cfg["cache_dtype"] = cache["cache_dtype"]
     cfg["restarts_seen"] = restarts
     return cast(ServerConfig, cfg)

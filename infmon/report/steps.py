@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import cast
 
 import numpy as np
 
@@ -96,9 +95,6 @@ class ReportSteps:
             s = r.stats
             if s.duration_s <= 0 and not (s.completed or s.failed or s.cancelled):
                 continue
-            # ``StepResult.to_dict`` writes StepEntry's keys with its value types (model/ returns
-            # a plain dict: it knows no report type); the report adds ``complete``.
-            d = cast(StepEntry, r.to_dict(origin_s))
-            d["complete"] = r.index not in unfinished
+            d: StepEntry = {**r.to_dict(origin_s), "complete": r.index not in unfinished}
             out.append(d)
         return out

@@ -45,7 +45,8 @@ def step_entry(
         achieved_concurrency=rec.get("achieved_concurrency"),
         loop_lag_p99_s=lag_ms / 1e3 if isinstance(lag_ms, (int, float)) else math.nan,
     )
-    return cast(StepEntry, stats.to_dict())  # StepStats writes StepEntry's keys and types
+    entry: StepEntry = {**stats.to_dict()}
+    return entry
 
 
 def parse_slo(value: object) -> SLO | None:

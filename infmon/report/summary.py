@@ -19,6 +19,7 @@ import numpy as np
 
 from infmon.config import DEFAULT_LABEL
 from infmon.journal.reader import SessionReader
+from infmon.model.base.jsontypes import JSON
 from infmon.model.records.columns import MISSING, RecordColumns
 from infmon.model.server.gpu_steps import GpuTimeline
 from infmon.report import diagnosis, gpu, perreq, server_detail, stepstats
@@ -104,15 +105,20 @@ def _marks(events: list[JournalLine], origin_s: float) -> list[EventMark]:
     return out[-500:]
 
 
+def _text(value: JSON) -> str | None:
+    """A recorded configuration's text field (None when absent or not text)."""
+    return value if isinstance(value, str) else None
+
+
 def _target(
     config: RecordedConfig, events: list[JournalLine], reader: SessionReader | None = None
 ) -> TargetInfo:
     """URL, model and endpoint: the resolved ones (``target`` event) over the configured ones;
     with several endpoints, ``url`` names them all and ``endpoints`` counts each one's requests."""
     out: TargetInfo = {
-        "url": config.get("url"),
-        "model": config.get("model"),
-        "endpoint": config.get("endpoint"),
+        "url": _text(config.get("url")),
+        "model": _text(config.get("model")),
+        "endpoint": _text(config.get("endpoint")),
     }
     urls: list[str] = []
     for e in events:

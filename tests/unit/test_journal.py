@@ -16,6 +16,7 @@ from infmon.journal import JournalWriter, SessionReader
 from infmon.journal.codec import decode_record, encode_record
 from infmon.journal.redact import REDACTED, redact
 from infmon.model.records.request import RequestRecord
+from infmon.model.server.snapshot import ServerSnapshot
 
 
 def _rec(i: int, **kw) -> RequestRecord:
@@ -214,15 +215,15 @@ def test_background_flush_without_close(tmp_path):
         j.write_record(_rec(8))
 
 
-def test_scrape_accepts_objects_with_to_dict(tmp_path):
-    class Snap:
-        def to_dict(self):
-            return {"timestamp_s": 3.5, "waiting": 0, "backend": None}
-
+def test_a_scrape_is_a_snapshot_or_its_keys_without_the_empty_ones(tmp_path):
     with JournalWriter(tmp_path, autoflush=False) as j:
-        j.write_scrape(Snap())
-    [s] = list(SessionReader(tmp_path).iter_scrapes())
-    assert s["t"] == 3.5 and s["snap"] == {"timestamp_s": 3.5, "waiting": 0}
+        j.write_scrape(ServerSnapshot(timestamp_s=3.5, waiting=0.0))
+        j.write_scrape({"timestamp_s": 4.5, "waiting": 0, "backend": None, "models": []})
+    first, second = SessionReader(tmp_path).iter_scrapes()
+    assert first["t"] == 3.5 and first["snap"]["waiting"] == 0
+    assert first["snap"]["state"] == "ok" and "backend" not in first["snap"]
+    assert "models" not in first["snap"] and "engines" not in first["snap"]
+    assert second["t"] == 4.5 and second["snap"] == {"timestamp_s": 4.5, "waiting": 0}
 
 
 def test_a_killed_writer_loses_only_what_was_not_flushed(tmp_path):

@@ -5,6 +5,7 @@ that is not one is refused with its reason."""
 
 from __future__ import annotations
 
+import collections.abc
 import json
 import types
 import typing
@@ -15,6 +16,7 @@ import pytest
 
 from infmon.journal import JournalWriter
 from infmon.load.feed import WorkloadInfo as Workload
+from infmon.model.base.jsontypes import JSON
 from infmon.report import build_summary, write_reports
 from infmon.report.doc import (
     SCHEMA,
@@ -40,7 +42,7 @@ CONDITIONAL = {
     ReportDoc: {"gpu", "imported_from", "per_request", "server_detail"},
     SessionInfo: {"journal", "reports_dir"},
     TargetInfo: {"endpoints"},
-    StepEntry: {"concurrency", "rate", "gpu", "efficiency"},
+    StepEntry: {"concurrency", "rate", "transition", "gpu", "efficiency"},
     QualityInfo: {"baseline", "compared", "length_ratio", "first_divergence", "baseline_accuracy"},
 }
 """Keys written only in some sessions (GPU data, several endpoints, a rate step…)."""
@@ -58,11 +60,13 @@ def type_errors(value: object, tp: Any, where: str = "doc", complete: bool = Tru
     with ``complete``, a TypedDict's keys not in ``CONDITIONAL`` must all be present."""
     if tp is Any or tp is object:
         return []
+    if isinstance(tp, typing.ForwardRef) and tp.__forward_arg__ == "JSON":
+        tp = JSON  # the JSON value type's own recursion (infmon.model.base.jsontypes)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         found = [type_errors(value, a, where, complete) for a in args]
         return [] if any(not f for f in found) else min(found, key=len)
-    if origin is list:
+    if origin in (list, collections.abc.Sequence):
         if not isinstance(value, list):
             return [f"{where}: {type(value).__name__}, not a list"]
         return [
@@ -70,7 +74,7 @@ def type_errors(value: object, tp: Any, where: str = "doc", complete: bool = Tru
             for i, v in enumerate(value)
             for e in type_errors(v, args[0], f"{where}[{i}]", complete)
         ]
-    if origin is dict:
+    if origin in (dict, collections.abc.Mapping):
         if not isinstance(value, dict):
             return [f"{where}: {type(value).__name__}, not a dict"]
         return [
@@ -143,7 +147,7 @@ def test_the_written_document_has_every_typed_key_with_its_type(session):
     assert doc["workload"]["seed"] == 7 and doc["quality"] and doc["memory_budget"]
     assert type_errors(doc, ReportDoc) == []
     assert set(doc) == ReportDoc.__required_keys__
-    optional = {"rate", "gpu", "efficiency"}
+    optional = {"rate", "transition", "gpu", "efficiency"}
     assert set(doc["steps"][0]) == set(typing.get_type_hints(StepEntry)) - optional
 
 

@@ -1,1 +1,2 @@
-"""The bottom of model: the sanitiser, latency units, counter rates, mergeable histograms."""
+"""The bottom of model: the sanitiser, latency units, counter rates, mergeable histograms, the
+JSON value type."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from infmon.model.compare.baseline import BaselineView, LevelComparison, SpecLevel
 from infmon.model.live.anatomy_live import AnatomyView
@@ -190,7 +189,6 @@ class StepPoint:
     level: float
     held_s: float
     output_tokens_per_s: float
-    p50_e2el_s: float
     p90_e2el_s: float
     p90_ttft_s: float
     completed: int
@@ -211,16 +209,6 @@ class StepPoint:
     def meets_slo(self) -> bool | None:
         """By the bench's rule (``infmon.model.steps.knee.SLO_ATTAINMENT``); None when unknown."""
         return None if math.isnan(self.slo_attainment) else self.slo_attainment >= SLO_ATTAINMENT
-
-    def to_dict(self) -> dict[str, Any]:
-        """The step under the bench JSON's key names: what ``infmon.model.steps.knee`` reads."""
-        return {
-            "concurrency" if self.mode == CLOSED else "rate": self.level,
-            "output_throughput_tok_s": self.output_tokens_per_s,
-            "e2el_ms": {"p50": self.p50_e2el_s * 1e3, "p90": self.p90_e2el_s * 1e3},
-            "slo_attainment": self.slo_attainment,
-            "completed": self.completed,
-        }
 
 
 @dataclass(frozen=True, slots=True)

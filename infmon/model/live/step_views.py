@@ -38,7 +38,6 @@ def step_point(r: StepResult, now: float) -> StepPoint:
         level=r.span.level.value,
         held_s=r.span.held_s(now),
         output_tokens_per_s=s.output_throughput_tok_s,
-        p50_e2el_s=s.e2el.p50,
         p90_e2el_s=s.e2el.p90,
         p90_ttft_s=s.ttft.p90,
         completed=s.completed,

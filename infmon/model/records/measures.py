@@ -9,6 +9,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
@@ -39,6 +40,28 @@ class SLO:
         return {"ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2el_s": self.e2el_s}
 
 
+class Latency(TypedDict, total=False):
+    """One latency of a step in milliseconds (``Distribution.to_ms_dict``)."""
+
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+
+
+class PromptLengths(TypedDict, total=False):
+    """Prompt tokens asked for against those the server counted (``PromptTokens.to_dict``)."""
+
+    count: int
+    requested_mean: float | None
+    counted_mean: float | None
+    counted_p50: float | None
+    counted_p99: float | None
+    mismatch: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class Distribution:
     """Summary of one latency in seconds."""
@@ -62,9 +85,18 @@ class Distribution:
         p = np.percentile(a, PERCENTILES, overwrite_input=True)  # ``a`` is our copy (a mask)
         return cls(int(a.size), mean, float(p[0]), float(p[1]), float(p[2]), float(p[3]), top)
 
-    def to_ms_dict(self) -> dict[str, float | None]:
-        keys = ("mean", "p50", "p90", "p95", "p99", "max")
-        return {k: _json_num(getattr(self, k) * 1e3) for k in keys}
+    def to_ms_dict(self) -> Latency:
+        def ms(x: float) -> float | None:
+            return _json_num(x * 1e3)
+
+        return {
+            "mean": ms(self.mean),
+            "p50": ms(self.p50),
+            "p90": ms(self.p90),
+            "p95": ms(self.p95),
+            "p99": ms(self.p99),
+            "max": ms(self.max),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +139,7 @@ class PromptTokens:
             return math.nan
         return (self.counted_mean - self.requested_mean) / self.requested_mean
 
-    def to_dict(self) -> dict[str, float | int | None]:
+    def to_dict(self) -> PromptLengths:
         return {
             "count": self.count,
             "requested_mean": _json_num(self.requested_mean),

@@ -17,7 +17,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -27,6 +27,8 @@ from infmon.model.records.measures import (
     NO_PROMPT_LENGTHS,
     SLO,
     Distribution,
+    Latency,
+    PromptLengths,
     PromptTokens,
     _json_num,
     pooled_itl_s,
@@ -41,6 +43,41 @@ SEND_LATE_LIMIT_S = 0.005
 """Trace/schedule sends later than this at p99: the replay's timing is off."""
 PROMPT_MISMATCH_FRACTION = 0.02
 """Server-counted prompt tokens off the requested ones by more than this: a diagnosis line."""
+
+
+class StepStatsEntry(TypedDict, total=False):
+    """``StepStats.to_dict()``: a ``steps[]`` entry's figures (``infmon bench --json``, the
+    report), numbers null when missing; ``concurrency`` or ``rate`` names the level (a vLLM
+    bench result without ``max_concurrency`` has a null ``concurrency``)."""
+
+    concurrency: int | None
+    rate: float
+    duration_s: float | None
+    completed: int
+    failed: int
+    cancelled: int
+    warmup_excluded: int
+    output_tokens: int
+    prompt_tokens: int | None
+    output_throughput_tok_s: float | None
+    total_throughput_tok_s: float | None
+    request_throughput_req_s: float | None
+    goodput_req_s: float | None
+    slo_attainment: float | None
+    error_rate: float | None
+    errors_by_kind: dict[str, int]
+    ttft_ms: Latency
+    tpot_ms: Latency
+    itl_ms: Latency
+    e2el_ms: Latency
+    tokens_estimated: bool
+    achieved_concurrency: float | None
+    loop_lag_p99_ms: float | None
+    client_limited: bool
+    client_notes: list[str]
+    client_late: bool
+    prompt_lengths: PromptLengths
+    send_lateness_p99_ms: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,41 +124,41 @@ class StepStats:
         for a CPU): the step's latencies carry the client's delay, its deltas are not tested."""
         return self.loop_lag_p99_s > CLIENT_LAG_LIMIT_S or self.late_cause.starved
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {}
+    def to_dict(self) -> StepStatsEntry:
+        d: StepStatsEntry = {}
         if self.concurrency is not None:
             d["concurrency"] = self.concurrency
         if self.rate is not None:
             d["rate"] = self.rate
-        d.update(
-            duration_s=_json_num(self.duration_s),
-            completed=self.completed,
-            failed=self.failed,
-            cancelled=self.cancelled,
-            warmup_excluded=self.warmup_excluded,
-            output_tokens=self.output_tokens,
-            prompt_tokens=self.prompt_tokens,
-            output_throughput_tok_s=_json_num(self.output_throughput_tok_s),
-            total_throughput_tok_s=_json_num(self.total_throughput_tok_s),
-            request_throughput_req_s=_json_num(self.request_throughput_req_s),
-            goodput_req_s=_json_num(self.goodput_req_s),
-            slo_attainment=_json_num(self.slo_attainment),
-            error_rate=_json_num(self.error_rate),
-            errors_by_kind=dict(self.errors_by_kind),
-            ttft_ms=self.ttft.to_ms_dict(),
-            tpot_ms=self.tpot.to_ms_dict(),
-            itl_ms=self.itl.to_ms_dict(),
-            e2el_ms=self.e2el.to_ms_dict(),
-            tokens_estimated=self.tokens_estimated,
-            achieved_concurrency=_json_num(self.achieved_concurrency),
-            loop_lag_p99_ms=_json_num(self.loop_lag_p99_s * 1e3),
-            client_limited=self.client_limited,
-            client_notes=list(self.client_notes),
-            client_late=self.client_late,
-            prompt_lengths=self.prompt_lengths.to_dict(),
-            send_lateness_p99_ms=_json_num(self.send_lateness_p99_s * 1e3),
-        )
-        return d
+        return {
+            **d,
+            "duration_s": _json_num(self.duration_s),
+            "completed": self.completed,
+            "failed": self.failed,
+            "cancelled": self.cancelled,
+            "warmup_excluded": self.warmup_excluded,
+            "output_tokens": self.output_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "output_throughput_tok_s": _json_num(self.output_throughput_tok_s),
+            "total_throughput_tok_s": _json_num(self.total_throughput_tok_s),
+            "request_throughput_req_s": _json_num(self.request_throughput_req_s),
+            "goodput_req_s": _json_num(self.goodput_req_s),
+            "slo_attainment": _json_num(self.slo_attainment),
+            "error_rate": _json_num(self.error_rate),
+            "errors_by_kind": dict(self.errors_by_kind),
+            "ttft_ms": self.ttft.to_ms_dict(),
+            "tpot_ms": self.tpot.to_ms_dict(),
+            "itl_ms": self.itl.to_ms_dict(),
+            "e2el_ms": self.e2el.to_ms_dict(),
+            "tokens_estimated": self.tokens_estimated,
+            "achieved_concurrency": _json_num(self.achieved_concurrency),
+            "loop_lag_p99_ms": _json_num(self.loop_lag_p99_s * 1e3),
+            "client_limited": self.client_limited,
+            "client_notes": list(self.client_notes),
+            "client_late": self.client_late,
+            "prompt_lengths": self.prompt_lengths.to_dict(),
+            "send_lateness_p99_ms": _json_num(self.send_lateness_p99_s * 1e3),
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,61 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 LOCAL_COMPUTE = "local_compute"
 LOCAL_CACHE_HIT = "local_cache_hit"
 EXTERNAL_KV = "external_kv_transfer"
+
+
+class KvOffloadDict(TypedDict):
+    load_bytes_total: float | None
+    store_bytes_total: float | None
+    load_time_s_total: float | None
+    store_time_s_total: float | None
+    load_bytes_per_s: float | None
+    store_bytes_per_s: float | None
+    load_time_fraction: float | None
+
+
+class PdTransferDict(TypedDict):
+    transfers: float | None
+    xfer_time_mean_s: float | None
+    xfer_time_p90_s: float | None
+    bytes_mean: float | None
+    bytes_total: float | None
+    failed_total: float | None
+
+
+class LoraDict(TypedDict):
+    max_lora: int | None
+    running: list[str]
+    waiting: list[str]
+
+
+class EstimatesDict(TypedDict):
+    flops_total: float | None
+    read_bytes_total: float | None
+    write_bytes_total: float | None
+    flops_per_s: float | None
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+
+
+class ServerDetailDict(TypedDict):
+    """``ServerDetail.to_dict()``: the keys of ``infmon scrape --json`` it adds."""
+
+    waiting_by_reason: dict[str, float] | None
+    prompt_tokens_by_source_total: dict[str, float] | None
+    prompt_tokens_by_source_window: dict[str, float] | None
+    prompt_tokens_cached_total: float | None
+    prompt_tokens_cached_by_source_total: dict[str, float] | None
+    admission_rejections_total: dict[str, float] | None
+    engine_sleep_state: str | None
+    kv_offload: KvOffloadDict | None
+    pd_transfer: PdTransferDict | None
+    lora: LoraDict | None
+    estimates: EstimatesDict | None
 
 
 def _share(part: float | None, whole: float | None) -> float | None:
@@ -47,7 +97,7 @@ class KvOffload:
     load_time_fraction: float | None = None
     """Seconds spent loading per second of the window (0.18: 18% of the time)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> KvOffloadDict:
         return {
             "load_bytes_total": self.load_bytes_total,
             "store_bytes_total": self.store_bytes_total,
@@ -71,7 +121,7 @@ class PdTransfer:
     bytes_total: float | None = None
     failed_total: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PdTransferDict:
         return {
             "transfers": self.transfers,
             "xfer_time_mean_s": self.xfer_time_mean_s,
@@ -88,7 +138,7 @@ class LoraState:
     running: tuple[str, ...] = ()
     waiting: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LoraDict:
         return {
             "max_lora": self.max_lora,
             "running": list(self.running),
@@ -111,7 +161,7 @@ class Estimates:
         """Achieved over peak FLOP/s (peak from the GPU profile); None when either is unknown."""
         return _share(self.flops_per_s, peak_flops)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EstimatesDict:
         return {
             "flops_total": self.flops_total,
             "read_bytes_total": self.read_bytes_total,
@@ -149,7 +199,7 @@ class ServerDetail:
     def asleep(self) -> bool:
         return self.sleep_state is not None and self.sleep_state != "awake"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ServerDetailDict:
         """The keys of ``infmon scrape --json`` (null when the page lacks the family)."""
 
         def d(m: Mapping[str, float]) -> dict[str, float] | None:

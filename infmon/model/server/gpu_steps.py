@@ -16,7 +16,7 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from infmon.model.base.units import latency_text
 from infmon.model.server.gpu_state import GpuRow, GpuState, HolderView
@@ -33,6 +33,36 @@ def _json(x: float, digits: int = 4) -> float | None:
     return None if math.isnan(x) else round(x, digits)
 
 
+class GpuHolder(TypedDict):
+    name: str
+    kind: str
+    mem_gib_max: float | None
+    sm_percent_mean: float | None
+
+
+class StepGpuInfo(TypedDict):
+    """One GPU over one step (``StepGpu.to_dict``): a step's ``gpu`` in report.json."""
+
+    key: str
+    label: str
+    name: str | None
+    serving: bool
+    scrapes: int
+    activity_mean: float | None
+    activity_max: float | None
+    activity_kind: str
+    dram_mean: float | None
+    dram_kind: str
+    power_w_mean: float | None
+    power_limit_w: float | None
+    mem_used_gib_max: float | None
+    mem_total_gib: float | None
+    sm_clock_mhz_min: float | None
+    sm_clock_peak_mhz: float | None
+    throttle: list[str]
+    others: list[GpuHolder]
+
+
 @dataclass(frozen=True, slots=True)
 class StepGpu:
     """One GPU (or MIG instance) over one step's time."""
@@ -43,7 +73,7 @@ class StepGpu:
     scrapes: int
     activity_max: float = NAN
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StepGpuInfo:
         r = self.row
         return {
             "key": r.key,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
-from infmon.model.server.families import ServerDetail
+from infmon.model.server.families import ServerDetail, ServerDetailDict
 
 SCHEMA_VERSION = 1
 """Bumped whenever a key of ``ServerSnapshot.to_dict()`` changes meaning or disappears."""
@@ -33,6 +33,123 @@ class SourceState:
     """The server answers but has no ``/metrics`` (404): not an error, nothing to show."""
 
 
+class WindowStatDict(TypedDict):
+    count: float | None
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class SpecDecodeDict(TypedDict):
+    drafts_total: float | None
+    draft_tokens_total: float | None
+    accepted_tokens_total: float | None
+    acceptance_rate: float | None
+    mean_acceptance_length: float | None
+    accepted_per_position_total: list[float]
+    acceptance_per_position: list[float]
+
+
+class EngineDict(TypedDict):
+    labels: dict[str, str]
+    running: float | None
+    waiting: float | None
+    kv_cache_usage: float | None
+    prompt_tokens_total: float | None
+    generation_tokens_total: float | None
+    preemptions_total: float | None
+    prompt_tokens_per_s: float | None
+    generation_tokens_per_s: float | None
+    kv_capacity_tokens: int | None
+    gpus: list[str]
+
+
+class GpuProcessDict(TypedDict):
+    name: str
+    kind: str
+    pid: int | None
+    namespace: str | None
+    container: str | None
+    mem_used_mib: float | None
+    sm_percent: float | None
+
+
+class GpuDict(TypedDict):
+    """``GpuSnapshot.to_dict()``: its numbers are ``GPU_NUMBERS``, in that order."""
+
+    source: str
+    index: str
+    name: str | None
+    uuid: str | None
+    hostname: str | None
+    mig_profile: str | None
+    util_percent: float | None
+    engine_active: float | None
+    sm_active: float | None
+    dram_active: float | None
+    tensor_active: float | None
+    mem_copy_util_percent: float | None
+    mem_used_mib: float | None
+    mem_free_mib: float | None
+    mem_reserved_mib: float | None
+    mem_total_mib: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock_mhz: float | None
+    sm_clock_max_mhz: float | None
+    temp_c: float | None
+    mem_temp_c: float | None
+    power_violation_us: float | None
+    thermal_violation_us: float | None
+    throttle_reasons: list[str] | None
+    processes: list[GpuProcessDict]
+    labels: dict[str, str]
+
+
+class ServerSnapshotDict(ServerDetailDict):
+    """``ServerSnapshot.to_dict()``: the keys of ``infmon scrape --json`` (and the journal's
+    scrapes), ``ServerDetail``'s after its own."""
+
+    timestamp_s: float
+    backend: str | None
+    backend_version: str | None
+    schema_version: int
+    state: str
+    error_kind: str | None
+    error_message: str | None
+    server_restarted: bool
+    window_s: float | None
+    models: list[str]
+    running: float | None
+    waiting: float | None
+    kv_cache_usage: float | None
+    prefix_cache_hit_rate: float | None
+    prefix_cache_hits_total: float | None
+    prefix_cache_queries_total: float | None
+    preemptions_total: float | None
+    preemptions_per_s: float | None
+    prompt_tokens_total: float | None
+    generation_tokens_total: float | None
+    prompt_tokens_per_s: float | None
+    generation_tokens_per_s: float | None
+    requests_finished_total: dict[str, float]
+    requests_finished_per_s: float | None
+    latency_s: dict[str, WindowStatDict]
+    iteration_tokens: WindowStatDict | None
+    spec_decode: SpecDecodeDict | None
+    cache_config: dict[str, str]
+    spec_config: dict[str, str]
+    max_model_len: int | None
+    kv_capacity_tokens: int | None
+    kv_block_size_tokens: int | None
+    kv_num_gpu_blocks: int | None
+    engines: list[EngineDict]
+    gpus: list[GpuDict]
+    gpu_source: str | None
+    gpu_note: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class WindowStat:
     """Mean and quantiles of one histogram over a window (or since start, from one page)."""
@@ -44,7 +161,7 @@ class WindowStat:
     p90: float | None = None
     p99: float | None = None
 
-    def to_dict(self) -> dict[str, float | None]:
+    def to_dict(self) -> WindowStatDict:
         return {
             "count": self.count,
             "mean": self.mean,
@@ -69,7 +186,7 @@ class SpecDecode:
     acceptance_per_position: tuple[float, ...] = ()
     """Accepted at position i / drafts, i = 0 … k-1."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SpecDecodeDict:
         return {
             "drafts_total": self.drafts_total,
             "draft_tokens_total": self.draft_tokens_total,
@@ -105,7 +222,7 @@ class EngineSnapshot:
     def key(self) -> str:
         return ",".join(f"{k}={v}" for k, v in self.labels) or "all"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EngineDict:
         return {
             "labels": dict(self.labels),
             "running": self.running,
@@ -138,7 +255,7 @@ class GpuProcess:
     sm_percent: float | None = None
     """Its share of SM time in percent (NVML process utilisation; DCGM's per-pod GPU_UTIL)."""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GpuProcessDict:
         return {
             "name": self.name,
             "kind": self.kind,
@@ -248,22 +365,38 @@ class GpuSnapshot:
                 return value
         return None if self.util_percent is None else self.util_percent / 100.0
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> GpuDict:
+        return {
             "source": self.source,
             "index": self.index,
             "name": self.name,
             "uuid": self.uuid,
             "hostname": self.hostname,
             "mig_profile": self.mig_profile,
+            "util_percent": self.util_percent,
+            "engine_active": self.engine_active,
+            "sm_active": self.sm_active,
+            "dram_active": self.dram_active,
+            "tensor_active": self.tensor_active,
+            "mem_copy_util_percent": self.mem_copy_util_percent,
+            "mem_used_mib": self.mem_used_mib,
+            "mem_free_mib": self.mem_free_mib,
+            "mem_reserved_mib": self.mem_reserved_mib,
+            "mem_total_mib": self.mem_total_mib,
+            "power_w": self.power_w,
+            "power_limit_w": self.power_limit_w,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "sm_clock_max_mhz": self.sm_clock_max_mhz,
+            "temp_c": self.temp_c,
+            "mem_temp_c": self.mem_temp_c,
+            "power_violation_us": self.power_violation_us,
+            "thermal_violation_us": self.thermal_violation_us,
+            "throttle_reasons": (
+                None if self.throttle_reasons is None else list(self.throttle_reasons)
+            ),
+            "processes": [p.to_dict() for p in self.processes],
+            "labels": dict(self.labels),
         }
-        out.update({k: getattr(self, k) for k in GPU_NUMBERS})
-        out["throttle_reasons"] = (
-            None if self.throttle_reasons is None else list(self.throttle_reasons)
-        )
-        out["processes"] = [p.to_dict() for p in self.processes]
-        out["labels"] = dict(self.labels)
-        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GpuSnapshot:
@@ -369,7 +502,7 @@ class ServerSnapshot:
             return float(blocks // math.ceil(per_seq / bs))
         return self.kv_capacity_tokens / per_seq
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ServerSnapshotDict:
         """A JSON-ready dict (the keys of ``infmon scrape --json``)."""
         return {
             "timestamp_s": self.timestamp_s,

@@ -24,9 +24,12 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final, Literal, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict, TypeGuard
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from infmon.model.steps.ledger import ClientCheckPayload
 
 Mode = Literal["closed", "rate", "replay"]
 CLOSED: Final = "closed"
@@ -159,6 +162,22 @@ class StepSpan:
         )
 
 
+class StepPayload(TypedDict, total=False):
+    """A step event as the journal keeps it (``StepEvent.payload``): ``index`` and ``t`` always,
+    the level on a ``begin``, the warm-up on a ``begin``/``resume``/``settle``, ``clean``
+    only when False; ``stats`` on an ``end`` (the client's check, added by the run's wiring)."""
+
+    index: int
+    t: float
+    mode: Mode | None
+    level: float | None
+    origin: str | None
+    revisit_of: int
+    warmup_s: float
+    clean: bool
+    stats: ClientCheckPayload
+
+
 @dataclass(frozen=True, slots=True)
 class StepEvent:
     """One change to the book; its ``payload()`` is what the journal keeps."""
@@ -175,10 +194,10 @@ class StepEvent:
     clean: bool = True
     """``begin``/``resume``: measured from ``t`` + warm-up; False: from a later ``settle``."""
 
-    def payload(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"index": self.index, "t": self.t}
+    def payload(self) -> StepPayload:
+        d: StepPayload = {"index": self.index, "t": self.t}
         if self.kind == "begin":
-            d.update(mode=self.mode, level=self.level, origin=self.origin)
+            d.update({"mode": self.mode, "level": self.level, "origin": self.origin})
             if self.revisit_of is not None:
                 d["revisit_of"] = self.revisit_of
         if self.kind in ("begin", "resume", "settle"):

@@ -9,13 +9,25 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from infmon.model.server.snapshot import ServerSnapshot, SourceState
 
 NAN = math.nan
+
+
+class ServerEvidenceInfo(TypedDict, total=False):
+    """The server's side of a step for the knee rule (``ServerEvidence.to_dict``)."""
+
+    samples: int
+    running_p50: float | None
+    running_max: float | None
+    waiting_p50: float | None
+    kv_usage_max: float | None
+    preemptions: float | None
+    generation_tokens_per_s: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +90,7 @@ class ServerEvidence:
     generation_tokens_per_s: float = NAN
     """The server's generation counter over the step's first to last scrape."""
 
-    def to_dict(self) -> dict[str, float | int | None]:
+    def to_dict(self) -> ServerEvidenceInfo:
         def j(x: float) -> float | None:
             return None if not math.isfinite(x) else round(x, 6)
 

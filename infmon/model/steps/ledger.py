@@ -16,7 +16,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -25,9 +25,14 @@ from infmon.model.records.client_late import NO_CAUSE, LateCause, late_cause
 from infmon.model.records.columns import US, RecordColumns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
-from infmon.model.records.stats import StepFigures, StepStats, assemble
+from infmon.model.records.stats import StepFigures, StepStats, StepStatsEntry, assemble
 from infmon.model.steps.book import StepBook, StepEvent, StepSpan
-from infmon.model.steps.evidence import ServerEvidence, ServerSample, evidence_of
+from infmon.model.steps.evidence import (
+    ServerEvidence,
+    ServerEvidenceInfo,
+    ServerSample,
+    evidence_of,
+)
 from infmon.model.steps.knee import Knee, KneePoint, find_knee, slo_max_concurrency
 from infmon.model.steps.tally import StepTally
 
@@ -38,6 +43,16 @@ MIN_REQUESTS = 20
 ``MIN_REQUESTS`` (sent in its measured time: finished, failed or cancelled at a quit) is shown
 but never feeds the knee (its figures are noise)."""
 MAX_SAMPLES = 20_000
+
+
+class ClientCheckPayload(TypedDict):
+    """``ClientCheck.payload()``: a step's client check in its journal ``step_end`` event."""
+
+    achieved_concurrency: float | None
+    loop_lag_p99_ms: float | None
+    send_lateness_p99_ms: float | None
+    late_cause: str
+    late_starved: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +66,7 @@ class ClientCheck:
     late_cause: LateCause = NO_CAUSE
     """Why the timestamps were late, when they were (``infmon.model.records.client_late``)."""
 
-    def payload(self) -> dict[str, float | str | bool | None]:
+    def payload(self) -> ClientCheckPayload:
         def j(x: float) -> float | None:
             return None if math.isnan(x) else round(x, 6)
 
@@ -75,6 +90,23 @@ class ClientCheck:
             float(late) / 1e3 if isinstance(late, (int, float)) else NAN,
             LateCause(d.get("late_starved") is True, str(d.get("late_cause") or "")),
         )
+
+
+class StepResultEntry(StepStatsEntry, total=False):
+    """``StepResult.to_dict()``: the step's figures and where it sat in the session (times in
+    seconds from ``origin_s``); ``transition`` only on a step never clean."""
+
+    step: int
+    level: str
+    origin: str
+    revisit_of: int | None
+    start_s: float
+    end_s: float | None
+    measured_s: float
+    eligible: bool
+    settled: bool
+    server_evidence: ServerEvidenceInfo | None
+    transition: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,21 +146,21 @@ class StepResult:
         """Ended before its load was ever clean: measured nothing (``StepSpan.transition``)."""
         return self.span.transition
 
-    def to_dict(self, origin_s: float = 0.0) -> dict[str, Any]:
-        d = self.stats.to_dict()
+    def to_dict(self, origin_s: float = 0.0) -> StepResultEntry:
         end = self.span.end_s
-        d.update(
-            step=self.span.index,
-            level=self.span.level.label,
-            origin=self.span.origin,
-            revisit_of=self.span.revisit_of,
-            start_s=round(self.span.start_s - origin_s, 6),
-            end_s=None if end is None else round(end - origin_s, 6),
-            measured_s=round(self.stats.duration_s, 6),
-            eligible=self.eligible,
-            settled=self.settled,
-            server_evidence=self.evidence.to_dict() if self.evidence else None,
-        )
+        d: StepResultEntry = {
+            **self.stats.to_dict(),
+            "step": self.span.index,
+            "level": self.span.level.label,
+            "origin": self.span.origin,
+            "revisit_of": self.span.revisit_of,
+            "start_s": round(self.span.start_s - origin_s, 6),
+            "end_s": None if end is None else round(end - origin_s, 6),
+            "measured_s": round(self.stats.duration_s, 6),
+            "eligible": self.eligible,
+            "settled": self.settled,
+            "server_evidence": self.evidence.to_dict() if self.evidence else None,
+        }
         if self.transition:
             d["transition"] = True
         return d

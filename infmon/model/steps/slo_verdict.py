@@ -10,11 +10,24 @@ level tried, and says nothing when no level met it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from infmon.model.steps.knee import SLO_ATTAINMENT
+from infmon.model.steps.ledger import StepResult
+
+SloStep = StepResult | Mapping[str, object]
+"""A step the verdict reads: the ledger's result, or a ``steps[]`` entry of a report or of
+``infmon bench --json`` (its ``concurrency`` and ``slo_attainment``)."""
+
+
+class SloVerdictDict(TypedDict):
+    slo_set: bool
+    limit: int | None
+    highest_tried: int | None
+    reached: bool
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +78,7 @@ class SloVerdict:
             )
         return f"Highest concurrency meeting the SLO: {self.limit:,}."
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SloVerdictDict:
         return {
             "slo_set": self.slo_set,
             "limit": self.limit,
@@ -75,20 +88,24 @@ class SloVerdict:
         }
 
 
-def _attainments(steps: Sequence[Any]) -> list[tuple[float, float]]:
+def _attainments(steps: Sequence[SloStep]) -> list[tuple[float, float]]:
     """(concurrency, SLO attainment) of the first measured step at each level, by level: a
     step too short to judge the knee still tells whether its requests met the SLO."""
     first: dict[float, float] = {}
     for step in steps:
-        d = step.to_dict() if hasattr(step, "to_dict") else step
-        c, a = d.get("concurrency"), d.get("slo_attainment")
+        c: object
+        a: object
+        if isinstance(step, StepResult):
+            c, a = step.stats.concurrency, step.stats.slo_attainment
+        else:
+            c, a = step.get("concurrency"), step.get("slo_attainment")
         if isinstance(c, (int, float)) and isinstance(a, (int, float)) and math.isfinite(a):
             first.setdefault(float(c), float(a))
     return sorted(first.items())
 
 
-def slo_verdict(steps: Sequence[Any], slo_set: bool) -> SloVerdict:
-    """The verdict over closed-loop steps (``StepStats``/``StepResult`` or their dicts)."""
+def slo_verdict(steps: Sequence[SloStep], slo_set: bool) -> SloVerdict:
+    """The verdict over closed-loop steps (``StepResult``s, or ``steps[]`` entries)."""
     points = _attainments(steps)
     limit: int | None = None
     for c, attainment in points:
