@@ -99,6 +99,11 @@ class StepOutput:
         return self.end_s - self.start_s
 
 
+def _reached(seq: Sequence) -> float:
+    """When the request reached the scheduler (its arrival where no API server queued it)."""
+    return seq.queued_s if seq.queued_s == seq.queued_s else seq.arrival_s
+
+
 class Engine:
     def __init__(self, cfg: EngineConfig) -> None:
         self.cfg = cfg
@@ -263,7 +268,12 @@ class Engine:
             out.kv_blocked = True
             return plan
         skipped: list[Sequence] = []
-        while self.waiting and len(self.running) < self.cfg.max_num_seqs and budget > 0:
+        while (
+            self.waiting
+            and _reached(self.waiting[0]) <= now_s  # a step the engine runs behind the wall
+            and len(self.running) < self.cfg.max_num_seqs  # clock never takes a later arrival
+            and budget > 0
+        ):
             seq = self.waiting[0]
             n = -1 if seq.kv_ready_s > now_s else self._admit(seq, out, budget, now_s)
             if n == 0:
