@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from infmon.model.server.families import ServerDetail, ServerDetailDict
 
@@ -63,6 +63,7 @@ class EngineDict(TypedDict):
     generation_tokens_per_s: float | None
     kv_capacity_tokens: int | None
     gpus: list[str]
+    pd_role: NotRequired[str | None]
 
 
 class GpuProcessDict(TypedDict):
