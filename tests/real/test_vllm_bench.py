@@ -305,6 +305,7 @@ def _block(
     return Block(runs, delay)
 
 
+@pytest.mark.timeout(900)  # ~4 min quiet: 21 runs, each `vllm bench serve` importing vLLM anew
 def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
     """`vllm bench serve` and `infmon bench`: same server, same load, one after the other.
 
