@@ -4,8 +4,10 @@ checks the values' types)."""
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 
+from infmon.model.live.session_replay import snapshot_of
 from infmon.model.server.families import (
     Estimates,
     KvOffload,
@@ -67,3 +69,30 @@ def test_a_step_events_payload_is_its_typed_keys() -> None:
         "index", "t", "mode", "level", "origin", "revisit_of", "warmup_s", "clean",
     ]  # fmt: skip
     assert StepEvent("pause", 3, 2.0).payload() == {"index": 3, "t": 2.0}
+
+
+def test_a_journal_scrape_replays_as_the_snapshot_it_was() -> None:
+    """``session_replay.snapshot_of`` names each field it reads back: every number the
+    snapshot has (by the rule the replay once computed them with) comes back from its dict."""
+    numbers = [
+        f.name
+        for f in dataclasses.fields(ServerSnapshot)
+        if f.name.endswith(("_total", "_per_s", "_rate", "_usage"))
+        or f.name in ("running", "waiting", "window_s")
+    ]
+    numbers.remove("requests_finished_total")  # a mapping, not a number
+    ints = ["max_model_len", "kv_capacity_tokens", "kv_block_size_tokens", "kv_num_gpu_blocks"]
+    snap = ServerSnapshot(
+        timestamp_s=3.0,
+        backend="vllm-v1",
+        backend_version="0.32",
+        models=("m",),
+        latency_s={"ttft": WindowStat(1.0, 2.0, 3.0, 4.0, 5.0)},
+        spec_decode=SpecDecode(drafts_total=4.0, acceptance_per_position=(0.5, 0.25)),
+        cache_config={"block_size": "16"},
+        **{k: float(i + 1) for i, k in enumerate(numbers)},
+        **{k: 16 * (i + 1) for i, k in enumerate(ints)},
+    )
+    back = snapshot_of(3.0, snap.to_dict())
+    assert back == snap
+    assert snapshot_of(1.0, {"running": "3", "models": "m", "latency_s": []}) == ServerSnapshot(1.0)

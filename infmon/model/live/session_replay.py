@@ -14,7 +14,7 @@ import bisect
 import copy
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,45 +33,71 @@ CHECKPOINT_S = 20.0
 """A copy of the session is kept every this many seconds fed, so going back replays at most
 this much (a copy costs about what feeding a few seconds does)."""
 
-_NUMBERS = {
-    f.name
-    for f in fields(ServerSnapshot)
-    if f.name.endswith(("_total", "_per_s", "_rate", "_usage"))
-    or f.name in ("running", "waiting", "window_s")
-}
-_INTS = ("max_model_len", "kv_capacity_tokens", "kv_block_size_tokens", "kv_num_gpu_blocks")
 
-
-def _num(x: Any) -> float | None:
+def _num(x: object) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 def snapshot_of(t: float, d: Mapping[str, Any]) -> ServerSnapshot:
-    """A journal scrape (``infmon scrape --json`` keys) as the ``ServerSnapshot`` it was."""
-    kw: dict[str, Any] = {k: _num(d.get(k)) for k in _NUMBERS if k != "requests_finished_total"}
-    kw.update({k: int(v) for k in _INTS if (v := _num(d.get(k))) is not None})
-    for k in ("backend", "backend_version"):
-        if isinstance(d.get(k), str):
-            kw[k] = d[k]
-    models = d.get("models")
-    if isinstance(models, list):
-        kw["models"] = tuple(str(m) for m in models)
-    lat = d.get("latency_s")
-    if isinstance(lat, Mapping):
-        kw["latency_s"] = {
-            str(k): WindowStat(
-                **{f: _num(v.get(f)) for f in ("count", "mean", "p50", "p90", "p99")}
-            )
-            for k, v in lat.items()
-            if isinstance(v, Mapping)
-        }
-    spec = d.get("spec_decode")
-    if isinstance(spec, Mapping):
-        kw["spec_decode"] = _spec(spec)
-    cache = d.get("cache_config")
-    if isinstance(cache, Mapping):
-        kw["cache_config"] = {str(k): str(v) for k, v in cache.items()}
-    return ServerSnapshot(timestamp_s=t, **kw)
+    """A journal scrape (``infmon scrape --json`` keys) as the ``ServerSnapshot`` it was: its
+    gauges, counters and rates, the server's configuration, latencies and speculative decoding
+    (what the live panes read); a key absent or of the wrong type is the field's default."""
+
+    def num(key: str) -> float | None:
+        return _num(d.get(key))
+
+    def whole(key: str) -> int | None:
+        v = _num(d.get(key))
+        return None if v is None else int(v)
+
+    return ServerSnapshot(
+        timestamp_s=t,
+        backend=_text(d.get("backend")),
+        backend_version=_text(d.get("backend_version")),
+        models=tuple(str(m) for m in models) if isinstance(models := d.get("models"), list) else (),
+        running=num("running"),
+        waiting=num("waiting"),
+        kv_cache_usage=num("kv_cache_usage"),
+        prefix_cache_hit_rate=num("prefix_cache_hit_rate"),
+        prefix_cache_hits_total=num("prefix_cache_hits_total"),
+        prefix_cache_queries_total=num("prefix_cache_queries_total"),
+        preemptions_total=num("preemptions_total"),
+        preemptions_per_s=num("preemptions_per_s"),
+        prompt_tokens_total=num("prompt_tokens_total"),
+        generation_tokens_total=num("generation_tokens_total"),
+        prompt_tokens_per_s=num("prompt_tokens_per_s"),
+        generation_tokens_per_s=num("generation_tokens_per_s"),
+        requests_finished_per_s=num("requests_finished_per_s"),
+        latency_s=_latencies(d.get("latency_s")),
+        spec_decode=_spec(spec) if isinstance(spec := d.get("spec_decode"), Mapping) else None,
+        cache_config=_texts(d.get("cache_config")),
+        max_model_len=whole("max_model_len"),
+        kv_capacity_tokens=whole("kv_capacity_tokens"),
+        kv_block_size_tokens=whole("kv_block_size_tokens"),
+        kv_num_gpu_blocks=whole("kv_num_gpu_blocks"),
+        window_s=num("window_s"),
+    )
+
+
+def _text(x: object) -> str | None:
+    return x if isinstance(x, str) else None
+
+
+def _texts(x: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in x.items()} if isinstance(x, Mapping) else {}
+
+
+def _latencies(x: object) -> dict[str, WindowStat]:
+    if not isinstance(x, Mapping):
+        return {}
+    return {
+        str(k): WindowStat(
+            _num(v.get("count")), _num(v.get("mean")), _num(v.get("p50")), _num(v.get("p90")),
+            _num(v.get("p99")),
+        )
+        for k, v in x.items()
+        if isinstance(v, Mapping)
+    }  # fmt: skip
 
 
 def _spec(d: Mapping[str, Any]) -> SpecDecode:
