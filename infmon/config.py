@@ -96,6 +96,8 @@ class Config:
     """Cap on one ``/metrics`` page (or Prometheus answer)."""
     metrics_max_series: int = 100_000
     """Pages with more series than this are rejected (label-cardinality explosions)."""
+    gpu_peak_tflops: float | None = None
+    """One GPU's dense BF16 peak for MFU (None: from the GPU telemetry's GPU name)."""
     config_file: str | None = None
 
     @property
@@ -335,6 +337,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "metrics_timeout": _positive_duration,
     "metrics_max_bytes": parse_size_bytes,
     "metrics_max_series": _positive_int,
+    "gpu_peak_tflops": _positive_float,
 }
 """Every settable key (file / env / CLI name) and how to read its value."""
 

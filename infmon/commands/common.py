@@ -71,6 +71,7 @@ _LOAD_KEYS = (
     "metrics_timeout",
     "metrics_max_bytes",
     "metrics_max_series",
+    "gpu_peak_tflops",
 )
 
 
@@ -106,6 +107,11 @@ def add_metrics_bounds_arguments(g: argparse._ActionsContainer) -> None:
         "--metrics-max-series",
         metavar="N",
         help="pages with more series are rejected (default 100000)",
+    )
+    g.add_argument(
+        "--gpu-peak-tflops",
+        metavar="TFLOPS",
+        help="one GPU's dense BF16 peak, for MFU (default: from the GPU telemetry's GPU name)",
     )
 
 

@@ -219,28 +219,34 @@ def metric_source(
 ) -> Callable[[], Any]:
     """How the scrape thread makes its source: the fleet through Prometheus, several
     endpoints' own pages, or the one server's page (with ``--gpu-metrics`` joined in)."""
+    from infmon.sources.detail import WithMfu
+
+    peak = config.gpu_peak_tflops
     if scale.prometheus and scale.selector:
         from infmon.sources.promql import PrometheusSource
 
         prom, sel = scale.prometheus, scale.selector
-        return lambda: PrometheusSource(
-            prom,
-            sel,
-            window_s=PROMETHEUS_WINDOW_S,
-            timeout_s=config.metrics_timeout_s,
-            max_bytes=config.metrics_max_bytes,
-            max_series=config.metrics_max_series,
-            ca_bundle=config.ca_bundle,
-            insecure=config.insecure,
+        return lambda: WithMfu(
+            PrometheusSource(
+                prom,
+                sel,
+                window_s=PROMETHEUS_WINDOW_S,
+                timeout_s=config.metrics_timeout_s,
+                max_bytes=config.metrics_max_bytes,
+                max_series=config.metrics_max_series,
+                ca_bundle=config.ca_bundle,
+                insecure=config.insecure,
+            ),
+            peak,
         )
     if scale.urls or scale.scrape_urls:
         from infmon.sources.fleet import FleetSource
 
         fleet = (*(scale.urls or (metrics_url,)), *scale.scrape_urls)
-        return lambda: FleetSource.from_config(config, fleet)
+        return lambda: WithMfu(FleetSource.from_config(config, fleet), peak)
     from infmon.sources.scraper import direct_source
 
-    return lambda: direct_source(config, metrics_url, gpu_metrics)
+    return lambda: WithMfu(direct_source(config, metrics_url, gpu_metrics), peak)
 
 
 def start_exporter(scale: ScaleOptions, engine: Any, wiring: Any) -> Any:

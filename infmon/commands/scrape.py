@@ -26,6 +26,7 @@ from infmon.model.server.snapshot import ServerSnapshot, SourceState, unavailabl
 from infmon.report.fmt import DASH, count, pct, rate, seconds
 from infmon.sources.backends import BACKENDS, UnknownBackendError, forced_mismatch, table_named
 from infmon.sources.canonical import read_page, snapshot_from
+from infmon.sources.detail import with_mfu
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import ExpositionError, parse_exposition
 from infmon.sources.promql import PrometheusSource
@@ -125,6 +126,10 @@ def _detail_line(snap: ServerSnapshot) -> str | None:
         parts.append(f"kv offload loading {pct(d.kv_offload.load_time_fraction)}")
     if d.lora is not None:
         parts.append(f"lora {len(d.lora.running)} running {len(d.lora.waiting)} waiting")
+    if d.pd_transfer is not None and d.pd_transfer.transfers:
+        parts.append(f"p/d pulls {count(d.pd_transfer.transfers)}")
+    if d.estimates is not None and d.estimates.mfu is not None:
+        parts.append(f"mfu {pct(d.estimates.mfu)}")
     return " · ".join(parts) if parts else None
 
 
@@ -177,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     try:
         snap, detected = _snapshot(args, config)
+        snap = with_mfu(snap, config.gpu_peak_tflops)
     except UnknownBackendError as exc:
         raise CliError(str(exc)) from None
     except SourceError as exc:

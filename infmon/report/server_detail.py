@@ -1,6 +1,7 @@
 """vLLM's 2025–26 families per step in a report (``doc["server_detail"]``) and their diagnosis
 lines: why requests waited (capacity vs deferred), the prompt share served from the prefix
-cache and from other instances, KV offload's share of the time, admission rejections.
+cache and from other instances, KV offload's share of the time, admission rejections, and MFU
+(vLLM's estimated FLOP/s per GPU over the step, over the peak the scrapes carry).
 
 Read from the journal's scrapes (``ServerSnapshot.to_dict()``) inside each step's time: gauges
 as medians, counters as the increase from the step's first to its last scrape. A session whose
@@ -14,6 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
+
+from infmon.model.server.efficiency import MFU_UNKNOWN
 
 if TYPE_CHECKING:  # doc.py imports this module's part types
     from infmon.report.doc import JournalLine, StepEntry
@@ -32,6 +35,10 @@ class StepDetailInfo(TypedDict):
     kv_offload_load_fraction: float | None
     kv_offload_load_bytes_per_s: float | None
     admission_rejections: float | None
+    flops_per_s_per_gpu: float | None
+    mfu: float | None
+    """``flops_per_s_per_gpu`` over the GPU's peak (None: no estimates, or the peak unknown)."""
+    peak_source: str | None
 
 
 class ServerDetailPart(TypedDict, total=False):
@@ -51,8 +58,12 @@ class _Point:
         "by_source",
         "capacity",
         "deferred",
+        "engines",
+        "flops",
         "load_bytes",
         "load_s",
+        "peak",
+        "peak_source",
         "rejected",
         "t",
         "waiting",
@@ -75,6 +86,13 @@ class _Point:
         )
         rejected = _map(snap.get("admission_rejections_total"))
         self.rejected = sum(rejected.values()) if rejected else math.nan
+        est = snap.get("estimates")
+        est = est if isinstance(est, Mapping) else {}
+        self.flops, self.peak = _num(est.get("flops_total")), _num(est.get("peak_flops_per_gpu"))
+        source = est.get("peak_source")
+        self.peak_source = source if isinstance(source, str) else None
+        engines = snap.get("engines")
+        self.engines = max(1, len(engines)) if isinstance(engines, list) else 1
 
 
 class DetailTimeline:
@@ -95,6 +113,7 @@ class DetailTimeline:
                 "prompt_tokens_by_source_total",
                 "kv_offload",
                 "admission_rejections_total",
+                "estimates",
             )
         ):
             return
@@ -117,7 +136,25 @@ class DetailTimeline:
             "kv_offload_load_fraction": _rate(first.load_s, last.load_s, span),
             "kv_offload_load_bytes_per_s": _rate(first.load_bytes, last.load_bytes, span),
             "admission_rejections": _delta(first.rejected, last.rejected),
+            **_mfu(first, last, span),
         }
+
+
+class _Mfu(TypedDict):
+    flops_per_s_per_gpu: float | None
+    mfu: float | None
+    peak_source: str | None
+
+
+def _mfu(first: _Point, last: _Point, span: float) -> _Mfu:
+    rate = _rate(first.flops, last.flops, span)
+    per_gpu = None if rate is None else rate / last.engines
+    peak = None if math.isnan(last.peak) or last.peak <= 0 else last.peak
+    return {
+        "flops_per_s_per_gpu": per_gpu,
+        "mfu": None if per_gpu is None or peak is None else per_gpu / peak,
+        "peak_source": last.peak_source if peak is not None else None,
+    }
 
 
 def _median(values: list[float]) -> float | None:
@@ -157,7 +194,19 @@ def attach(steps: list[StepEntry], timeline: DetailTimeline) -> tuple[list[str],
             continue
         if (row := timeline.step(index, step_label(st), start, end)) is not None:
             rows.append(row)
-    return [line for r in rows for line in _lines(r)], {"server_detail": rows} if rows else {}
+    lines = [line for r in rows for line in _lines(r)] + _mfu_lines(rows)
+    return lines, {"server_detail": rows} if rows else {}
+
+
+def _mfu_lines(rows: list[StepDetailInfo]) -> list[str]:
+    """The step of highest MFU, or why MFU cannot be said (FLOPs estimated, peak unknown)."""
+    known = [r for r in rows if r["mfu"] is not None]
+    if known:
+        best = max(known, key=lambda r: r["mfu"] or 0.0)
+        return [f"MFU peaks at {_pct(best['mfu'])} ({best['label']}; {best['peak_source']})"]
+    if any(r["flops_per_s_per_gpu"] for r in rows):
+        return [MFU_UNKNOWN]
+    return []
 
 
 def _lines(r: StepDetailInfo) -> list[str]:
@@ -200,6 +249,7 @@ def markdown_lines(part: ServerDetailPart, table: MarkdownTable) -> list[str]:
         "from other instances",
         "KV offload loading",
         "admission rejections",
+        "MFU",
     )
     body = [
         [
@@ -209,6 +259,7 @@ def markdown_lines(part: ServerDetailPart, table: MarkdownTable) -> list[str]:
             _pct(r["prompt_from_other_instances"]),
             _pct(r["kv_offload_load_fraction"]),
             _n(r["admission_rejections"]),
+            _pct(r["mfu"]),
         ]
         for r in rows
     ]

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Protocol
 
 from infmon.model.base.rates import counter_increase
 from infmon.model.base.sanitize import clean
+from infmon.model.server.efficiency import mfu, resolve_peak
 from infmon.model.server.families import Estimates, KvOffload, LoraState, PdTransfer, ServerDetail
 from infmon.model.server.histogram import Histogram, window_stat
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.sources.backends.table import BackendTable
 from infmon.sources.exposition import Page
+from infmon.sources.poller import SnapshotSource
 
 MAX_LABEL_VALUES = 32
 MAX_LABEL_CHARS = 64
@@ -116,7 +120,15 @@ def _estimates(w: WindowView) -> Estimates | None:
     names = ("est_flops", "est_read_bytes", "est_write_bytes")
     if all(w.total(c) is None for c in names):
         return None
-    return Estimates(*(w.total(c) for c in names), *(w.rate(c) for c in names))
+    flops, read, write = names
+    return Estimates(
+        flops_total=w.total(flops),
+        read_bytes_total=w.total(read),
+        write_bytes_total=w.total(write),
+        flops_per_s=w.rate(flops),
+        read_bytes_per_s=w.rate(read),
+        write_bytes_per_s=w.rate(write),
+    )
 
 
 def server_detail(
@@ -141,3 +153,38 @@ def server_detail(
         lora=lora,
         estimates=_estimates(w),
     )
+
+
+def with_mfu(snap: ServerSnapshot, flag_tflops: float | None) -> ServerSnapshot:
+    """The snapshot with MFU: vLLM's estimated FLOP/s per GPU (a fleet's rate shared over its
+    engines) over the peak of ``--gpu-peak-tflops`` or of the GPUs the telemetry names."""
+    est = snap.detail.estimates
+    if est is None:
+        return snap
+    peak = resolve_peak(flag_tflops, [g.name for g in snap.gpus])
+    per_gpu = None if est.flops_per_s is None else est.flops_per_s / max(1, len(snap.engines))
+    est = replace(
+        est,
+        peak_flops_per_gpu=peak.flops_per_s if peak else None,
+        peak_source=peak.source if peak else None,
+        mfu=mfu(per_gpu, peak),
+    )
+    return replace(snap, detail=replace(snap.detail, estimates=est))
+
+
+class WithMfu:
+    """A source whose snapshots carry MFU (``with_mfu``); otherwise the source itself."""
+
+    def __init__(self, source: SnapshotSource, flag_tflops: float | None) -> None:
+        self.source = source
+        self.flag_tflops = flag_tflops
+        self.description = source.description
+
+    async def snapshot(self, now_s: float) -> ServerSnapshot:
+        return with_mfu(await self.source.snapshot(now_s), self.flag_tflops)
+
+    async def aclose(self) -> None:
+        await self.source.aclose()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.source, name)

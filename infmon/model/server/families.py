@@ -156,10 +156,11 @@ class Estimates:
     flops_per_s: float | None = None
     read_bytes_per_s: float | None = None
     write_bytes_per_s: float | None = None
-
-    def mfu(self, peak_flops: float | None) -> float | None:
-        """Achieved over peak FLOP/s (peak from the GPU profile); None when either is unknown."""
-        return _share(self.flops_per_s, peak_flops)
+    peak_flops_per_gpu: float | None = None
+    """The GPU's dense BF16 peak (``efficiency.resolve_peak``), None when not known."""
+    peak_source: str | None = None
+    mfu: float | None = None
+    """FLOP/s per GPU over the peak: None when either is unknown."""
 
     def to_dict(self) -> EstimatesDict:
         return {
@@ -169,6 +170,9 @@ class Estimates:
             "flops_per_s": self.flops_per_s,
             "read_bytes_per_s": self.read_bytes_per_s,
             "write_bytes_per_s": self.write_bytes_per_s,
+            "peak_flops_per_gpu": self.peak_flops_per_gpu,
+            "peak_source": self.peak_source,
+            "mfu": self.mfu,
         }
 
 
@@ -264,6 +268,9 @@ class DetailView:
     pd_failed_total: float = NAN
     lora_running: int | None = None
     lora_waiting: int | None = None
+    mfu: float = NAN
+    mfu_unknown: bool = False
+    """The server estimates its FLOP/s but the GPU's peak is not known: MFU cannot be said."""
 
 
 def detail_view(d: ServerDetail, waiting: float | None = None) -> DetailView | None:
@@ -271,7 +278,7 @@ def detail_view(d: ServerDetail, waiting: float | None = None) -> DetailView | N
     waiting gauge is capacity + deferred: a page where they disagree gives no breakdown."""
     if d == ServerDetail():
         return None
-    off, pd, lora = d.kv_offload, d.pd_transfer, d.lora
+    off, pd, lora, est = d.kv_offload, d.pd_transfer, d.lora, d.estimates
     capacity, deferred = (
         _f(d.waiting_by_reason.get("capacity")),
         _f(d.waiting_by_reason.get("deferred")),
@@ -294,4 +301,6 @@ def detail_view(d: ServerDetail, waiting: float | None = None) -> DetailView | N
         pd_failed_total=_f(pd.failed_total) if pd else NAN,
         lora_running=len(lora.running) if lora else None,
         lora_waiting=len(lora.waiting) if lora else None,
+        mfu=_f(est.mfu) if est else NAN,
+        mfu_unknown=est is not None and est.flops_per_s is not None and est.mfu is None,
     )

@@ -120,6 +120,10 @@ def _detail(s: ServerView, muted: str) -> list[tuple[str, str] | str]:
         add("LoRA ", f"{d.lora_running} running, {d.lora_waiting} waiting")
     if d.sleep_state not in (None, "awake"):
         add("asleep ", str(d.sleep_state))
+    if not f.missing(d.mfu):
+        add("MFU ", f.pct(d.mfu))
+    elif d.mfu_unknown:
+        add("MFU ", "unknown (GPU peak not known: --gpu-peak-tflops)")
     return out
 
 

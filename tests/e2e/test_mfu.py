@@ -1,0 +1,106 @@
+"""Issue 28: MFU as a user gets it: vLLM's estimated FLOPs (the simulator's engine counts them
+step by step) over the GPU's peak, the peak from the GPU telemetry's name (the simulator's
+DCGM page says "NVIDIA RTX 6000 Ada") or ``--gpu-peak-tflops``; unknown, and said, without."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infmon.cli import build_parser
+from infmon.commands.common import config_from_args
+from infmon.commands.monitor import build_monitor, finish
+from infmon.commands.scale import scale_from_args
+from infmon.model.server.efficiency import MFU_UNKNOWN
+from infmon.ui.panes.base import Body
+from infmon.ui.panes.server import ServerPane
+from tests.conftest import REPO, infmon_cmd
+
+pytestmark = pytest.mark.e2e
+
+ADA_PEAK = 364.2e12
+
+
+def bench(url: str, session: Path, *extra: str, levels: str = "16") -> dict:
+    run = subprocess.run(
+        infmon_cmd(
+            *("bench", url, "--concurrency", levels, "--step-requests", "32"),
+            *("--output-tokens", "64", "--warmup", "0", "--session-dir", str(session), *extra),
+        ),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads((session / "report.json").read_text())
+
+
+def test_report_mfu_from_the_gpu_name_and_unknown_without_a_peak(sim_url, tmp_path: Path):
+    doc = bench(sim_url, tmp_path / "gpu", "--gpu-metrics", f"{sim_url}/gpu-metrics", levels="1,16")
+    rows = {r["label"]: r for r in doc["server_detail"]}
+    low, high = rows["c=1"], rows["c=16"]
+    for r in (low, high):
+        assert r["peak_source"].startswith("RTX 6000 Ada datasheet")
+        assert r["mfu"] == pytest.approx(r["flops_per_s_per_gpu"] / ADA_PEAK)
+    # batching 16 streams does ~16x the FLOPs per second of one (decode is memory-bound)
+    assert high["flops_per_s_per_gpu"] > 6 * low["flops_per_s_per_gpu"]
+    print(f"\nMFU: c=1 {low['mfu']:.2%}, c=16 {high['mfu']:.2%} of 364.2 TFLOP/s")
+    assert f"MFU peaks at {round(high['mfu'] * 100)}% (c=16;" in "\n".join(doc["diagnosis"])
+    report = (tmp_path / "gpu" / "report.md").read_text()
+    assert "| MFU |" in report
+    # a flag wins over the name; no GPU telemetry and no flag: unknown, and said
+    flagged = bench(sim_url, tmp_path / "flag", "--gpu-peak-tflops", "1000")
+    assert all(r["peak_source"] == "--gpu-peak-tflops" for r in flagged["server_detail"])
+    bare = bench(sim_url, tmp_path / "bare")
+    assert all(r["mfu"] is None and r["flops_per_s_per_gpu"] for r in bare["server_detail"])
+    assert MFU_UNKNOWN in bare["diagnosis"]
+
+
+async def _wait(predicate, timeout_s: float = 30.0) -> None:
+    for _ in range(int(timeout_s / 0.1)):
+        if predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.parametrize("gpu", [True, False])
+def test_the_server_pane_shows_mfu_or_why_not(sim_url, tmp_path: Path, gpu: bool):
+    extra = ["--gpu-metrics", f"{sim_url}/gpu-metrics"] if gpu else []
+    args = build_parser().parse_args(
+        [
+            *("monitor", sim_url, "--session-dir", str(tmp_path), *extra),
+            *("--output-tokens", "24", "--scrape-interval", "0.3"),
+        ]
+    )
+    args.scale = scale_from_args(args)
+    app, recorder = build_monitor(config_from_args(args), args)
+    app.handle_signals = False
+    seen: dict = {}
+
+    async def drive() -> None:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("space", "right_square_bracket")
+
+            def said() -> bool:
+                snap = app.last_snapshot
+                d = snap.server.detail if snap is not None else None
+                return d is not None and (d.mfu > 0 if gpu else d.mfu_unknown)
+
+            await _wait(said)
+            await pilot.pause(0.5)
+            seen["pane"] = app.query_one(ServerPane).query_one(Body).last_text.plain
+            await pilot.press("q")
+
+    asyncio.run(drive())
+    finish(app, recorder)
+    print("\n" + seen["pane"])
+    if gpu:
+        assert "MFU " in seen["pane"] and "MFU unknown" not in seen["pane"]
+    else:
+        assert "MFU unknown (GPU peak not known: --gpu-peak-tflops)" in seen["pane"]
