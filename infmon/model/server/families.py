@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 LOCAL_COMPUTE = "local_compute"
 LOCAL_CACHE_HIT = "local_cache_hit"
@@ -62,6 +62,10 @@ class EstimatesDict(TypedDict):
     flops_per_s: float | None
     read_bytes_per_s: float | None
     write_bytes_per_s: float | None
+    peak_flops_per_gpu: NotRequired[float | None]
+    """Not in journals from before MFU (nor the two below)."""
+    peak_source: NotRequired[str | None]
+    mfu: NotRequired[float | None]
 
 
 class ServerDetailDict(TypedDict):
