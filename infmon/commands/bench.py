@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import signal
+import textwrap
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -375,8 +376,12 @@ class _Progress(Progress):
         self.clear()
         s = result.stats
         say(row(index, spec, s, server, self.wide))
-        for note in s.client_notes:
-            say(f"      client self-check: {note} (the client may be the bottleneck)")
+        for note in s.client_notes:  # wrapped: the table's 100 columns hold every line
+            text = f"client self-check: {note} (the client may be the bottleneck)"
+            for line in textwrap.wrap(
+                text, 100, initial_indent=" " * 6, subsequent_indent=" " * 8, break_on_hyphens=False
+            ):
+                say(line)
         if s.tokens_estimated:
             say("      note: output tokens counted from chunks (no usable usage from the server)")
         if self.comparer is not None and self.clock is not None:

@@ -36,7 +36,9 @@ HELP = """faults (repeatable --fault KIND[:VALUE][:RATE]; RATE = share of reques
   metrics-truncated[:RATE]          /metrics body cut in half, connection closed (0.5)
   metrics-garbage[:RATE]            /metrics answers 200 with text that is not Prometheus (0.5)
   restart[:SECS]                    every SECS (60): counters reset to zero, streams reset
-  exit[:SECS]                       the process exits (status 70) SECS (30) after start"""
+  exit[:SECS]                       the process exits (status 70) SECS (30) into the load
+  (timed faults count from the load's first request: one asking for more than one token,
+  a client's one-token probes and tokenizer calls aside)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,13 @@ class FaultPlan:
     def __init__(self, faults: tuple[Fault, ...], seed: int) -> None:
         self.by_kind = {f.kind: f for f in faults}
         self.rng = random.Random(seed * 7919 + 17)
+        self.load_began = asyncio.Event()
+        """Set by the first generation request of more than one token: timed faults count from
+        there (a client's start-up, slow on a busy host, is not the load)."""
+
+    def on_generation(self, max_tokens: int) -> None:
+        if max_tokens > 1 and not self.load_began.is_set():
+            self.load_began.set()
 
     def _hit(self, kind: str) -> Fault | None:
         f = self.by_kind.get(kind)
@@ -142,6 +151,7 @@ class FaultPlan:
         restart, exit_ = self.by_kind.get("restart"), self.by_kind.get("exit")
         if restart is None and exit_ is None:
             return
+        await self.load_began.wait()
         loop = asyncio.get_running_loop()
         start = loop.time()
         period = restart.value if restart is not None and restart.value else float("inf")

@@ -295,6 +295,7 @@ class SimServer:
     def _generate(self, req: Request, conn: Connection) -> None:
         chat = req.path.endswith("/chat/completions")
         spec, prompt = parse_request(req, chat, self.cfg, self.text)
+        self.faults.on_generation(spec.max_tokens)
         if self.faults.reject(conn):
             return
         prefix = "chatcmpl-" if chat else "cmpl-"

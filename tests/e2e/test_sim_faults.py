@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import subprocess
 import time
 
@@ -101,13 +103,21 @@ def test_restart_resets_counters():
         poll_until(lambda: generated(url) == " 0.0", 30, "the restart's counters at zero")
 
 
-def test_exit_fault_ends_the_process():
+def test_exit_fault_ends_the_process_that_long_into_the_load():
     proc = subprocess.Popen(
         infmon_cmd("sim", "--port", "0", "--fault", "exit:0.5"),
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert proc.stdout is not None
+    url = next(m.group(0) for line in proc.stdout if (m := re.search(r"http://[\d.:]+", line)))
+    probe = httpx.post(f"{url}/v1/completions", json={**BODY, "max_tokens": 1}, timeout=10)
+    assert probe.status_code == 200  # a one-token probe is not the load: no clock yet
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)
+    with contextlib.suppress(httpx.HTTPError):  # the load's first request starts the clock
+        httpx.post(f"{url}/v1/completions", json={**BODY, "stream": False}, timeout=10)
     assert proc.wait(timeout=60) == 70  # a deadline for its exit, not a measure of it
 
 

@@ -9,6 +9,7 @@ starvation by other processes, name the hogs, and say what to do.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -76,9 +77,13 @@ def test_a_starved_load_thread_names_the_process_that_took_its_cpu(
             hog.kill()
             hog.wait()
     assert run.returncode == 0, run.stderr
-    notes = [ln for ln in (run.stdout + run.stderr).splitlines() if "client self-check" in ln]
-    assert notes, f"no self-check line:\n{run.stdout}\n{run.stderr}"
-    line = notes[0]
+    out = (run.stdout + run.stderr).splitlines()
+    starts = [i for i, ln in enumerate(out) if "client self-check" in ln]
+    assert starts, f"no self-check line:\n{run.stdout}\n{run.stderr}"
+    more = itertools.takewhile(lambda ln: ln.startswith(" " * 8), out[starts[0] + 1 :])
+    para = [out[starts[0]], *more]
+    assert all(len(ln) <= 100 for ln in para), para  # wrapped to the table's width
+    line = " ".join(ln.strip() for ln in para)
     print(f"\n{line}")
     assert "client timestamps are late" in line, line
     assert "CPU starvation by other processes" in line, line
