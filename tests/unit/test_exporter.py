@@ -109,5 +109,5 @@ def test_no_scrape_no_wait_and_the_wait_is_bounded() -> None:
     address = twice.start("127.0.0.1", 0)
     scrape(address)
     scrape(address)
-    assert twice.linger_bound_s(60) < 30  # 1.5 of the interval seen between its two scrapes
+    assert twice.linger_bound_s(60) < 30  # 2.5 of the interval seen between its two scrapes
     assert twice.stop(linger_s=60) is True  # nothing new since: nothing to wait for
