@@ -274,7 +274,7 @@ class DetailView:
     lora_waiting: int | None = None
     mfu: float = NAN
     mfu_unknown: bool = False
-    """The server estimates its FLOP/s but the GPU's peak is not known: MFU cannot be said."""
+    """The server is computing (estimated FLOP/s > 0) but the GPU's peak is not known."""
 
 
 def detail_view(d: ServerDetail, waiting: float | None = None) -> DetailView | None:
@@ -306,5 +306,5 @@ def detail_view(d: ServerDetail, waiting: float | None = None) -> DetailView | N
         lora_running=len(lora.running) if lora else None,
         lora_waiting=len(lora.waiting) if lora else None,
         mfu=_f(est.mfu) if est else NAN,
-        mfu_unknown=est is not None and est.flops_per_s is not None and est.mfu is None,
+        mfu_unknown=est is not None and bool(est.flops_per_s) and est.mfu is None,
     )
