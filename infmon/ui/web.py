@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +22,27 @@ from aiohttp import web
 from textual_serve.server import Server, to_int
 
 log = logging.getLogger("infmon.serve")
+
+REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=\"(?:https?:)?//[^\"]*\"[^>]*>", re.S)
+"""A stylesheet from another host (textual-serve's page loads its font from Google's CDN)."""
+LOCAL_FONTS = """<style>
+      @font-face { font-family: "Roboto Mono"; font-style: normal;
+        src: url("{{ config.static.url }}fonts/RobotoMono-VariableFont_wght.ttf"); }
+      @font-face { font-family: "Roboto Mono"; font-style: italic;
+        src: url("{{ config.static.url }}fonts/RobotoMono-Italic-VariableFont_wght.ttf"); }
+    </style>"""
+"""The same font from textual-serve's own static files: a bastion has no internet."""
+
+
+class SelfContainedPages(jinja2.FileSystemLoader):
+    """textual-serve's templates with every remote stylesheet replaced by the fonts it ships:
+    the page fetches nothing but from this server."""
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        source, filename, uptodate = super().get_source(environment, template)
+        return REMOTE_LINK.sub(lambda _: LOCAL_FONTS, source), filename, uptodate
 
 
 def origin_allowed(origin: str | None, host_header: str, hosts: frozenset[str]) -> bool:
@@ -61,7 +84,7 @@ class GuardedServer(Server):
 
     async def _make_app(self) -> web.Application:
         app = web.Application()
-        aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
+        aiohttp_jinja2.setup(app, loader=SelfContainedPages(self.templates_path))
         app.add_routes(
             [
                 web.get("/", self.handle_index, name="index"),

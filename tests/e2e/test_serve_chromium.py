@@ -53,9 +53,12 @@ def _printed_url(path: Path, timeout_s: float) -> str:
     raise AssertionError(f"no URL printed: {path.read_text()}")
 
 
-async def _browse(devtools_port: int, url: str, seconds: float, shot: Path) -> str:
+async def _browse(
+    devtools_port: int, url: str, seconds: float, shot: Path, asked: list[str] | None = None
+) -> str:
     """Open ``url`` in a new tab, gather the text of every websocket frame the page receives
-    for ``seconds``, save a screenshot; return the text (escape sequences removed)."""
+    for ``seconds``, save a screenshot; return the text (escape sequences removed). Every URL
+    the page requests is added to ``asked``."""
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
@@ -90,6 +93,8 @@ async def _browse(devtools_port: int, url: str, seconds: float, shot: Path) -> s
                     msg = await ws.receive_json(timeout=max(left, 5.0))
                 except asyncio.TimeoutError:
                     break
+                if msg.get("method") == "Network.requestWillBeSent" and asked is not None:
+                    asked.append(msg["params"]["request"]["url"])
                 if msg.get("method") == "Network.webSocketFrameReceived":
                     resp = msg["params"]["response"]
                     data = resp["payloadData"]
@@ -138,7 +143,8 @@ def test_the_monitor_in_a_browser_shows_throughput_and_the_kv_gauge(tmp_path) ->
         )
         _wait_http(f"http://127.0.0.1:{devtools}/json/version", 30)
         shot = tmp_path / "serve.png"
-        text = asyncio.run(_browse(devtools, page, 25.0, shot))
+        asked: list[str] = []
+        text = asyncio.run(_browse(devtools, page, 25.0, shot, asked))
     finally:
         for proc in (chrome, serve):
             if proc is not None and proc.poll() is None:
@@ -153,6 +159,9 @@ def test_the_monitor_in_a_browser_shows_throughput_and_the_kv_gauge(tmp_path) ->
     assert tok and max(tok) > 0, "the page never showed a nonzero throughput"
     assert re.search(r"[█░]{5,}\s+\d+%", text), "the KV gauge (a bar and its %) is drawn"
     assert shot.exists() and shot.stat().st_size > 20_000, "a screenshot of the drawn page"
+    # the page fetches nothing but from infmon serve (it loaded its font from a public CDN)
+    origin = page.split("/?", 1)[0]
+    assert asked and all(u.startswith((origin, "ws://127.0.0.1", "data:")) for u in asked), asked
     # the key row is drawn although a headless page never has the keyboard (Textual's footer
     # skipped every redraw while blurred, and the row stayed empty)
     assert "quit" in words and "help" in words and "pause" in words, words[-2000:]
