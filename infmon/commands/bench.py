@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import textwrap
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     check_dir_usable(session_dir)  # so are an unusable directory and an unreachable server:
     check_reachable(config)  # neither leaves a session directory behind
     clock = MonotonicClock()
+    before = _listing(session_dir)
     journal = open_journal(session_dir, clock)
     say(f"session: {session_dir}")
     journal.write_config(config.to_public_dict())
@@ -156,6 +158,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     opts.trials = trials_from_args(args)
     if search is not None and opts.trials.active:
         raise CliError("--search and --repeat/--until-ci: give one (a search re-measures itself)")
+    refused: _Before | None = None  # a one-line error: no session is left if nothing ran
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
         result = asyncio.run(_bench(config, plan, journal, clock, stop, opts, session_dir))
@@ -166,8 +169,11 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     except KeyboardInterrupt:
         stop.received = signal.SIGINT
         raise
+    except CliError:
+        refused = _Before(before)
+        raise
     finally:
-        _finish(journal, session_dir, stop)
+        _finish(journal, session_dir, stop, refused)
     if result is None:
         say(f"infmon: stopped by {stop.name}", err=True)
         return stop.exit_code
@@ -193,13 +199,52 @@ class _Options:
         self.trials = TrialOptions()
 
 
-def _finish(journal: JournalWriter, session_dir: Path, stop: StopSignals) -> None:
-    """However the run ended: flush the record, then rebuild the reports from it."""
+@dataclass(frozen=True, slots=True)
+class _Before:
+    """The names a session directory held before the run (None: it did not exist)."""
+
+    names: frozenset[str] | None
+
+
+def _listing(directory: Path) -> frozenset[str] | None:
+    """The names in ``directory`` before the run (None: it did not exist)."""
+    try:
+        return frozenset(p.name for p in directory.iterdir())
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return frozenset()  # unreadable: ``open_journal`` says why; nothing will be removed
+
+
+def _discard(session_dir: Path, before: frozenset[str] | None) -> None:
+    """Remove what this run made in ``session_dir`` (and the directory if it made it): a
+    run refused before any request was recorded leaves nothing behind."""
+    for path in session_dir.iterdir():
+        if before is None or path.name not in before:
+            with contextlib.suppress(OSError):
+                path.unlink()
+    if before is None:
+        with contextlib.suppress(OSError):
+            session_dir.rmdir()
+
+
+def _finish(
+    journal: JournalWriter,
+    session_dir: Path,
+    stop: StopSignals,
+    refused: _Before | None = None,
+) -> None:
+    """However the run ended: flush the record, then rebuild the reports from it. A run
+    ``refused`` (a one-line error; the names the directory held before) that recorded no
+    request leaves no session behind."""
     stop.shield_finish()
     if stop.received is not None:
         journal.write_event("interrupted", signal=stop.name)
     journal.close()
     end = journal.status()
+    if refused is not None and end.recorded_records == 0 and not end.unwritten_records:
+        _discard(session_dir, refused.names)
+        return
     say(f"session recorded in {end.recorded_in(session_dir)}")
     if end.recorded_records > 0 or end.unwritten_records:  # some load ran: report it
         write_session_reports(session_dir, end)

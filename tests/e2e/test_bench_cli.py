@@ -226,3 +226,24 @@ def test_rate_steps(tmp_path: Path) -> None:
     assert [s["rate"] for s in steps] == [10.0, 40.0] and all("concurrency" not in s for s in steps)
     assert steps[1]["request_throughput_req_s"] > 2 * steps[0]["request_throughput_req_s"]
     assert "40 req/s" in r.stdout
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_server_that_is_not_openai_leaves_no_session(tmp_path: Path, existed: bool) -> None:
+    """``python3 -m http.server`` answers, but 404 to /v1/models: one line, exit 2, and no
+    session directory (issue 26, finding 16: bench left an empty one); a directory the user
+    made beforehand is left as it was."""
+    from tests.e2e.test_tmux_operator import plain_http_server
+
+    (tmp_path / "www").mkdir()
+    if existed:
+        (tmp_path / "session").mkdir()
+        (tmp_path / "session" / "notes.txt").write_text("mine\n")
+    with plain_http_server(tmp_path / "www") as url:
+        r = bench(url, tmp_path, "--concurrency", "1")
+    assert_clean_error(r, "HTTP 404 from /v1/models")
+    assert r.returncode == 2
+    if existed:
+        assert [p.name for p in (tmp_path / "session").iterdir()] == ["notes.txt"]
+    else:
+        assert not (tmp_path / "session").exists()

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,12 +38,19 @@ def tmux() -> Iterator[Tmux]:
 @pytest.fixture
 def plain_http(tmp_path: Path) -> Iterator[str]:
     """``python3 -m http.server`` on a free loopback port: it answers, but 404 to /v1/models."""
+    with plain_http_server(tmp_path) as url:
+        yield url
+
+
+@contextmanager
+def plain_http_server(cwd: Path) -> Iterator[str]:
+    """``python3 -m http.server`` on a free loopback port, serving ``cwd``."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-        cwd=tmp_path,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
