@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from infmon.clock import Clock
@@ -19,7 +20,7 @@ from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.journal import JournalWriter
 from infmon.model.live.dial import DialChange, LoadDial, sweep_step
 from infmon.model.live.session import Session
-from infmon.model.steps.book import CLOSED, StepEvent
+from infmon.model.steps.book import CLOSED, Level, StepEvent
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
 
@@ -153,6 +154,16 @@ class LiveController:
         change = self.dial.press(action, rps)
         if change is not None:
             self._apply(change)
+        self._show_progress()
+
+    def set_level(self, level: Level) -> None:
+        """The palette's "set concurrency N": the operator's level, as a key's; a running
+        sweep stops, and says so."""
+        sweeping = self.dial.sweeping
+        change = self.dial.set_level(level)
+        if sweeping:
+            change = replace(change, note="sweep stopped: the operator took the dial")
+        self._apply(change)
         self._show_progress()
 
     def mark(self, note: str) -> None:

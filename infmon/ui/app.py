@@ -24,7 +24,16 @@ from infmon.model.base.sanitize import clean
 from infmon.model.live.dashboard import DashboardSnapshot
 from infmon.model.live.session import Session
 from infmon.model.live.step_views import closing_text
-from infmon.ui.commands import FOOTER, bindings, footer_keys, help_rows, system_commands
+from infmon.model.steps.book import Level
+from infmon.ui.commands import (
+    FOOTER,
+    LevelCommands,
+    bindings,
+    footer_keys,
+    help_rows,
+    parse_level,
+    system_commands,
+)
 from infmon.ui.panes import (
     EventsPane,
     GpuPane,
@@ -39,7 +48,7 @@ from infmon.ui.panes import (
 )
 from infmon.ui.panes.events import EventsInput
 from infmon.ui.panes.spec import SpecInput
-from infmon.ui.screens import HelpScreen, MarkScreen
+from infmon.ui.screens import HelpScreen, LevelScreen, MarkScreen
 from infmon.ui.themes import DEFAULT_THEME, USER_THEME_DIR, load_themes, resolve_theme_name
 from infmon.ui.widgets.footer import KeyFooter
 
@@ -54,6 +63,7 @@ class Controller(Protocol):
     forwards keys to it and never touches the load itself."""
 
     def press(self, action: str) -> None: ...
+    def set_level(self, level: Level) -> None: ...
     def mark(self, note: str) -> None: ...
     def baseline(self) -> None: ...
     async def run(self) -> None: ...
@@ -69,6 +79,7 @@ class InfmonApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "infmon"
     ENABLE_COMMAND_PALETTE = True
+    COMMANDS = App.COMMANDS | {LevelCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         *bindings(),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
@@ -290,6 +301,26 @@ class InfmonApp(App[None]):
                 self.render_tick()
 
         self.push_screen(MarkScreen(), done)
+
+    def set_level(self, level: Level) -> None:
+        """The palette's "set concurrency N" (``LevelCommands``): the operator's level."""
+        if self.controller is not None:
+            self.controller.set_level(level)
+        self.render_tick()
+
+    def action_set_level(self, problem: str = "") -> None:
+        """Ask for a level, then set it (a text that is no level asks again, saying why)."""
+
+        def done(text: str | None) -> None:
+            if not text:
+                return
+            level = parse_level(text)
+            if level is None:
+                self.action_set_level(f"not a level: {text!r} (e.g. 64, or rate 5)")
+            else:
+                self.set_level(level)
+
+        self.push_screen(LevelScreen(problem), done)
 
     def action_baseline(self, _variant: str = "") -> None:
         if self.controller is not None:

@@ -3,17 +3,23 @@
 The footer is worded for the state (``space start`` before anything ran, ``space pause``
 while it runs, ``space resume`` when paused; ``w sweep`` / ``w stop sweep``) and shows every
 key the width allows, dropping the least needed first (``?`` and ``q`` stay). The palette
-lists infmon's own commands only.
+lists infmon's own commands only, and sets a level outright: "set concurrency 64" or
+"set rate 5" (``LevelCommands``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from infmon.model.steps.book import CLOSED, RATE, Level
 
 if TYPE_CHECKING:
     from infmon.ui.app import InfmonApp
@@ -109,3 +115,61 @@ def system_commands(app: InfmonApp) -> Iterable[SystemCommand]:
     for k in KEYS:
         title = f"{k.description[0].upper()}{k.description[1:]}"
         yield SystemCommand(title, f"key: {k.shown}", lambda a=k.action: app.run_action(a))
+
+
+LEVEL_QUERY = re.compile(
+    r"^\s*(?:set\s+)?(?:(?P<mode>concurrency|c|rate|r)\b\s*(?:to\b|=)?\s*)?"
+    r"(?P<value>\d+(?:\.\d+)?)\s*(?P<unit>req/s|/s|rps)?\s*$",
+    re.IGNORECASE,
+)
+MAX_CONCURRENCY = 100_000
+"""A level the palette refuses above (a typo's extra zeros)."""
+SET_LEVEL = "Set concurrency to N (or a rate in req/s)"
+SET_LEVEL_HELP = "type it: set concurrency 64 · set rate 5 · c=32"
+
+
+def parse_level(text: str, bare: str = CLOSED) -> Level | None:
+    """ "set concurrency 64", "concurrency 64", "c=64", "set rate 2.5", "5 req/s" as a level;
+    a bare number is ``bare``'s mode. None when the text is not a level."""
+    m = LEVEL_QUERY.match(text)
+    if m is None:
+        return None
+    mode_word, unit = (m["mode"] or "").lower(), m["unit"]
+    mode = RATE if mode_word in ("rate", "r") or unit else CLOSED if mode_word else bare
+    value = float(m["value"])
+    if mode == CLOSED:
+        if value != int(value) or not 1 <= value <= MAX_CONCURRENCY:
+            return None
+        return Level(CLOSED, int(value))
+    return Level(RATE, value) if value > 0 else None
+
+
+class LevelCommands(Provider):
+    """The palette's "set concurrency N": what is typed becomes the level (the operator's,
+    as a key press is; a running sweep stops). Offered only where a load can be set."""
+
+    def _app(self) -> InfmonApp | None:
+        from infmon.ui.app import InfmonApp
+
+        app = self.app
+        return app if isinstance(app, InfmonApp) and app.controller is not None else None
+
+    async def discover(self) -> Hits:
+        if (app := self._app()) is not None:
+            yield DiscoveryHit(SET_LEVEL, app.action_set_level, help=SET_LEVEL_HELP)
+
+    async def search(self, query: str) -> Hits:
+        app = self._app()
+        if app is None:
+            return
+        level = parse_level(query)
+        if level is not None and re.search(r"[a-z=]", query, re.IGNORECASE):
+            what = "concurrency" if level.mode == CLOSED else "rate"
+            title = f"Set {what} to {level.value:g}" + (" req/s" if level.mode == RATE else "")
+            yield Hit(1.0, title, partial(app.set_level, level), help="the operator's level")
+            return
+        matcher = self.matcher(query)
+        if (score := matcher.match(SET_LEVEL)) > 0:
+            yield Hit(
+                score, matcher.highlight(SET_LEVEL), app.action_set_level, help=SET_LEVEL_HELP
+            )

@@ -1,4 +1,5 @@
-"""Modal screens: the key help (``?``) and the mark note prompt (``m``)."""
+"""Modal screens: the key help (``?``), the mark note prompt (``m``) and the palette's level
+prompt ("Set concurrency to N")."""
 
 from __future__ import annotations
 
@@ -45,6 +46,29 @@ class MarkScreen(ModalScreen[str | None]):
         with Vertical(id="mark-box"):
             yield Label("Mark: what changed? (enter to save, escape to cancel)")
             yield Input(placeholder="switched to FP8", id="mark-note", max_length=200)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class LevelScreen(ModalScreen[str | None]):
+    """Ask for a level ("64", "rate 5"); the caller parses it and says what it refused."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, problem: str = "") -> None:
+        super().__init__()
+        self.problem = problem
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="mark-box"):
+            yield Label("Set the load: concurrency, or `rate N` in req/s (escape cancels)")
+            if self.problem:
+                yield Label(self.problem, id="level-problem")
+            yield Input(placeholder="64", id="level-value", max_length=40)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip())
