@@ -133,6 +133,30 @@ def _detail_line(snap: ServerSnapshot) -> str | None:
     return " · ".join(parts) if parts else None
 
 
+FAR_ABOVE_MEAN = 2.0
+"""A histogram's p50 this many times its mean is said to be the buckets', not the data's."""
+
+
+def _p50_caveats(snap: ServerSnapshot) -> list[str]:
+    """A p50 far above the mean: the p50 is interpolated inside a bucket (PromQL's
+    ``histogram_quantile``: the middle of the bucket for half the observations), the mean
+    (sum / count) is exact; the line names the bucket so the reader sees why."""
+    out = []
+    for name, st in snap.latency_s.items():
+        if st.p50 is None or st.mean is None or not st.p50 > FAR_ABOVE_MEAN * st.mean:
+            continue
+        where = (
+            f" inside the bucket {seconds(st.p50_low)}–{seconds(st.p50_high)}"
+            if st.p50_low is not None and st.p50_high is not None
+            else " inside a bucket"
+        )
+        out.append(
+            f"  caveat: {name} p50 {seconds(st.p50)} is interpolated{where}; the observations "
+            f"sit lower: their mean is {seconds(st.mean)} (exact, sum/count)"
+        )
+    return out
+
+
 def render_text(snap: ServerSnapshot) -> str:
     """A compact human view of a snapshot (``--json`` has everything): counts with thousands
     separators, fractions as percentages, latencies in ms or s (``infmon.report.fmt``)."""
@@ -153,6 +177,7 @@ def render_text(snap: ServerSnapshot) -> str:
             f"{name:>8}  n {count(st.count)}  mean {seconds(st.mean)}  p50 {seconds(st.p50)}  "
             f"p90 {seconds(st.p90)}  p99 {seconds(st.p99)}"
         )
+    lines += _p50_caveats(snap)
     if snap.spec_decode:
         sd = snap.spec_decode
         length = DASH if sd.mean_acceptance_length is None else f"{sd.mean_acceptance_length:.2f}"

@@ -154,3 +154,18 @@ def test_a_closed_pipe_is_not_a_traceback() -> None:
     finally:
         os.close(write_end)
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+def test_a_p50_far_above_the_mean_says_it_is_the_buckets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """vLLM 0.32's queue-time histogram starts at a 0.3 s bucket: a real page's queue p50 reads
+    150 ms beside a mean of 0.04 ms (issue 26, finding 16: no caveat). The line names the
+    bucket the p50 was interpolated in and the exact mean; a p50 near its mean says nothing."""
+    assert main(["scrape", str(FIXTURES / "vllm-v1-0.32-cpu-tiny-gpt2.prom")]) == 0
+    out = capsys.readouterr().out
+    caveats = [line for line in out.splitlines() if "caveat:" in line]
+    queue = next(line for line in caveats if "queue p50" in line)
+    assert "queue p50 150 ms is interpolated inside the bucket 0 ms–300 ms" in queue
+    assert "mean is 0.041 ms" in queue
+    assert not any(f"{name} p50" in line for line in caveats for name in ("ttft", "itl", "tpot"))

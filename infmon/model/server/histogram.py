@@ -7,6 +7,7 @@ interpolate linearly inside it; the ``+Inf`` bucket answers with the highest fin
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -100,6 +101,21 @@ def bucket_quantile(q: float, bounds: Sequence[float], cumulative: Sequence[floa
     return start + (end - start) * (rank / count)
 
 
+def quantile_bucket(q: float, h: Histogram) -> tuple[float, float] | None:
+    """The bucket ``bucket_quantile`` interpolates ``q`` in, as (lower, upper bound); None
+    when there is none or it is the ``+Inf`` bucket."""
+    pairs = sorted(zip(h.bounds, h.cumulative, strict=True))
+    if len(pairs) < 2 or not math.isinf(pairs[-1][0]):
+        return None
+    counts = list(itertools.accumulate((c for _, c in pairs), max))  # ensureMonotonic
+    if not counts[-1] > 0:
+        return None
+    b = next(i for i, c in enumerate(counts) if c >= q * counts[-1])
+    if b == len(counts) - 1 or pairs[b][0] <= 0:
+        return None
+    return (pairs[b - 1][0] if b > 0 else 0.0, pairs[b][0])
+
+
 def _known(x: float) -> float | None:
     return None if math.isnan(x) or math.isinf(x) else x
 
@@ -113,4 +129,7 @@ def window_stat(h: Histogram | None) -> WindowStat | None:
     qs = [
         _known(bucket_quantile(q, h.bounds, h.cumulative)) if n else None for q in (0.5, 0.9, 0.99)
     ]
-    return WindowStat(count=n, mean=mean, p50=qs[0], p90=qs[1], p99=qs[2])
+    low, high = (quantile_bucket(0.5, h) if n else None) or (None, None)
+    return WindowStat(
+        count=n, mean=mean, p50=qs[0], p90=qs[1], p99=qs[2], p50_low=low, p50_high=high
+    )

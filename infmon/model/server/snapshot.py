@@ -161,6 +161,10 @@ class WindowStat:
     p50: float | None = None
     p90: float | None = None
     p99: float | None = None
+    p50_low: float | None = None
+    p50_high: float | None = None
+    """The bucket p50 was interpolated in (its bounds), when read from buckets: a p50 far
+    above the mean is that interpolation, not the observations."""
 
     def to_dict(self) -> WindowStatDict:
         return {
