@@ -22,6 +22,7 @@ from infmon.clock import MonotonicClock
 from infmon.commands import CliError
 from infmon.commands.against import Against, StepComparer, kv_line, read_options, step_lines
 from infmon.commands.against import finish as finish_against
+from infmon.commands.bench_partial import partial_step
 from infmon.commands.bench_table import Progress, header, row
 from infmon.commands.common import (
     StopSignals,
@@ -278,6 +279,8 @@ async def _bench(
     scrapes = _scraper(config, opts, wiring, clock)
     exporter = start_exporter(opts.scale, engine, wiring)
     finished = False
+    progress: _Progress | None = None
+    stopped_at: float | None = None
     if exporter is not None:
         say(f"client metrics: http://{exporter.address[0]}:{exporter.address[1]}/metrics")
     try:
@@ -342,8 +345,15 @@ async def _bench(
         )
         finished = True
         return out
+    except asyncio.CancelledError:  # a signal (Ctrl-C: asyncio.run cancels this task)
+        stopped_at = clock.now()
+        raise
     finally:
         totals = await engine.stop()
+        if stopped_at is not None and progress is not None:
+            name = stop.name if stop.received is not None else "Ctrl-C (SIGINT)"
+            progress.clear()
+            partial_step(ledger, wiring, journal, progress.last, stopped_at, name, opts.wide)
         journal.write_event(
             "load_totals",
             sent=totals.sent,
@@ -412,13 +422,17 @@ class _Progress(Progress):
         self.wide, self.journal = wide, journal
         self.comparer: StepComparer | None = None
         self.clock: MonotonicClock | None = None
+        self.last: StepProgress | None = None
+        """The last heartbeat: the step a stop cuts short (``bench_partial``)."""
 
     def tick(self, p: StepProgress) -> None:
+        self.last = p
         note = self.journal.status().line()  # a failing disk is said while the run goes on
         super().tick(replace(p, backoff=" · ".join(x for x in (p.backoff, note) if x) or None))
 
     def step(self, index: int, spec: StepSpec, result: StepResult, server: EdgeRate) -> None:
         self.clear()
+        self.last = None  # its row is printed
         s = result.stats
         say(row(index, spec, s, server, self.wide))
         for note in s.client_notes:  # wrapped: the table's 100 columns hold every line

@@ -149,6 +149,12 @@ def caveats(
     if not server_timeline:
         out.append("No server metrics were recorded: server-side figures are unknown.")
     for e in events:
+        if e.get("kind") == "step_partial":
+            out.append(
+                f"{e.get('label')} is a partial step: stopped by {e.get('signal')} after "
+                f"{e.get('measured_s', 0.0):.1f} s of its {e.get('planned_s', 0.0):g} s; its "
+                "figures are that part only."
+            )
         if e.get("kind") == "worker_lost":
             out.append(
                 f"Step {e.get('step')}: at {e.get('t_s', 0.0):.1f} s {e.get('text')} (the step's "

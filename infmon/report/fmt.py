@@ -76,11 +76,13 @@ def lat(step: StepEntry, key: str, q: str) -> str:
 
 
 def x_of(step: StepEntry) -> str:
+    """The step's level; "(partial)" when it did not run its whole time (a stop cut it)."""
+    tail = " (partial)" if step.get("complete") is False else ""
     if step.get("concurrency") is not None:
-        return str(step["concurrency"])
+        return f"{step['concurrency']}{tail}"
     if step.get("rate") is not None:
-        return f"{step['rate']}/s"
-    return DASH
+        return f"{step['rate']}/s{tail}"
+    return DASH + tail
 
 
 STEP_HEADER = (

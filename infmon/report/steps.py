@@ -40,6 +40,9 @@ class ReportSteps:
         """The server's per-request view of the same measured requests (``doc["per_request"]``)."""
         self.has_steps = False
         self._last_s = -math.inf
+        events = list(events)
+        self.partial = {e["index"] for e in events if e.get("kind") == "step_partial"}
+        """Steps a stop cut short (bench's ``step_partial``): ended, but not full steps."""
         for ev, raw in step_events(events):
             self.has_steps |= ev.kind == "begin"  # old sessions have step_end events only
             self.ledger.apply([ev])
@@ -83,7 +86,8 @@ class ReportSteps:
     def entries(self, origin_s: float) -> list[StepEntry]:
         """Every step as a ``steps[]`` entry of ``bench --json`` (plus where it sat in time).
         A step the session never ended (a killed run) ends at its last record, marked
-        incomplete; a step that measured nothing at all (paused at once) is left out."""
+        incomplete, as is a step a stop cut short (``step_partial``); a step that measured
+        nothing at all (paused at once) is left out."""
         unfinished = set()
         cur = self.ledger.book.current
         if cur is not None:
@@ -95,6 +99,7 @@ class ReportSteps:
             s = r.stats
             if s.duration_s <= 0 and not (s.completed or s.failed or s.cancelled):
                 continue
-            d: StepEntry = {**r.to_dict(origin_s), "complete": r.index not in unfinished}
+            partial = r.index in unfinished or r.index in self.partial
+            d: StepEntry = {**r.to_dict(origin_s), "complete": not partial}
             out.append(d)
         return out

@@ -57,6 +57,7 @@ MARK_KINDS = (
     "resume",
     "quality",
     "worker_lost",
+    "step_partial",
 )
 
 

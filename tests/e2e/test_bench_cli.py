@@ -247,3 +247,49 @@ def test_a_server_that_is_not_openai_leaves_no_session(tmp_path: Path, existed: 
         assert [p.name for p in (tmp_path / "session").iterdir()] == ["notes.txt"]
     else:
         assert not (tmp_path / "session").exists()
+
+
+def test_ctrl_c_mid_step_prints_the_partial_step_and_the_report_marks_it(tmp_path: Path) -> None:
+    """Ctrl-C during a step (issue 26, finding 16: bench printed no row for it and the report
+    did not flag it): the step's row is printed with the figures of the part it ran, marked
+    partial, and the report shows the same row marked partial, with a caveat."""
+    import signal
+
+    from tests.conftest import poll_until
+
+    session = tmp_path / "s"
+    with serve(Behaviour(ttft_s=0.05, itl_s=0.05)) as url:
+        args = ["bench", url, "--concurrency", "4", "--step-duration", "30", "--warmup", "0.5"]
+        args += ["--output-tokens", "6", "--session-dir", str(session)]
+        p = subprocess.Popen(
+            infmon_cmd(*args),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
+        )
+        assert p.stderr is not None
+        while "measure" not in (line := p.stderr.readline()):  # the step's measured time began
+            assert line, "bench ended before its step measured"
+
+        def measured() -> bool:
+            recs = list(SessionReader(session).iter_records())
+            return sum(1 for r in recs if not r.warmup and r.error_kind is None) >= 8
+
+        poll_until(measured, 20, "8 measured requests in the journal", p)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and "Traceback" not in err
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:2] == ["1", "c=4"])
+    cells = lines[at].split()
+    assert int(cells[2]) >= 8 and float(cells[4].replace(",", "")) > 0  # done, out tok/s
+    assert lines[at + 1].strip().startswith("partial: stopped by Ctrl-C (SIGINT)")
+    assert "s into its 30 s" in lines[at + 1]
+    report = (session / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| 4 (partial) |"))
+    assert row.split("|")[3].strip() == cells[2]  # the report's ok is the screen's done
+    assert "c=4 is a partial step: stopped by Ctrl-C (SIGINT)" in report
+    steps = json.loads((session / "report.json").read_text())["steps"]
+    assert [s["complete"] for s in steps] == [False]
