@@ -191,7 +191,7 @@ def _describe(cfg: Any, mem: Any) -> list[str]:
     )
     return [
         f"gpu: {cfg.gpu.name} ({cfg.gpu.memory_gib:g} GiB, {cfg.gpu.bandwidth_gb_s:g} GB/s); "
-        f"engine profile {cfg.engine.name} (vLLM {cfg.engine.vllm_version})",
+        f"engine profile {cfg.engine.name} (host costs fitted on vLLM {cfg.engine.vllm_version})",
         f"model: {cfg.model.name} ({cfg.model.dtype}), served as {cfg.served_model_name}",
         f"weights: {mem.weights_gib:.2f} GiB; drafter weights: {mem.drafter_weights_gib:.2f} GiB; "
         f"profiling peak {mem.activation_gib:.2f} GiB; non-torch {mem.non_torch_gib:.2f} GiB",
@@ -281,7 +281,9 @@ def run(args: argparse.Namespace) -> int:
         faults = tuple(parse_fault(f) for f in args.fault)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    print(f"infmon sim: scenario {args.scenario}")
+    from infmon.sim.server import served_version
+
+    print(f"infmon sim: scenario {args.scenario} · vLLM {served_version()} (as /version says)")
     for line in _describe(cfg, mem):
         print(f"  {line}")
     sys.stdout.flush()

@@ -30,6 +30,15 @@ from infmon.sim.streams import SSE_HEADERS, Stream
 from infmon.sim.text import TextModel, load_probes, token_ids
 from infmon.sim.trace import TimingTrace
 
+VLLM_API = "0.32.0"
+"""The vLLM whose API and metric names the simulator serves (its ``/version`` and banner)."""
+
+
+def served_version() -> str:
+    """What ``/version`` answers, and what the banner names."""
+    return f"{VLLM_API}+infmon.sim.{__version__}"
+
+
 DELIVERY_SLICE = 128  # streams written per loop turn: bounds the loop lag one step causes
 CATCH_UP_S = 0.25
 """How far the engine's clock may run ahead of a late wake: a step that ends while the
@@ -218,7 +227,7 @@ class SimServer:
         conn.send(200, b"", "application/json")
 
     def _version(self, req: Request, conn: Connection) -> None:
-        conn.send_json(200, {"version": f"0.32.0+infmon.sim.{__version__}"})
+        conn.send_json(200, {"version": served_version()})
 
     def _metrics(self, req: Request, conn: Connection) -> None:
         self.faults.serve_metrics(conn, self.metrics.render(), CONTENT_TYPE)
