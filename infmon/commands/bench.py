@@ -14,6 +14,7 @@ import json
 import signal
 import textwrap
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from infmon.commands.against import Against, StepComparer, kv_line, read_options
 from infmon.commands.against import finish as finish_against
 from infmon.commands.bench_partial import partial_step
 from infmon.commands.bench_table import Progress, header, row
+from infmon.commands.budget import BudgetedPlan
 from infmon.commands.common import (
     StopSignals,
     add_load_arguments,
@@ -132,7 +134,9 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     config = config_from_args(args)
     if not config.url:
         raise CliError("give the server's URL (infmon bench URL, or --url)")
-    plan = plan_from_config(config)
+    plan: Sequence[StepSpec] = plan_from_config(config)
+    if (deadline_s := getattr(args, "deadline_s", None)) is not None:  # the headless demo
+        plan = BudgetedPlan(plan, deadline_s, MonotonicClock())
     search = search_from_args(args, config)
     make_workload(config)  # a bad dataset is an error before anything starts
     session_dir = (
@@ -253,7 +257,7 @@ def _finish(
 
 async def _bench(
     config: Config,
-    plan: list[StepSpec],
+    plan: Sequence[StepSpec],
     journal: JournalWriter,
     clock: MonotonicClock,
     stop: StopSignals,
@@ -519,14 +523,30 @@ def _write_json(path: Path, result: dict[str, Any]) -> None:
     say(f"wrote {path}")
 
 
+def _no_knee(closed: Sequence[Mapping[str, object]]) -> str:
+    """Why no knee was named: the throughput still rose at the top level, or no step showed
+    one (said, never left out: a sweep's reader looks for the knee line)."""
+    a, b = closed[-2], closed[-1]
+    x, y = a.get("output_throughput_tok_s"), b.get("output_throughput_tok_s")
+    top = f"c={b['concurrency']}"
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)) and x > 0 and y >= 1.1 * x:
+        return (
+            f"knee: not reached up to {top}: output tok/s still rising ({x:,.0f} → {y:,.0f} "
+            f"from c={a['concurrency']}, ×{y / x:.1f}); measure higher levels to find it"
+        )
+    return f"knee: none named up to {top} (no flattening or server limit in these steps)"
+
+
 def _verdict(result: dict[str, Any]) -> int:
     """0 when every request succeeded; 1 when some failed; a clear error when none succeeded."""
     steps = result["steps"]
     knee = result["knee"]
+    closed = [s for s in steps if s.get("concurrency") is not None]
     if knee:
         tail = "" if knee.get("confirmed", True) else " — not confirmed: no higher level measured"
         say(f"knee: c={knee['concurrency']} ({knee['reason']}){tail}")
-    closed = [s for s in steps if s.get("concurrency") is not None]
+    elif len(closed) >= 2:
+        say(_no_knee(closed))
     if any(v is not None for v in (result.get("slo") or {}).values()) and closed:
         say(slo_verdict(closed, slo_set=True).sentence())
     completed = sum(s["completed"] for s in steps)

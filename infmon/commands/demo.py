@@ -14,8 +14,9 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 
+from infmon.clock import MonotonicClock
 from infmon.commands import CliError
-from infmon.commands.common import add_load_arguments, config_from_args
+from infmon.commands.common import add_load_arguments, config_from_args, say
 from infmon.commands.monitor import add_monitor_arguments, run_monitor
 from infmon.sim.launch import SimulatorStartError, start_simulator, stop_process
 
@@ -41,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=30.0,
         metavar="S",
-        help="headless: total seconds for the sweep (default 30)",
+        help="headless: total seconds for the sweep, the simulator's start, warm-ups and "
+        "the reports included (default 30)",
     )
     parser.add_argument(
         "--sim-arg",
@@ -78,9 +80,15 @@ def simulator_process(scenario: str, extra: list[str]) -> Iterator[tuple[str, Ca
 
 
 def run(args: argparse.Namespace) -> int:
+    started_s = MonotonicClock().now()
     with simulator_process(args.scenario, args.sim_arg) as (url, stop_sim):
         if args.headless:
-            return _headless(url, args)
+            status = _headless(url, args, started_s + args.duration)
+            took = MonotonicClock().now() - started_s
+            say(
+                f"demo: {took:.1f} s (--duration {args.duration:g}, the simulator's start included)"
+            )
+            return status
         args.url = url
         if args.label is None:
             args.label = f"demo-{args.scenario}"
@@ -88,8 +96,10 @@ def run(args: argparse.Namespace) -> int:
         return run_monitor(config, args, on_exit=stop_sim, sweep=True)
 
 
-def _headless(url: str, args: argparse.Namespace) -> int:
-    """A short sweep with `infmon bench`: four steps sharing the duration."""
+def _headless(url: str, args: argparse.Namespace, deadline_s: float) -> int:
+    """A short sweep with `infmon bench`: four steps sharing the duration, the whole run
+    (the simulator's start, each step's warm-up and drain, the reports) fitted to it as the
+    steps go (``commands.budget``)."""
     levels = args.concurrency or "1,4,16,64"
     step_s = max(2.0, args.duration / len(levels.split(",")))
     argv = [
@@ -108,4 +118,6 @@ def _headless(url: str, args: argparse.Namespace) -> int:
 
     parser = argparse.ArgumentParser(prog="infmon bench")
     bench.add_arguments(parser)
-    return bench.run(parser.parse_args(argv[1:]))
+    bench_args = parser.parse_args(argv[1:])
+    bench_args.deadline_s = deadline_s
+    return bench.run(bench_args)
