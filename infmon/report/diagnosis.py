@@ -100,6 +100,9 @@ def _step_causes(steps: list[StepEntry]) -> list[str]:
         acc = as_number(srv.get("acceptance_rate_mean"))
         if acc is not None and acc < 0.3:
             c.add("spec", step, (-acc,), "")
+        lost = (step.get("errors_by_kind") or {}).get("worker_lost", 0)
+        if lost:  # a load worker died: its streams failed, the level went to the others
+            c.add("lost", step, (float(lost),), "")
     return c.lines(
         {
             "client": lambda _w, note: (
@@ -108,6 +111,10 @@ def _step_causes(steps: list[StepEntry]) -> list[str]:
             "queued": lambda w, _t: f"requests queued on the server (waiting up to {w[0]:.0f}).",
             "preempt": lambda w, _t: (
                 f"preemptions up to {w[0]:.1f}/s (KV usage up to {100 * w[1]:.0f}%)."
+            ),
+            "lost": lambda w, _t: (
+                f"a load worker was lost: {w[0]:.0f} streams failed with it and the level was "
+                "re-split over the others (see Faults and the caveats)."
             ),
             "spec": lambda w, _t: (
                 f"speculative decoding acceptance {-w[0]:.2f} is low: the drafter costs more "

@@ -155,6 +155,7 @@ def test_a_worker_killed_mid_step_is_an_event_and_the_run_finishes(
     assert counts["worker_lost"] == first["failed"]
     report = (session / "report.md").read_text()
     assert "worker 1 lost" in report and "Step 1" in report
+    assert "a load worker was lost" in report  # in Diagnosis, not only under Faults
 
 
 async def test_a_level_change_reaches_every_worker_within_one_window(fast_sim: str) -> None:

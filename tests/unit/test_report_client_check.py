@@ -101,3 +101,14 @@ def test_a_cause_seen_in_many_steps_is_one_diagnosis_line_naming_them() -> None:
     assert [x for x in out if "queued" in x] == [
         "c=8 … c=128 (5 steps): requests queued on the server (waiting up to 7)."
     ]
+
+
+def test_a_lost_worker_is_a_diagnosis_line_not_only_a_fault() -> None:
+    """Issue 31, finding 7: a lost worker was under Faults while Diagnosis said "Nothing
+    notable"; the step it failed in now names it."""
+    lost = {**_step(8, [], None), "errors_by_kind": {"worker_lost": 4}}
+    clean = {**_step(8, [], None), "errors_by_kind": {}}
+    assert diagnosis.lines(None, None, [lost, clean]) == [
+        "c=8: a load worker was lost: 4 streams failed with it and the level was re-split "
+        "over the others (see Faults and the caveats)."
+    ]
