@@ -230,16 +230,16 @@ class LevelBuilder:
                 self._bin(seg, int(b))[0] += float(sums[b])
 
     def add_window(self, t0: float, t1: float, tokens: float) -> None:
-        """A load window's tokens, by how much of it fell in the measured time."""
+        """A load window's tokens, by how much of it fell in the measured time (the parts
+        ``StepSpan.overlaps`` gives, as the step ledger shares them), each part to the bin
+        at its middle."""
         if t1 <= t0:
             return
-        for seg, (lo, hi) in enumerate(self.span.windows()):
-            overlap = min(t1, hi) - max(t0, lo)
-            if overlap > 0:
-                mid = (max(t0, lo) + min(t1, hi)) / 2
-                cell = self._bin(seg, int((mid - lo) // BIN_S))
-                cell[0] += tokens * overlap / (t1 - t0)
-                cell[1] += overlap
+        for seg, lo, start, end in self.span.overlaps(t0, t1):
+            overlap = end - start
+            cell = self._bin(seg, int(((start + end) / 2 - lo) // BIN_S))
+            cell[0] += tokens * overlap / (t1 - t0)
+            cell[1] += overlap
 
     def _count_good(self, sent: np.ndarray) -> None:
         for seg, (lo, hi) in enumerate(self.span.windows()):

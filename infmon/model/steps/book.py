@@ -161,6 +161,16 @@ class StepSpan:
             (s.measure_from_s, s.end_s if s.end_s is not None else math.inf) for s in self.segments
         )
 
+    def overlaps(self, t0: float, t1: float) -> Iterator[tuple[int, float, float, float]]:
+        """The parts of ``[t0, t1)`` inside the measured time, one per segment it meets:
+        ``(segment, the segment's measured start, the part's start, its end)``, each part of
+        positive length. How a load window's tokens are shared among steps (the ledger) and
+        among a step's bins (``infmon.model.compare.run_levels``)."""
+        for seg, (lo, hi) in enumerate(self.windows()):
+            start, end = max(t0, lo), min(t1, hi)
+            if end - start > 0:
+                yield seg, lo, start, end
+
 
 class StepPayload(TypedDict, total=False):
     """A step event as the journal keeps it (``StepEvent.payload``): ``index`` and ``t`` always,

@@ -277,7 +277,7 @@ class StepLedger:
         for span in self.book.latest_started_by(t1):
             entry = self._open.get(span.index)
             if entry is not None:
-                overlap = sum(max(0.0, min(t1, hi) - max(t0, lo)) for lo, hi in span.windows())
+                overlap = sum(end - start for _, _, start, end in span.overlaps(t0, t1))
                 if overlap > 0:
                     share = overlap / (t1 - t0)
                     entry.metered = True
