@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 LOCAL_COMPUTE = "local_compute"
 LOCAL_CACHE_HIT = "local_cache_hit"
@@ -55,17 +55,22 @@ class LoraDict(TypedDict):
     waiting: list[str]
 
 
-class EstimatesDict(TypedDict):
+class _EstimatesCounters(TypedDict):
     flops_total: float | None
     read_bytes_total: float | None
     write_bytes_total: float | None
     flops_per_s: float | None
     read_bytes_per_s: float | None
     write_bytes_per_s: float | None
-    peak_flops_per_gpu: NotRequired[float | None]
-    """Not in journals from before MFU (nor the two below)."""
-    peak_source: NotRequired[str | None]
-    mfu: NotRequired[float | None]
+
+
+class EstimatesDict(_EstimatesCounters, total=False):
+    """The counters always; the MFU keys below are not in journals from before MFU (a base
+    class and ``total=False`` rather than ``NotRequired``, which Python 3.10 lacks)."""
+
+    peak_flops_per_gpu: float | None
+    peak_source: str | None
+    mfu: float | None
 
 
 class ServerDetailDict(TypedDict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 from infmon.model.server.families import ServerDetail, ServerDetailDict
 
@@ -51,7 +51,7 @@ class SpecDecodeDict(TypedDict):
     acceptance_per_position: list[float]
 
 
-class EngineDict(TypedDict):
+class _EngineFigures(TypedDict):
     labels: dict[str, str]
     running: float | None
     waiting: float | None
@@ -63,7 +63,13 @@ class EngineDict(TypedDict):
     generation_tokens_per_s: float | None
     kv_capacity_tokens: int | None
     gpus: list[str]
-    pd_role: NotRequired[str | None]
+
+
+class EngineDict(_EngineFigures, total=False):
+    """``EngineSnapshot.to_dict()``; ``pd_role`` is not in journals from before it (a base
+    class and ``total=False`` rather than ``NotRequired``, which Python 3.10 lacks)."""
+
+    pd_role: str | None
 
 
 class GpuProcessDict(TypedDict):
