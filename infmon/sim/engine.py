@@ -213,7 +213,10 @@ class Engine:
         local = len(hits) * self.cfg.block_size
         ext, source = self._external(seq, len(hits))
         n = 0 if ext else min(seq.num_tokens - local, budget)
-        blocks_after = -(-(local + ext + n) // self.cfg.block_size)
+        # KV moving in: blocks for the whole request now, so that once it has arrived the
+        # request never waits for blocks while holding some (no deadlock of loaded requests)
+        bs = self.cfg.block_size
+        blocks_after = -(-(seq.num_tokens if ext else local + n) // bs)
         new = self.pool.allocate(blocks_after - len(hits))
         if new is None:
             self.pool.release(hits)
@@ -227,7 +230,7 @@ class Engine:
         if source:
             out.external_queries += seq.num_tokens
         if ext:
-            self._start_move(seq, ext, source, len(new), out, now_s)
+            self._start_move(seq, ext, source, -(-(local + ext) // bs) - len(hits), out, now_s)
             return -1
         return self._started(seq, n, now_s)
 
@@ -267,6 +270,7 @@ class Engine:
         if out.preemptions:
             out.kv_blocked = True
             return plan
+        budget = self._admit_arrived(out, plan, budget, now_s)
         skipped: list[Sequence] = []
         while (
             self.waiting
@@ -290,6 +294,24 @@ class Engine:
         self.waiting.extendleft(reversed(skipped))
         out.budget_left = budget
         return plan
+
+    def _admit_arrived(self, out: StepOutput, plan: list, budget: int, now_s: float) -> int:
+        """Requests whose KV has moved in hold every block they need: they start first, wherever
+        they wait (else a request at the head that cannot get blocks while they hold them
+        would stop the queue for good)."""
+        arrived = sorted((s for s in self.loading if s.kv_ready_s <= now_s), key=_reached)
+        for seq in arrived:
+            if len(self.running) >= self.cfg.max_num_seqs or budget <= 0:
+                break
+            n = self._admit(seq, out, budget, now_s)
+            if n <= 0:
+                continue
+            self.waiting.remove(seq)
+            self.loading.discard(seq)
+            self.running.append(seq)
+            plan.append((seq, n, False))
+            budget -= n
+        return budget
 
     # -- one step -------------------------------------------------------------------------
     def step(self, now_s: float) -> StepOutput:
