@@ -15,8 +15,7 @@ from infmon.model.search.level_fit import Probe, crossing, fit_levels
 from infmon.model.search.search_json import parse_search_doc
 from tests.conftest import REPO, infmon_cmd, running_sim
 
-# unmet: the search missed the dense grid's frontier by more than 5% on this loaded machine
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.unmet]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SLO = "ttft=500ms,tpot=50ms"
 LOAD = (
@@ -25,7 +24,9 @@ LOAD = (
 )  # fmt: skip
 """Output lengths spread ±50 % so closed-loop streams do not finish in lockstep waves; a fresh
 seed per run, so no run meets the prefix cache another run warmed with the same prompts."""
-GRID = list(range(16, 113, 4))
+GRID = list(range(96, 193, 4))
+"""Dense (4 = 2.7% at the frontier) around where the simulator's baseline crosses the SLO (TPOT
+p90 50 ms between c=128 and 160, `bench --slo` says 128); the search itself spans 16-256."""
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
