@@ -8,6 +8,11 @@ same sweep (same levels, seed and lengths) as its own session under ``RUNS/abab-
 end is one sentence and ``abab.json`` (``model/compare/ab_verdict.py``): speed ratio with its
 interval per level, the frontier moved from X to Y, quality non-inferiority with
 ``--quality-margin``; ``--fail-if`` takes ``frontier<N%``, ``speed<N%`` and ``quality<N%`` rules (exit 1).
+
+Repeated trials are the rounds: ``--repeat N`` is N A-B rounds (each side's trials stay
+interleaved with the other's, so the speed interval is paired by round and a drift of the host
+between rounds cancels); ``--until-ci PCT`` stops after the first round (at least 3) whose every
+level's speed ratio is known within ±PCT (at most ``--repeat``/``--rounds``, default 10).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import httpx
 from infmon.commands import CliError, bench, quality
 from infmon.commands.against import Against
 from infmon.commands.common import say
+from infmon.commands.trials_out import trials_from_args
 from infmon.journal.safefile import write_text_atomic
 from infmon.model.compare.ab_verdict import (
     AbabRuleError,
@@ -34,10 +40,12 @@ from infmon.model.compare.ab_verdict import (
     parse_abab_rules,
     quality_check,
     speeds,
+    speeds_tight,
     verdict_doc,
 )
 
 ABAB_FILE = "abab.json"
+DEFAULT_ROUNDS = 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="A,B",
         help="baseline and change labels, measured interleaved A-B-A-B into one verdict",
     )
-    g.add_argument("--rounds", type=int, default=3, metavar="N", help="A-B pairs (default 3)")
+    g.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help=f"A-B pairs (default {DEFAULT_ROUNDS}; --repeat N is the same: N interleaved trials a side)",
+    )
     g.add_argument(
         "--switch-cmd",
         metavar="CMD",
@@ -81,10 +94,33 @@ def _labels(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+def _rounds(args: argparse.Namespace) -> tuple[int, float | None]:
+    """The most A-B rounds and ``--until-ci``'s target: ``--repeat N`` is N rounds."""
+    opts = trials_from_args(args)
+    repeat, rounds = getattr(args, "repeat", None), args.rounds
+    if repeat is not None and rounds is not None and repeat != rounds:
+        raise CliError(
+            f"--abab: --repeat {repeat} and --rounds {rounds}: the rounds are the trials, give one"
+        )
+    given = rounds if rounds is not None else repeat
+    most = given if given is not None else opts.repeat if opts.active else DEFAULT_ROUNDS
+    if most < 1:
+        raise CliError("--rounds: at least 1")
+    return most, opts.until_ci
+
+
+def _tight(
+    tok: dict[str, dict[float, list[float]]], a: str, b: str, target: float | None, done: int
+) -> str | None:
+    """``--until-ci``: why the rounds stop after ``done`` of them (None: go on)."""
+    if target is None or not speeds_tight(speeds(tok[a], tok[b]), target):
+        return None
+    return f"every level's speed ratio within ±{target:.1%} after {done} rounds"
+
+
 def run(args: argparse.Namespace) -> int:
     a, b = _labels(args.abab)
-    if args.rounds < 1:
-        raise CliError("--rounds: at least 1")
+    most, until = _rounds(args)
     try:
         rules = parse_abab_rules(args.fail_if) if args.fail_if else ()
     except AbabRuleError as exc:
@@ -100,22 +136,27 @@ def run(args: argparse.Namespace) -> int:
     tok: dict[str, dict[float, list[float]]] = {a: {}, b: {}}
     frontier: dict[str, dict[str, object] | None] = {}
     answers: dict[str, dict[str, bool]] = {}
-    status = 0
-    for k in range(args.rounds):
+    status, done, stop = 0, 0, None
+    while done < most and stop is None:
         for label in (a, b):
             _switch(args, label)
-            if k == 0:
+            if done == 0:
                 frontier[label] = _frontier(args, root, label)
-            status = max(status, _sweep(args, root / f"{label}-r{k + 1}", label, tok[label]))
-            if k == 0 and not args.no_quality:
+            status = max(status, _sweep(args, root / f"{label}-r{done + 1}", label, tok[label]))
+            if done == 0 and not args.no_quality:
                 answers[label] = _quality(args, root / f"{label}-r1", label)
+        done += 1
+        stop = _tight(tok, a, b, until, done)
+    if stop is not None:
+        say(f"trials: {stop}")
     verdict = AbabVerdict(
         a,
         b,
-        args.rounds,
+        done,
         tuple(speeds(tok[a], tok[b])),
         _move(frontier.get(a), frontier.get(b)) if args.slo else None,
         quality_check(answers[a], answers[b], args.quality_margin / 100) if answers else None,
+        stop,
     )
     doc = verdict_doc(verdict, rules)
     write_text_atomic(root / ABAB_FILE, json.dumps(doc, indent=2, allow_nan=False) + "\n")

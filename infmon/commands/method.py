@@ -26,6 +26,7 @@ from infmon.commands.against import finish as finish_against
 from infmon.commands.against import read_options, write_comparison
 from infmon.commands.common import add_load_arguments, say
 from infmon.commands.search_args import add_search_arguments
+from infmon.commands.trials_out import add_trial_arguments
 from infmon.journal.safefile import write_text_atomic
 
 METHOD_FILE = "method.json"
@@ -84,6 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_load_arguments(parser)
     abab.add_arguments(parser)
     add_search_arguments(parser)
+    add_trial_arguments(parser)
 
 
 def repeated_options(recorded: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,8 +9,8 @@ explanations read the same numbers. JSON (schema ``infmon.compare/2``) is made a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from infmon.model.compare import noise
 from infmon.model.compare.baseline import (
@@ -24,11 +24,13 @@ from infmon.model.compare.baseline import (
 )
 from infmon.model.compare.run_levels import LevelSample, by_level
 from infmon.model.compare.spec_econ import MODEL as SPEC_MODEL
+from infmon.model.compare.trial_deltas import METHOD as TRIALS_METHOD
 from infmon.model.steps.book import Level
 from infmon.model.steps.knee import Knee
 from infmon.model.steps.kv_fill import knee_limit
 from infmon.report import explain
-from infmon.report.doc import KneeInfo, QualityInfo, ReportDoc
+from infmon.report.compare_trials import TrialLevel, base_cell, run_trials, trials_text, with_trials
+from infmon.report.doc import KneeInfo, QualityInfo, ReportDoc, StepEntry
 from infmon.report.runs import Run
 from infmon.report.stepstats import knee_points
 
@@ -65,6 +67,9 @@ class Comparison:
     config: tuple[ConfigRow, ...]
     explanations: tuple[str, ...]
     warnings: tuple[str, ...]
+    trials: tuple[tuple[TrialLevel, ...], ...] = ()
+    """Per view, the levels whose deltas are over repeated trials (``compare_trials``)."""
+    base_trials: Mapping[Level, list[StepEntry]] = field(default_factory=dict)
 
     @property
     def base(self) -> Run:
@@ -78,12 +83,21 @@ class Comparison:
         """Run ``run_index``'s comparison at ``level`` (the baseline's own figures for 0)."""
         if run_index == 0:
             s = by_level(self.base.levels).get(level)
-            return compare_level(None, s) if s is not None else None
+            if s is None:
+                return None
+            own = compare_level(None, s)
+            over = any(t.level == level for used in self.trials for t in used)
+            return base_cell(own, self.base_trials[level]) if over else own
         return self.views[run_index - 1].at(level)
 
     def to_dict(self) -> JsonObject:
         """``compare.json`` (schema ``infmon.compare/2``)."""
         return _document(self)
+
+    def trials_note(self, run_index: int) -> str | None:
+        """``c=16 over 3 trials each``: where run ``run_index``'s deltas are over trials."""
+        used = self.trials[run_index - 1] if 0 < run_index <= len(self.trials) else ()
+        return trials_text(used) if used else None
 
 
 def _opt(x: float) -> float | None:
@@ -134,13 +148,19 @@ def _int(x: float) -> int | None:
 def compare_runs(runs: list[Run]) -> Comparison:
     """The comparison of ``runs``; the first is the baseline."""
     ref = runs[0].reference()
-    views = tuple(compare_run(ref, r.levels, r.facts) for r in runs[1:])
+    base_trials = run_trials(runs[0])
+    views, used = [], []
+    for r in runs[1:]:
+        view, over = with_trials(compare_run(ref, r.levels, r.facts), base_trials, run_trials(r))
+        views.append(view)
+        used.append(over)
     lines: list[str] = []
     for run, view in zip(runs[1:], views, strict=True):
         lines += explain.explain(runs[0], run, view)
     return Comparison(
-        tuple(runs), views, config_rows(tuple(runs)), tuple(lines), warm_cache_warnings(runs)
-    )
+        tuple(runs), tuple(views), config_rows(tuple(runs)), tuple(lines),
+        warm_cache_warnings(runs), tuple(used), base_trials,
+    )  # fmt: skip
 
 
 def warm_cache_warnings(runs: list[Run]) -> tuple[str, ...]:
@@ -265,6 +285,11 @@ def _document(cmp: Comparison) -> JsonObject:
             for r in cmp.runs
         ],
         "noise_method": noise.METHOD,
+        "trials_method": TRIALS_METHOD,
+        "over_trials": [
+            [{"level": t.level.label, "base_trials": t.base_n, "run_trials": t.run_n} for t in used]
+            for used in cmp.trials
+        ],
         "spec_model": SPEC_MODEL,
         "metrics": [{"key": m.key, "label": m.label, "unit": m.unit} for m in METRICS],
         "config_diff": [

@@ -14,6 +14,7 @@ from infmon.model.compare.baseline import BY_KEY, LevelComparison, delta_text, u
 from infmon.model.compare.noise import METHOD
 from infmon.model.compare.run_levels import by_level
 from infmon.model.compare.spec_econ import MODEL as SPEC_MODEL
+from infmon.model.compare.trial_deltas import METHOD as TRIALS_METHOD
 from infmon.report.compare import Comparison, knee_with_limit
 from infmon.report.compare_charts import acceptance_chart, findings, overlay_charts
 from infmon.report.fmt import DASH
@@ -74,6 +75,27 @@ def _knees(cmp: Comparison) -> list[str]:
     return out
 
 
+def _trial_notes(cmp: Comparison) -> list[str]:
+    """``fp8 vs baseline: c=16 over 5 trials each``: where deltas are over repeated trials."""
+    notes = []
+    for i, run in enumerate(cmp.runs[1:], start=1):
+        note = cmp.trials_note(i)
+        if note:
+            notes.append(f"{run.name} vs {cmp.base.name}: {note}")
+    return notes
+
+
+def _noise_lines(cmp: Comparison) -> list[str]:
+    notes = _trial_notes(cmp)
+    if not notes:
+        return [f"noise test: {METHOD}"]
+    return [
+        *(f"deltas over repeated trials: {n}" for n in notes),
+        f"noise test at those levels: {TRIALS_METHOD}",
+        f"noise test elsewhere: {METHOD}",
+    ]
+
+
 def render_text(cmp: Comparison) -> str:
     names = [r.name for r in cmp.runs]
     out = [f"compare: baseline {names[0]} vs {', '.join(names[1:])}", ""]
@@ -93,11 +115,12 @@ def render_text(cmp: Comparison) -> str:
         out += [
             "",
             f"per level, {title} (Δ vs baseline; * beyond noise, ≈ within noise, ? too few samples to test):",
+            *(f"  over trials: {n}" for n in _trial_notes(cmp)),
         ]
         out += _table(_headers(keys, server), _rows(cmp, keys, server))
     out += ["", "knee / SLO limit:", *_knees(cmp)]
     out += ["", "explanation:"] + [f"  - {line}" for line in cmp.explanations]
-    out += ["", f"noise test: {METHOD}", f"spec decoding model: {SPEC_MODEL}"]
+    out += ["", *_noise_lines(cmp), f"spec decoding model: {SPEC_MODEL}"]
     return "\n".join(out) + "\n"
 
 
@@ -154,7 +177,7 @@ def render_html(cmp: Comparison) -> str:
         "<h2>Knee</h2><ul>",
         *(f"<li>{html_text(x.strip())}</li>" for x in _knees(cmp)),
         "</ul>",
-        f"<p class=muted>Noise test: {html_text(METHOD)}</p>",
+        *(f"<p class=muted>{html_text(x[0].upper() + x[1:])}</p>" for x in _noise_lines(cmp)),
         f"<p class=muted>Spec decoding model: {html_text(SPEC_MODEL)}</p>",
         "</body></html>",
     ]

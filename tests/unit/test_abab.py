@@ -14,6 +14,7 @@ from infmon.model.compare.ab_verdict import (
     parse_abab_rules,
     quality_check,
     speeds,
+    speeds_tight,
     verdict_doc,
 )
 
@@ -87,3 +88,35 @@ def test_doc_is_plain_json_data():
     assert doc["failed_rules"] == []
     nan = FrontierMove(None, 3)
     assert math.isnan(nan.change)
+
+
+def test_until_ci_waits_for_three_rounds_and_a_narrow_ratio_at_every_level():
+    a = {4.0: [200.0, 204.0, 198.0, 201.0], 16.0: [700.0, 712.0, 695.0, 705.0]}
+    steady = {lv: [x * 1.3 for x in v] for lv, v in a.items()}
+    assert not speeds_tight(speeds({k: v[:2] for k, v in a.items()},
+                                   {k: v[:2] for k, v in steady.items()}), 0.05)  # fmt: skip
+    assert speeds_tight(speeds(a, steady), 0.05)
+    noisy = {4.0: [x * 1.3 for x in a[4.0]], 16.0: [700.0, 1100.0, 500.0, 900.0]}
+    assert not speeds_tight(speeds(a, noisy), 0.05)  # one level's ratio still wide
+    assert not speeds_tight([], 0.05)
+
+
+def test_rounds_are_the_trials(tmp_path):
+    from infmon.cli import build_parser
+    from infmon.commands import CliError
+    from infmon.commands.abab import _rounds
+
+    parser = build_parser("method")
+
+    def rounds(*extra: str) -> tuple[int, float | None]:
+        return _rounds(parser.parse_args(["method", "http://127.0.0.1:1", "--abab", "a,b", *extra]))
+
+    assert rounds() == (3, None)
+    assert rounds("--repeat", "5") == (5, None) and rounds("--repeat", "1") == (1, None)
+    assert rounds("--rounds", "4") == (4, None)
+    assert rounds("--until-ci", "5%") == (10, 0.05)
+    assert rounds("--until-ci", "5%", "--repeat", "6") == (6, 0.05)
+    with pytest.raises(CliError, match="the rounds are the trials"):
+        rounds("--repeat", "5", "--rounds", "3")
+    with pytest.raises(CliError, match="at least 1"):
+        rounds("--rounds", "0")

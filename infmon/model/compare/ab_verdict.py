@@ -61,6 +61,18 @@ def speeds(a: Mapping[float, Sequence[float]], b: Mapping[float, Sequence[float]
     return out
 
 
+def speeds_tight(at: Sequence[SpeedAt], target: float, least: int = 3) -> bool:
+    """``--until-ci`` for an A/B run: every level's paired speed ratio has at least ``least``
+    rounds and its 95 % interval within ``target`` of the ratio (e.g. 0.05 for ±5 %)."""
+
+    def tight(s: SpeedAt) -> bool:
+        r = s.ratio
+        ok = r.paired and r.n >= least and math.isfinite(r.low) and r.ratio > 0
+        return ok and (r.high - r.low) / 2 / r.ratio <= target
+
+    return bool(at) and all(tight(s) for s in at)
+
+
 @dataclass(frozen=True, slots=True)
 class FrontierMove:
     """Each side's SLO frontier (the last passing level; None: none passed)."""
@@ -139,6 +151,8 @@ class AbabVerdict:
     speeds: tuple[SpeedAt, ...]
     frontier: FrontierMove | None
     quality: QualityCheck | None
+    stop: str | None = None
+    """Why the rounds stopped before their most (``--until-ci``), else None."""
 
     @property
     def headline(self) -> SpeedAt | None:
@@ -239,6 +253,7 @@ def verdict_doc(v: AbabVerdict, rules: Sequence[AbabRule] = ()) -> dict[str, obj
         "baseline": v.label_a,
         "change": v.label_b,
         "rounds": v.rounds,
+        "stopped": v.stop,
         "sentence": v.sentence(),
         "speed": speed,
         "headline_level": v.headline.level if v.headline else None,

@@ -112,14 +112,15 @@ class Ratio:
         return f"{self.ratio:.2f}× ({self.low:.2f}–{self.high:.2f})"
 
 
-def ratio_ci(a: Sequence[float], b: Sequence[float]) -> Ratio:
+def ratio_ci(a: Sequence[float], b: Sequence[float], paired: bool = True) -> Ratio:
     """``mean(b) / mean(a)`` with a 95 % interval on the log scale: paired (each trial of b over
-    the a trial it was interleaved with) when both have the same count, else Welch's."""
+    the a trial it was interleaved with) when both have the same count and ``paired`` (the
+    trials were interleaved), else Welch's (two runs made one after the other)."""
     la = [math.log(x) for x in a if x > 0]
     lb = [math.log(x) for x in b if x > 0]
     if not la or not lb:
         return Ratio(NAN, NAN, NAN, False, 0)
-    if len(la) == len(lb) == len(a) == len(b) and len(la) >= 2:
+    if paired and len(la) == len(lb) == len(a) == len(b) and len(la) >= 2:
         d = summarize([y - x for x, y in zip(la, lb, strict=True)])
         return Ratio(math.exp(d.mean), math.exp(d.ci_low), math.exp(d.ci_high), True, d.n)
     sa, sb = summarize(la), summarize(lb)
