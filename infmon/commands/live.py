@@ -9,18 +9,24 @@ the server's snapshots reach the Session and the journal through ``RunWiring``. 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from infmon.clock import Clock
 from infmon.commands.wiring import RunWiring
 from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.journal import JournalWriter
+from infmon.journal.safefile import write_text_atomic
 from infmon.model.live.dial import DialChange, LoadDial, sweep_step
 from infmon.model.live.session import Session
-from infmon.model.steps.book import CLOSED, Level, StepEvent
+from infmon.model.search.live_search import LiveMove, LiveSearch
+from infmon.model.search.search_json import SearchDoc
+from infmon.model.steps.book import CLOSED, RATE, Level, StepEvent
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
 
@@ -43,6 +49,7 @@ class LiveController:
         scrapes: ScrapeThread | None = None,
         sweep_at_start: bool = False,
         exporter: Any = None,
+        search: Callable[[], LiveSearch] | None = None,
     ) -> None:
         self.engine, self.session, self.wiring = engine, session, wiring
         self.journal, self.dial, self.clock = journal, dial, clock
@@ -59,6 +66,9 @@ class LiveController:
         self.quitting = False
         """The operator quit: a load that ends before it started is no error then."""
         self.on_fatal: Callable[[], None] | None = None
+        self.new_search = search
+        """``--search``: ``w`` runs a new load search (``model/search/live_search.py``)."""
+        self.search: LiveSearch | None = None
 
     # ---- life ---------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -106,6 +116,11 @@ class LiveController:
     def tick(self) -> None:
         now = self.clock.now()
         cur = self.session.current(now)
+        if self.search is not None and not self.dial.state.paused:
+            results = {r.index: r for r in self.session.ledger.results(now)}
+            move = self.search.tick(results, now)
+            if move is not None:
+                self._search_move(move)
         if self.dial.sweeping and cur is not None:
             led = self.session.ledger
             change = self.dial.tick(sweep_step(cur, now), led.knee(now), led.slo_limit(now))
@@ -116,6 +131,9 @@ class LiveController:
         self.session.set_journal_note(status().line() if status is not None else None)
 
     def _show_progress(self) -> None:
+        if self.search is not None:
+            self.session.set_sweep(self.search.progress())
+            return
         now = self.clock.now()
         progress = self.dial.progress(sweep_step(self.session.current(now), now))
         self.session.set_sweep(
@@ -150,6 +168,9 @@ class LiveController:
 
     # ---- operator actions ---------------------------------------------------------------------
     def press(self, action: str) -> None:
+        searching = action == "sweep" or self.search is not None
+        if self.new_search is not None and searching and self._press_search(action):
+            return
         rps = self.session.snapshot(self.clock.now()).throughput.requests_per_s
         change = self.dial.press(action, rps)
         if change is not None:
@@ -159,6 +180,8 @@ class LiveController:
     def set_level(self, level: Level) -> None:
         """The palette's "set concurrency N": the operator's level, as a key's; a running
         sweep stops, and says so."""
+        if self.search is not None:
+            self._stop_search("search stopped: the operator took the dial")
         sweeping = self.dial.sweeping
         change = self.dial.set_level(level)
         if sweeping:
@@ -177,6 +200,66 @@ class LiveController:
     @property
     def paused(self) -> bool:
         return self.dial.state.paused
+
+    # ---- the load search (--search) -----------------------------------------------------------
+    def _press_search(self, action: str) -> bool:
+        """``w`` starts or stops the search; any other key stops it and acts (False)."""
+        if action != "sweep":
+            self._stop_search("search stopped: the operator took the dial")
+            return False
+        if self.search is not None:
+            self._stop_search("search stopped by the operator")
+            return True
+        assert self.new_search is not None
+        self.search = search = self.new_search()
+        spec = search.spec
+        self.journal.write_event(
+            "search", goal=spec.goal, lo=spec.lo, hi=spec.hi, budget=spec.budget
+        )
+        if self.dial.state.paused:
+            self._apply(self.dial.press("pause") or DialChange(paused=False))
+        self._search_move(search.start())
+        return True
+
+    def _write_search(self, doc: SearchDoc) -> None:
+        """The verdict journalled and, as bench writes it, ``search.json`` in the session."""
+        self.journal.write_event("search_verdict", **doc)
+        session_dir = getattr(self.journal, "session_dir", None)
+        if session_dir is not None:
+            text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
+            with contextlib.suppress(OSError):  # the journal says it; a full disk is reported there
+                write_text_atomic(Path(session_dir) / "search.json", text)
+
+    def _stop_search(self, note: str) -> None:
+        self.search = None
+        now = self.clock.now()
+        self.session.add_event(now, "sweep", note)
+        self.journal.write_event("sweep", note=note)
+        self.session.set_sweep(None)
+
+    def _search_move(self, move: LiveMove) -> None:
+        search = self.search
+        assert search is not None
+        if move.verdict is not None:
+            self.search = None
+            self._write_search(search.doc(move.verdict))
+            if move.hold is not None:
+                level = Level(CLOSED, move.hold) if search.spec.integer else Level(RATE, move.hold)
+                self._apply(
+                    replace(self.dial.set_level(level, origin="hold"), note=move.note, verdict=True)
+                )
+            else:
+                self._apply(DialChange(note=move.note, verdict=True))
+            self.session.set_sweep(None)
+            return
+        assert move.level is not None
+        level = Level(CLOSED, move.level) if search.spec.integer else Level(RATE, move.level)
+        change = self.dial.set_level(level, origin="search")
+        self._apply(replace(change, note=move.note) if move.probe else change)
+        search.started(self.session.ledger.book.next_index - 1, move.probe)
+        if move.probe:
+            self.journal.write_event("search_move", level=move.level, why=move.note)
+        self.session.set_sweep(search.progress())
 
     # ---- applying a change --------------------------------------------------------------------
     def _apply(self, change: DialChange, initial: bool = False) -> None:

@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,13 @@ from infmon.commands.scale import (
     scale_from_args,
     start_exporter,
 )
+from infmon.commands.search_args import add_search_arguments, search_from_args
 from infmon.commands.wiring import RunWiring, wire_session
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.model.live.dial import DialState, LoadDial
 from infmon.model.live.session import Session, SessionConfig
+from infmon.model.search.live_search import LiveSearch
 from infmon.model.server.health import ServerHealth
 from infmon.model.steps.book import CLOSED, RATE
 
@@ -90,6 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_load_arguments(parser)
     add_monitor_arguments(parser)
     add_scale_arguments(parser)
+    add_search_arguments(parser)  # `w` runs this search instead of the doubling sweep
 
 
 def run(args: argparse.Namespace) -> int:
@@ -182,6 +186,8 @@ def build_monitor(
         ),
         step_s=config.step_duration_s,
     )
+    spec = search_from_args(args, config)
+    search = None if spec is None else partial(LiveSearch, spec, config.slo, config.step_duration_s)
     metrics_url = args.metrics_url or config.url or ""
     scrapes = ScrapeThread(
         metric_source(config, scale, metrics_url, getattr(args, "gpu_metrics", None)),
@@ -200,6 +206,7 @@ def build_monitor(
         scrapes=scrapes,
         sweep_at_start=sweep,
         exporter=exporter,
+        search=search,
     )
     recorder = Recorder(journal, session_dir)
     recorder.never_reached = lambda: (
