@@ -79,7 +79,7 @@ def x_of(step: StepEntry) -> str:
     """The step's level; "(partial)" when it did not run its whole time (a stop cut it)."""
     tail = " (partial)" if step.get("complete") is False else ""
     if step.get("concurrency") is not None:
-        return f"{step['concurrency']}{tail}"
+        return f"{step['concurrency']:,}{tail}"
     if step.get("rate") is not None:
         return f"{step['rate']}/s{tail}"
     return DASH + tail

@@ -7,6 +7,7 @@ escaped, and the page's Content-Security-Policy forbids scripts outright.
 from __future__ import annotations
 
 import base64
+import re
 
 from infmon.model.base.sanitize import html_text
 from infmon.report import gpu, svg
@@ -26,10 +27,13 @@ from infmon.report.stepstats import slo_verdict_of
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#1d232b}
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;padding:0 16px;max-width:1400px;
+color:#1d232b}p,ul{max-width:1100px}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d8dde3;padding:3px 7px;
-text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}th{background:#f1f4f7}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #d8dde3;
+padding:3px 5px;text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.w{white-space:normal}td.w span{white-space:nowrap}
+th{background:#f1f4f7;vertical-align:bottom;white-space:normal}
 td:first-child{text-align:left}.wide{overflow-x:auto}tr.knee td{background:#fff3c4;font-weight:600}
 .chart{display:block;margin:10px 0}.plot{fill:#fbfcfd;stroke:#c9d0d8}.grid{stroke:#e6eaee}
 .tick{font-size:10px;fill:#5a6470}.axis{font-size:11px;fill:#333}.legend{font-size:11px}
@@ -46,12 +50,23 @@ def _table(
     row ``marked`` (the knee's) highlighted."""
     head = "".join(f"<th>{html_text(h)}</th>" for h in header)
     body = "".join(
-        ('<tr class="knee">' if i == marked else "<tr>")
-        + "".join(f"<td>{html_text(str(c))}</td>" for c in r)
-        + "</tr>"
+        ('<tr class="knee">' if i == marked else "<tr>") + "".join(_cell(c) for c in r) + "</tr>"
         for i, r in enumerate(rows)
     )
     return f'<div class="wide"><table><tr>{head}</tr>{body}</table></div>'
+
+
+FIGURE_JOINTS = re.compile(r"(?<=[/,]) | (?=\()")
+"""Where a cell may wrap: after "p50 / " or ", ", before " (": between figures."""
+
+
+def _cell(value: object) -> str:
+    """A cell, each run of its text between ``FIGURE_JOINTS`` kept on one line: a narrow
+    window wraps "58.8 / 59.3 / 59.4" between its figures, never inside one."""
+    runs = FIGURE_JOINTS.split(str(value))
+    if len(runs) == 1:
+        return f"<td>{html_text(runs[0])}</td>"
+    return '<td class="w">' + " ".join(f"<span>{html_text(r)}</span>" for r in runs) + "</td>"
 
 
 def _knee_row(doc: ReportDoc) -> int | None:
