@@ -46,6 +46,11 @@ class Tmux:
     def keys(self, *keys: str) -> None:
         self.run("send-keys", "-t", self.name, *keys)
 
+    def alive(self) -> bool:
+        """The session (the command it runs) is still there."""
+        probe = ["tmux", "-L", self.socket, "has-session", "-t", self.name]
+        return subprocess.run(probe, capture_output=True, timeout=20).returncode == 0
+
     def wait_for(self, what: str, test: Callable[[str], bool], timeout_s: float = 60.0) -> str:
         deadline = time.monotonic() + timeout_s
         screen = ""
