@@ -131,6 +131,7 @@ def demo_in_browser(tmp: Path) -> Verdict:
         pytest.fail("Debian's chromium is required (apt-get install chromium)")
     pytest.importorskip("textual_serve", reason="infmon serve needs textual-serve")
     port, devtools = free_port(), free_port()
+    tmp.mkdir(parents=True, exist_ok=True)
     session = tmp / "session"
     argv = ["serve", "--listen", f"127.0.0.1:{port}", "demo", "--session-dir", str(session)]
     banner = tmp / "serve.log"
