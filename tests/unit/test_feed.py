@@ -224,7 +224,9 @@ async def test_schedule_arrivals_are_sent_on_time() -> None:
     late = driver.arrival_lateness_s()
     assert len(late) == len(records) == 100
     p99, lag99 = float(np.percentile(late, 99)), float(np.percentile(lags, 99))
-    print(f"schedule send lateness p99 {1e3 * p99:.2f} ms (the loop's own lag p99 {1e3 * lag99:.2f})")
+    print(
+        f"schedule send lateness p99 {1e3 * p99:.2f} ms (the loop's own lag p99 {1e3 * lag99:.2f})"
+    )
     # the driver adds under 20 ms of its own to what the host's scheduling costs every wake-up
     # (it failed at p99 28-87 ms beside a loaded suite, with the loop itself that late)
     assert p99 < 0.02 + lag99
