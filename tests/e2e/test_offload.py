@@ -108,3 +108,4 @@ def test_the_server_pane_says_the_loading_share(offload_sim, tmp_path: Path):
     print("\n" + seen["pane"])
     assert "KV offload loading " in seen["pane"] and " of the time" in seen["pane"]
     assert "loading 0.0% of" not in seen["pane"]
+    assert "from host memory " in seen["pane"]  # the external KV came from the offload tier

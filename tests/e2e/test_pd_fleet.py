@@ -110,12 +110,14 @@ def test_the_server_pane_names_the_prefill_and_the_decode_pod(pd_pair, tmp_path:
             def both_roles() -> bool:
                 snap = app.last_snapshot
                 rows = snap.server.rows if snap is not None else ()
-                return {r.role for r in rows} == {"prefill", "decode"}
+                seen["rows"] = {r.name: r.role for r in rows}
+                text = app.query_one(ServerPane).query_one(Body).last_text
+                seen["pane"] = text.plain if text is not None else ""
+                # a window in which prompts were pulled says their share (else it is quiet)
+                pulled = "from other instances " in seen["pane"]
+                return pulled and {r.role for r in rows} == {"prefill", "decode"}
 
             await _wait(both_roles)
-            await pilot.pause(0.5)
-            seen["rows"] = {r.name: r.role for r in app.last_snapshot.server.rows}
-            seen["pane"] = app.query_one(ServerPane).query_one(Body).last_text.plain
             await pilot.press("q")
 
     asyncio.run(drive())

@@ -268,6 +268,9 @@ class DetailView:
     cache_hit_share: float = NAN
     """``local_cache_hit`` share of the window's prompt tokens (the true prefix reuse)."""
     external_kv_share: float = NAN
+    external_kv_from: str = "other instances"
+    """Where that KV came from, by the cached-by-source counters: ``host memory`` (offload),
+    ``other instances`` (P/D, cross-instance sharing) or ``KV connectors`` (both)."""
     sleep_state: str | None = None
     rejections_total: float = NAN
     offload_load_bytes_per_s: float = NAN
@@ -280,6 +283,14 @@ class DetailView:
     mfu: float = NAN
     mfu_unknown: bool = False
     """The server is computing (estimated FLOP/s > 0) but the GPU's peak is not known."""
+
+
+def _external_from(by_source: Mapping[str, float]) -> str:
+    host = by_source.get("host", 0.0) + by_source.get("disk", 0.0)
+    other = sum(v for k, v in by_source.items() if k not in ("host", "disk", "device"))
+    if host > 0 and not other:
+        return "host memory"
+    return "KV connectors" if host > 0 else "other instances"
 
 
 def detail_view(d: ServerDetail, waiting: float | None = None) -> DetailView | None:
@@ -299,6 +310,7 @@ def detail_view(d: ServerDetail, waiting: float | None = None) -> DetailView | N
         waiting_deferred=deferred,
         cache_hit_share=_f(d.source_share(LOCAL_CACHE_HIT)),
         external_kv_share=_f(d.source_share(EXTERNAL_KV)),
+        external_kv_from=_external_from(d.prompt_tokens_cached_by_source_total),
         sleep_state=d.sleep_state,
         rejections_total=sum(d.admission_rejections_total.values())
         if d.admission_rejections_total

@@ -111,7 +111,7 @@ def _detail(s: ServerView, muted: str) -> list[tuple[str, str] | str]:
     if not f.missing(d.cache_hit_share):
         add("prompt from cache ", f.pct(d.cache_hit_share))
     if not f.missing(d.external_kv_share) and d.external_kv_share > 0:
-        add("from other instances ", f.pct(d.external_kv_share))
+        add(f"from {d.external_kv_from} ", f.pct(d.external_kv_share))
     if not f.missing(d.offload_load_fraction):
         add("KV offload loading ", f.pct(d.offload_load_fraction) + " of the time")
     if not f.missing(d.pd_xfer_mean_s):
