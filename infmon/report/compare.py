@@ -9,8 +9,8 @@ explanations read the same numbers. JSON (schema ``infmon.compare/2``) is made a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from infmon.model.compare import noise
 from infmon.model.compare.baseline import (
@@ -30,7 +30,7 @@ from infmon.model.steps.knee import Knee
 from infmon.model.steps.kv_fill import knee_limit
 from infmon.report import explain
 from infmon.report.compare_trials import TrialLevel, base_cell, run_trials, trials_text, with_trials
-from infmon.report.doc import KneeInfo, QualityInfo, ReportDoc, StepEntry
+from infmon.report.doc import KneeInfo, QualityInfo, ReportDoc
 from infmon.report.runs import Run
 from infmon.report.stepstats import knee_points
 
@@ -69,7 +69,6 @@ class Comparison:
     warnings: tuple[str, ...]
     trials: tuple[tuple[TrialLevel, ...], ...] = ()
     """Per view, the levels whose deltas are over repeated trials (``compare_trials``)."""
-    base_trials: Mapping[Level, list[StepEntry]] = field(default_factory=dict)
 
     @property
     def base(self) -> Run:
@@ -86,8 +85,9 @@ class Comparison:
             if s is None:
                 return None
             own = compare_level(None, s)
-            over = any(t.level == level for used in self.trials for t in used)
-            return base_cell(own, self.base_trials[level]) if over else own
+            over = [t for u in self.trials for t in u if t.level == level and t.used]
+            keys = frozenset(k for t in over for k in t.keys)
+            return base_cell(own, over[0].base_steps, keys) if over else own
         return self.views[run_index - 1].at(level)
 
     def to_dict(self) -> JsonObject:
@@ -96,8 +96,8 @@ class Comparison:
 
     def trials_note(self, run_index: int) -> str | None:
         """``c=16 over 3 trials each``: where run ``run_index``'s deltas are over trials."""
-        used = self.trials[run_index - 1] if 0 < run_index <= len(self.trials) else ()
-        return trials_text(used) if used else None
+        seen = self.trials[run_index - 1] if 0 < run_index <= len(self.trials) else ()
+        return trials_text(seen, self.runs[run_index].name) or None
 
 
 def _opt(x: float) -> float | None:
@@ -159,7 +159,7 @@ def compare_runs(runs: list[Run]) -> Comparison:
         lines += explain.explain(runs[0], run, view)
     return Comparison(
         tuple(runs), tuple(views), config_rows(tuple(runs)), tuple(lines),
-        warm_cache_warnings(runs), tuple(used), base_trials,
+        warm_cache_warnings(runs), tuple(used),
     )  # fmt: skip
 
 
@@ -287,9 +287,14 @@ def _document(cmp: Comparison) -> JsonObject:
         "noise_method": noise.METHOD,
         "trials_method": TRIALS_METHOD,
         "over_trials": [
-            [{"level": t.level.label, "base_trials": t.base_n, "run_trials": t.run_n} for t in used]
-            for used in cmp.trials
+            [
+                {"level": t.level.label, "base_trials": t.base_n, "run_trials": t.run_n}
+                for t in seen
+                if t.used
+            ]
+            for seen in cmp.trials
         ],
+        "trials_notes": [cmp.trials_note(i) for i in range(1, len(cmp.runs))],
         "spec_model": SPEC_MODEL,
         "metrics": [{"key": m.key, "label": m.label, "unit": m.unit} for m in METRICS],
         "config_diff": [

@@ -42,6 +42,29 @@ class TrialLevel:
     level: Level
     base_n: int
     run_n: int
+    keys: frozenset[str] = frozenset()
+    """The figures compared over trials (a figure a trial lacks keeps the bootstrap); empty:
+    the level is not compared over trials (``late`` says why, when it is the late client)."""
+    late: tuple[int, int] = (0, 0)
+    """Trials left out on each side (baseline, run): the client's timestamps were late."""
+    base_steps: tuple[StepEntry, ...] = ()
+    """The baseline's trials kept (its row shows their means)."""
+
+    @property
+    def used(self) -> bool:
+        return bool(self.keys)
+
+    def late_text(self, run: str) -> str:
+        """``the client was late in 2 of the baseline's 3 trials`` (empty: none late)."""
+        parts = [
+            f"{n} of {who} {n + kept} trials"
+            for n, kept, who in (
+                (self.late[0], self.base_n, "the baseline's"),
+                (self.late[1], self.run_n, f"{run}'s"),
+            )
+            if n
+        ]
+        return f"the client was late in {' and '.join(parts)}" if parts else ""
 
 
 def _trials_path(source: str) -> Path | None:
@@ -98,54 +121,77 @@ def figure(step: StepEntry, key: str) -> float:
     return float(v) * scale if ok else math.nan  # type: ignore[arg-type]
 
 
-def _late(steps: list[StepEntry]) -> bool:
-    return any(s.get("client_late") is True for s in steps)
-
-
 def _over_trials(
     c: LevelComparison, base: list[StepEntry], cur: list[StepEntry]
-) -> LevelComparison:
-    metrics = []
+) -> tuple[LevelComparison, frozenset[str]]:
+    metrics, keys = [], set()
     for m in c.metrics:
         d = trial_delta(
             [figure(s, m.metric.key) for s in base], [figure(s, m.metric.key) for s in cur]
         )
         metrics.append(m if d is None else MetricDelta(m.metric, d))
-    return replace(c, metrics=tuple(metrics))
+        if d is not None:
+            keys.add(m.metric.key)
+    return replace(c, metrics=tuple(metrics)), frozenset(keys)
+
+
+def _kept(steps: list[StepEntry]) -> list[StepEntry]:
+    return [s for s in steps if s.get("client_late") is not True]
 
 
 def with_trials(
     view: BaselineView, base: dict[Level, list[StepEntry]], cur: dict[Level, list[StepEntry]]
 ) -> tuple[BaselineView, tuple[TrialLevel, ...]]:
-    """``view`` with its deltas over trials wherever both runs have them (see the module doc)."""
-    levels, used = [], []
+    """``view`` with its deltas over trials wherever both runs have them (see the module doc);
+    a trial whose client was late is left out (its timestamps are not the server's), and a
+    level left with fewer than two trials a side keeps the bootstrap, with that reason."""
+    levels, seen = [], []
     for c in view.levels:
         a, b = base.get(c.level), cur.get(c.level)
-        if a is None or b is None or _late(a) or _late(b):
+        if a is None or b is None:
             levels.append(c)
             continue
-        levels.append(_over_trials(c, a, b))
-        used.append(TrialLevel(c.level, len(a), len(b)))
-    return replace(view, levels=tuple(levels)), tuple(used)
+        ka, kb = _kept(a), _kept(b)
+        late = (len(a) - len(ka), len(b) - len(kb))
+        keys: frozenset[str] = frozenset()
+        if min(len(ka), len(kb)) >= MIN_TRIALS:
+            c, keys = _over_trials(c, ka, kb)
+        levels.append(c)
+        if keys or any(late):
+            seen.append(TrialLevel(c.level, len(ka), len(kb), keys, late, tuple(ka)))
+    return replace(view, levels=tuple(levels)), tuple(seen)
 
 
-def base_cell(c: LevelComparison, steps: list[StepEntry]) -> LevelComparison:
-    """The baseline's own row at a level it held over trials: each figure its trial mean."""
+def base_cell(
+    c: LevelComparison, steps: tuple[StepEntry, ...], keys: frozenset[str]
+) -> LevelComparison:
+    """The baseline's own row at a level compared over trials: each figure in ``keys`` its
+    trial mean (the others as the bootstrap's deltas read them)."""
     metrics = []
     for m in c.metrics:
+        if m.metric.key not in keys:
+            metrics.append(m)
+            continue
         xs = [x for s in steps if math.isfinite(x := figure(s, m.metric.key))]
         mean = sum(xs) / len(xs) if xs else math.nan
         metrics.append(MetricDelta(m.metric, Delta(math.nan, mean)))
     return replace(c, metrics=tuple(metrics))
 
 
-def trials_text(used: tuple[TrialLevel, ...]) -> str:
-    """``c=8, c=16 over 5 trials each`` (or ``c=8 over 3 and 5 trials``)."""
+def trials_text(seen: tuple[TrialLevel, ...], run: str) -> str:
+    """``c=8, c=16 over 5 trials each`` (or ``c=8 over 3 (baseline) and 5 trials``), and why a
+    level with trials is not compared over them (``c=16 not over trials: the client was late
+    in 2 of the baseline's 3 trials``)."""
     groups: dict[tuple[int, int], list[str]] = {}
-    for t in used:
-        groups.setdefault((t.base_n, t.run_n), []).append(t.level.label)
+    for t in seen:
+        if t.used:
+            groups.setdefault((t.base_n, t.run_n), []).append(t.level.label)
     parts = []
     for (a, b), labels in groups.items():
         each = f"{a} trials each" if a == b else f"{a} (baseline) and {b} trials"
         parts.append(f"{', '.join(labels)} over {each}")
+    for t in seen:
+        if t.late_text(run):
+            left = "left out" if t.used else "not over trials"
+            parts.append(f"{t.level.label} {left}: {t.late_text(run)}")
     return "; ".join(parts)

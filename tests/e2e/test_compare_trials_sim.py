@@ -41,10 +41,15 @@ def _compare(*runs: Path, json_out: bool = False) -> str:
 
 
 def _trial_tok_s(session: Path, c: int) -> list[float]:
+    """The level's trials whose client kept time (a late one is left out of the comparison)."""
     trials = json.loads((session / "trials.json").read_text())
     names = next(lv["steps"] for lv in trials["levels"] if lv["level"] == f"c={c}")
     steps = json.loads((session / "report.json").read_text())["steps"]
-    return [s["output_throughput_tok_s"] for s in steps if s["step"] in names]
+    return [
+        s["output_throughput_tok_s"]
+        for s in steps
+        if s["step"] in names and s.get("client_late") is not True
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -63,27 +68,28 @@ def sessions(tmp_path_factory):
 def test_runs_with_trials_are_compared_over_their_trials(sessions):
     base, pit, _ = sessions
     text = _compare(base, pit)
-    assert "over trials: pitfall vs base: c=4, c=8 over 3 trials each" in text, text
-    assert "noise test at those levels: over repeated trials" in text
     doc = json.loads(_compare(base, pit, json_out=True))
-    assert doc["over_trials"] == [
-        [
-            {"level": "c=4", "base_trials": 3, "run_trials": 3},
-            {"level": "c=8", "base_trials": 3, "run_trials": 3},
-        ]
-    ]
+    note = doc["trials_notes"][0]
+    assert f"over trials: pitfall vs base: {note}" in text, text
+    assert "noise test at those levels: over repeated trials" in text
+    a, b = _trial_tok_s(base, 8), _trial_tok_s(pit, 8)
+    if len(a) < 2 or len(b) < 2:  # this host made the client late: said, bootstrap kept
+        assert "c=8 not over trials: the client was late" in note
+        pytest.skip(f"the client was late in c=8's trials on this host: {note}")
+    n = {"level": "c=8", "base_trials": len(a), "run_trials": len(b)}
+    assert n in doc["over_trials"][0]
     c8 = next(s for s in doc["steps"] if s["level"] == "c=8")
     own, other = c8["runs"]
-    a, b = _trial_tok_s(base, 8), _trial_tok_s(pit, 8)
     # the baseline's row and the delta are the trial means, the interval Welch's over trials
-    assert own["tok_s"]["value"] == pytest.approx(sum(a) / 3, rel=1e-9)
+    assert own["tok_s"]["value"] == pytest.approx(sum(a) / len(a), rel=1e-9)
     tok = other["tok_s"]
-    assert tok["base"] == pytest.approx(sum(a) / 3, rel=1e-9)
-    assert tok["value"] == pytest.approx(sum(b) / 3, rel=1e-9)
+    assert tok["base"] == pytest.approx(sum(a) / len(a), rel=1e-9)
+    assert tok["value"] == pytest.approx(sum(b) / len(b), rel=1e-9)
     r = ratio_ci(a, b, paired=False)
     lo, hi = tok["ci_pct"]
     assert lo <= tok["delta_pct"] <= hi
-    assert (hi - lo) / 100 == pytest.approx((r.high - r.low) * (sum(b) / sum(a)) / r.ratio)
+    shown = (sum(b) / len(b)) / (sum(a) / len(a))
+    assert (hi - lo) / 100 == pytest.approx((r.high - r.low) * shown / r.ratio)
     print(f"c=8 tok/s base {a} pitfall {b}: {tok['delta_pct']:+.1f}% ({lo:+.1f}…{hi:+.1f})")
     # spec-pitfall is several times slower: beyond the run-to-run noise of 3 trials
     assert tok["delta_pct"] < -30 and tok["beyond_noise"] is True
