@@ -39,3 +39,19 @@ def test_paired_ratio_is_the_default_for_interleaved_trials():
     assert ratio_ci(a, b).high - ratio_ci(a, b).low < (
         ratio_ci(a, b, paired=False).high - ratio_ci(a, b, paired=False).low
     )
+
+
+def test_the_note_says_which_levels_are_over_trials_and_why_others_are_not():
+    from infmon.model.steps.book import CLOSED, Level
+    from infmon.report.compare_trials import TrialLevel, trials_text
+
+    seen = (
+        TrialLevel(Level(CLOSED, 4), 3, 3, frozenset({"tok_s"})),
+        TrialLevel(Level(CLOSED, 16), 1, 3, frozenset(), (2, 0)),
+        TrialLevel(Level(CLOSED, 64), 3, 2, frozenset({"tok_s"}), (0, 1)),
+    )
+    assert trials_text(seen, "fp8") == (
+        "c=4 over 3 trials each; c=64 over 3 (baseline) and 2 trials; "
+        "c=16 not over trials: the client was late in 2 of the baseline's 3 trials; "
+        "c=64 left out: the client was late in 1 of fp8's 3 trials"
+    )
