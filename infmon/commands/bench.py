@@ -440,11 +440,7 @@ class _Progress(Progress):
         s = result.stats
         say(row(index, spec, s, server, self.wide))
         for note in s.client_notes:  # wrapped: the table's 100 columns hold every line
-            text = f"client self-check: {note} (the client may be the bottleneck)"
-            for line in textwrap.wrap(
-                text, 100, initial_indent=" " * 6, subsequent_indent=" " * 8, break_on_hyphens=False
-            ):
-                say(line)
+            _say_wrapped(f"client self-check: {note} (the client may be the bottleneck)", 6)
         if s.tokens_estimated:
             say("      note: output tokens counted from chunks (no usable usage from the server)")
         if self.comparer is not None and self.clock is not None:
@@ -523,6 +519,15 @@ def _write_json(path: Path, result: dict[str, Any]) -> None:
     say(f"wrote {path}")
 
 
+def _say_wrapped(text: str, indent: int = 0) -> None:
+    """One verdict or note, wrapped at the table's 100 columns (continuations indented)."""
+    for line in textwrap.wrap(
+        text, 100, initial_indent=" " * indent, subsequent_indent=" " * (indent + 2),
+        break_on_hyphens=False,
+    ):  # fmt: skip
+        say(line)
+
+
 def _no_knee(closed: Sequence[Mapping[str, object]]) -> str:
     """Why no knee was named: the throughput still rose at the top level, or no step showed
     one (said, never left out: a sweep's reader looks for the knee line)."""
@@ -544,11 +549,11 @@ def _verdict(result: dict[str, Any]) -> int:
     closed = [s for s in steps if s.get("concurrency") is not None]
     if knee:
         tail = "" if knee.get("confirmed", True) else " — not confirmed: no higher level measured"
-        say(f"knee: c={knee['concurrency']} ({knee['reason']}){tail}")
+        _say_wrapped(f"knee: c={knee['concurrency']} ({knee['reason']}){tail}")
     elif len(closed) >= 2:
-        say(_no_knee(closed))
+        _say_wrapped(_no_knee(closed))
     if any(v is not None for v in (result.get("slo") or {}).values()) and closed:
-        say(slo_verdict(closed, slo_set=True).sentence())
+        _say_wrapped(slo_verdict(closed, slo_set=True).sentence())
     completed = sum(s["completed"] for s in steps)
     failed = sum(s["failed"] for s in steps)
     if completed == 0:
