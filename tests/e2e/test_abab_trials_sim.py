@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import REPO, infmon_cmd
 from tests.e2e.conftest import free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# long: five A-B rounds against two simulators (~70 s), beyond CI's 40 minutes beside the rest
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.long]
 SWITCH = Path(__file__).with_name("simswitch.py")
 TARGET = 0.25
 MOST = 5

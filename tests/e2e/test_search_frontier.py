@@ -15,7 +15,8 @@ from infmon.model.search.level_fit import Probe, crossing, fit_levels
 from infmon.model.search.search_json import parse_search_doc
 from tests.conftest import REPO, infmon_cmd, running_sim
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# long: 3.5 min of probes (25 grid levels, two searches), beyond CI's 40 minutes beside the rest
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.long]
 
 SLO = "ttft=500ms,tpot=50ms"
 LOAD = (
