@@ -12,14 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infmon.cli import build_parser
-from infmon.commands.common import config_from_args
-from infmon.commands.monitor import build_monitor, finish
-from infmon.commands.scale import scale_from_args
+from infmon.commands.monitor import finish
 from infmon.sources.fleet import endpoint_name
 from infmon.ui.panes.base import Body
 from infmon.ui.panes.server import ServerPane
 from tests.conftest import REPO, infmon_cmd, running_sim
+from tests.e2e.monitorkit import monitor_app, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -72,25 +70,12 @@ def test_bench_spreads_half_to_each_and_the_report_names_both(two_sims, tmp_path
     assert a in report and b in report
 
 
-async def _wait(predicate, timeout_s: float = 30.0) -> None:
-    for _ in range(int(timeout_s / 0.1)):
-        if predicate():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 def test_the_server_pane_shows_a_row_per_endpoint(two_sims, tmp_path: Path):
     a, b = two_sims
-    args = build_parser().parse_args(
-        [
-            *("monitor", a, "--url", b, "--session-dir", str(tmp_path)),
-            *("--output-tokens", "24", "--scrape-interval", "0.3"),
-        ]
+    app, recorder = monitor_app(
+        *(a, "--url", b, "--session-dir", str(tmp_path)),
+        *("--output-tokens", "24", "--scrape-interval", "0.3"),
     )
-    args.scale = scale_from_args(args)  # as ``infmon monitor`` does before its config
-    app, recorder = build_monitor(config_from_args(args), args)
-    app.handle_signals = False
     names = [endpoint_name(a), endpoint_name(b)]
     seen: dict[str, str] = {}
 
@@ -103,7 +88,7 @@ def test_the_server_pane_shows_a_row_per_endpoint(two_sims, tmp_path: Path):
                 rows = snap.server.rows if snap is not None else ()
                 return len(rows) == 2 and all(r.running > 0 for r in rows)
 
-            await _wait(both_running)
+            await wait_until(both_running)
             await pilot.pause(0.5)
             seen["rows"] = [r.name for r in app.last_snapshot.server.rows]
             seen["pane"] = app.query_one(ServerPane).query_one(Body).last_text.plain

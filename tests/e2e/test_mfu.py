@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from infmon.cli import build_parser
-from infmon.commands.common import config_from_args
-from infmon.commands.monitor import build_monitor, finish
-from infmon.commands.scale import scale_from_args
+from infmon.commands.monitor import finish
 from infmon.model.server.efficiency import MFU_UNKNOWN
 from infmon.ui.panes.base import Body
 from infmon.ui.panes.server import ServerPane
 from tests.conftest import REPO, infmon_cmd
+from tests.e2e.monitorkit import monitor_app, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -61,26 +59,13 @@ def test_report_mfu_from_the_gpu_name_and_unknown_without_a_peak(sim_url, tmp_pa
     assert MFU_UNKNOWN in bare["diagnosis"]
 
 
-async def _wait(predicate, timeout_s: float = 30.0) -> None:
-    for _ in range(int(timeout_s / 0.1)):
-        if predicate():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 @pytest.mark.parametrize("gpu", [True, False])
 def test_the_server_pane_shows_mfu_or_why_not(sim_url, tmp_path: Path, gpu: bool):
     extra = ["--gpu-metrics", f"{sim_url}/gpu-metrics"] if gpu else []
-    args = build_parser().parse_args(
-        [
-            *("monitor", sim_url, "--session-dir", str(tmp_path), *extra),
-            *("--output-tokens", "24", "--scrape-interval", "0.3"),
-        ]
+    app, recorder = monitor_app(
+        *(sim_url, "--session-dir", str(tmp_path), *extra),
+        *("--output-tokens", "24", "--scrape-interval", "0.3"),
     )
-    args.scale = scale_from_args(args)
-    app, recorder = build_monitor(config_from_args(args), args)
-    app.handle_signals = False
     seen: dict = {}
 
     async def drive() -> None:
@@ -92,7 +77,7 @@ def test_the_server_pane_shows_mfu_or_why_not(sim_url, tmp_path: Path, gpu: bool
                 d = snap.server.detail if snap is not None else None
                 return d is not None and (d.mfu > 0 if gpu else d.mfu_unknown)
 
-            await _wait(said)
+            await wait_until(said)
             await pilot.pause(0.5)
             seen["pane"] = app.query_one(ServerPane).query_one(Body).last_text.plain
             await pilot.press("q")

@@ -12,13 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from infmon.cli import build_parser
-from infmon.commands.common import config_from_args
-from infmon.commands.monitor import build_monitor, finish
-from infmon.commands.scale import scale_from_args
+from infmon.commands.monitor import finish
 from infmon.ui.panes.base import Body
 from infmon.ui.panes.server import ServerPane
 from tests.conftest import REPO, infmon_cmd, running_sim
+from tests.e2e.monitorkit import monitor_app, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -70,24 +68,11 @@ def test_scrape_and_report_carry_offload_figures_that_add_up(offload_sim, tmp_pa
     )
 
 
-async def _wait(predicate, timeout_s: float = 60.0) -> None:
-    for _ in range(int(timeout_s / 0.1)):
-        if predicate():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 def test_the_server_pane_says_the_loading_share(offload_sim, tmp_path: Path):
-    args = build_parser().parse_args(
-        [
-            *("monitor", offload_sim, "--session-dir", str(tmp_path), *SHAPE),
-            *("--output-tokens", "8", "--scrape-interval", "0.5"),
-        ]
+    app, recorder = monitor_app(
+        *(offload_sim, "--session-dir", str(tmp_path), *SHAPE),
+        *("--output-tokens", "8", "--scrape-interval", "0.5"),
     )
-    args.scale = scale_from_args(args)
-    app, recorder = build_monitor(config_from_args(args), args)
-    app.handle_signals = False
     seen: dict = {}
 
     async def drive() -> None:
@@ -99,7 +84,7 @@ def test_the_server_pane_says_the_loading_share(offload_sim, tmp_path: Path):
                 d = snap.server.detail if snap is not None else None
                 return d is not None and d.offload_load_fraction >= 0.001  # shown as ≥ 0.1%
 
-            await _wait(loading)
+            await wait_until(loading, 60.0)
             seen["pane"] = app.query_one(ServerPane).query_one(Body).last_text.plain
             await pilot.press("q")
 

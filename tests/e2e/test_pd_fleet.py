@@ -13,14 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infmon.cli import build_parser
-from infmon.commands.common import config_from_args
-from infmon.commands.monitor import build_monitor, finish
-from infmon.commands.scale import scale_from_args
+from infmon.commands.monitor import finish
 from infmon.sources.fleet import endpoint_name
 from infmon.ui.panes.base import Body
 from infmon.ui.panes.server import ServerPane
 from tests.conftest import REPO, infmon_cmd, running_sim
+from tests.e2e.monitorkit import monitor_app, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -82,25 +80,12 @@ def test_bench_on_the_decode_pod_moves_every_prompt_over_nixl(pd_pair, tmp_path:
     assert share is not None and 0.3 < share < 0.5, detail
 
 
-async def _wait(predicate, timeout_s: float = 30.0) -> None:
-    for _ in range(int(timeout_s / 0.1)):
-        if predicate():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("timed out")
-
-
 def test_the_server_pane_names_the_prefill_and_the_decode_pod(pd_pair, tmp_path: Path):
     decode, prefill = pd_pair
-    args = build_parser().parse_args(
-        [
-            *("monitor", decode, "--scrape-url", prefill, "--session-dir", str(tmp_path)),
-            *("--output-tokens", "24", "--scrape-interval", "0.3"),
-        ]
+    app, recorder = monitor_app(
+        *(decode, "--scrape-url", prefill, "--session-dir", str(tmp_path)),
+        *("--output-tokens", "24", "--scrape-interval", "0.3"),
     )
-    args.scale = scale_from_args(args)
-    app, recorder = build_monitor(config_from_args(args), args)
-    app.handle_signals = False
     seen: dict = {}
 
     async def drive() -> None:
@@ -117,7 +102,7 @@ def test_the_server_pane_names_the_prefill_and_the_decode_pod(pd_pair, tmp_path:
                 pulled = "from other instances " in seen["pane"]
                 return pulled and {r.role for r in rows} == {"prefill", "decode"}
 
-            await _wait(both_roles)
+            await wait_until(both_roles)
             await pilot.press("q")
 
     asyncio.run(drive())
