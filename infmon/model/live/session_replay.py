@@ -1,6 +1,8 @@
 """A recorded session as it unfolded: the journal's records, step events, marks and scrapes put
 back in time order and fed to a ``Session``, the same one the live monitor draws from, up to a
-cursor. ``Replay.at(t)`` is the screen as it was at ``t``.
+cursor. ``Replay.at(t)`` is the screen as it was at ``t``. Its step ledger is fed as the live
+run's wiring fed it (records, windows, scrapes, and the journal's clean starts), so the knee
+table's figures and the knee are named when the live pane named them.
 
 The journal keeps finished requests, not the engine's 250 ms windows, so the windows are made
 again from the records (tokens as their chunks arrived, in-flight requests per step, the
@@ -24,6 +26,8 @@ from infmon.model.records.request import RequestRecord
 from infmon.model.records.window import LatencyHists, LoadWindow
 from infmon.model.server.snapshot import ServerSnapshot, SpecDecode, WindowStat
 from infmon.model.steps.book import EVENT_KINDS, StepEvent
+from infmon.model.steps.evidence import ServerSample
+from infmon.model.steps.ledger import ClientCheck
 
 WINDOW_S = 0.25
 """The engine's window period."""
@@ -189,6 +193,14 @@ def _window(
     )
 
 
+def _ledger_window(s: Session, w: LoadWindow) -> None:
+    """A window's tokens, in-flight area and sends into the steps' figures (a running step's
+    tok/s and whether it held enough requests to judge)."""
+    s.ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, worker=w.worker_id)
+    for step, sent in w.sent_by_step:
+        s.ledger.note_sent(step, sent)
+
+
 @dataclass(frozen=True, slots=True)
 class Stop:
     """A place the cursor jumps to with ``[`` / ``]``: a step's start or a mark."""
@@ -218,7 +230,9 @@ class Replay:
                 continue
             kind = EVENT_KINDS.get(str(e.get("kind")))
             if kind is not None and (ev := StepEvent.from_payload(kind, e)) is not None:
-                items.append((t, 0, "step", ev))
+                stats = e.get("stats")
+                check = ClientCheck.from_payload(stats) if isinstance(stats, Mapping) else None
+                items.append((t, 0, "step", (ev, check)))
                 if ev.kind == "begin":
                     stops.append(Stop(t, f"step {ev.index}"))
             elif e.get("kind") == "mark":
@@ -230,7 +244,8 @@ class Replay:
         for s in scrapes:
             t, snap = _num(s.get("t")), s.get("snap")
             if t is not None and isinstance(snap, Mapping):
-                items.append((t, 2, "scrape", snapshot_of(t, snap)))
+                sample = ServerSample.from_dict(t, snap)
+                items.append((t, 2, "scrape", (snapshot_of(t, snap), sample)))
         times = [t for t, *_ in items] + [r.sent_s for r in recs] + [_stop(r) for r in recs]
         self.start_s = start_s if start_s is not None else (min(times) if times else 0.0)
         self.end_s = max(times) if times else self.start_s
@@ -284,19 +299,30 @@ class Replay:
 
     @staticmethod
     def _feed(s: Session, kind: str, obj: Any, t: float) -> None:
+        """One item into the session and its step ledger, as the live run's wiring fed them
+        (``infmon.commands.wiring.RunWiring``): the ledger first, then the session. The steps'
+        clean starts are the journal's ``step_settle`` events, not worked out again."""
         if kind == "record":
+            s.ledger.add_record(obj)
             s.add_record(obj)
         elif kind == "window":
+            _ledger_window(s, obj)
             s.add_window(obj)
         elif kind == "scrape":
-            s.add_server(obj, t)
+            snap, sample = obj
+            if sample is not None:
+                s.ledger.add_sample(sample)
+            s.add_server(snap, t)
         elif kind == "mark":
             s.add_mark(t, obj)
         elif kind == "sweep":
             s.add_event(t, "sweep", obj)
         else:
-            s.apply_steps([obj], t)
-            if obj.kind != "end":  # between two steps the load is not paused
+            ev, check = obj
+            s.apply_steps([ev], t)
+            if check is not None:  # the client's check as the live run recorded it
+                s.ledger.set_check(ev.index, check)
+            if ev.kind != "end":  # between two steps the load is not paused
                 cur = s.ledger.book.current
                 s.set_paused(cur is None or cur.paused, t)
 
