@@ -60,6 +60,7 @@ from infmon.config import Config
 from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec, plan_from_config
 from infmon.journal import JournalWriter
+from infmon.journal.events import BenchSummary, Ended, LoadTotals, TargetResolved
 from infmon.journal.safefile import write_text_atomic
 from infmon.load.runtime import tune_for_load
 from infmon.model.base.sanitize import redact_url
@@ -244,7 +245,7 @@ def _finish(
     request leaves no session behind."""
     stop.shield_finish()
     if stop.received is not None:
-        journal.write_event("interrupted", signal=stop.name)
+        journal.write(Ended("interrupted", stop.name))
     journal.close()
     end = journal.status()
     if refused is not None and end.recorded_records == 0 and not end.unwritten_records:
@@ -344,9 +345,7 @@ async def _bench(
             out["search"] = found
         if trials is not None:
             out["trials"] = trials
-        journal.write_event(
-            "bench_summary", knee=out["knee"], slo_max_concurrency=out["slo_max_concurrency"]
-        )
+        journal.write(BenchSummary(out["knee"], out["slo_max_concurrency"]))
         finished = True
         return out
     except asyncio.CancelledError:  # a signal (Ctrl-C: asyncio.run cancels this task)
@@ -358,13 +357,7 @@ async def _bench(
             name = stop.name if stop.received is not None else "Ctrl-C (SIGINT)"
             progress.clear()
             partial_step(ledger, wiring, journal, progress.last, stopped_at, name, opts.wide)
-        journal.write_event(
-            "load_totals",
-            sent=totals.sent,
-            succeeded=totals.succeeded,
-            failed=totals.failed,
-            cancelled=totals.cancelled,
-        )
+        journal.write(LoadTotals(totals.sent, totals.succeeded, totals.failed, totals.cancelled))
         if scrapes is not None:
             await scrapes.stop()
         await stop_exporter(exporter, finished)
@@ -388,19 +381,12 @@ def _scraper(
 def _journal_target(
     journal: JournalWriter, config: Config, target: Target, urls: tuple[str, ...] = ()
 ) -> None:
-    more = {"urls": list(urls)} if urls else {}
-    journal.write_event(
-        "target",
-        **more,
-        url=config.url,
-        model=target.model,
-        endpoint=target.endpoint,
-        capabilities={
-            "stream_options": target.stream_options,
-            "vllm_fields": target.vllm_fields,
-            "per_request_metrics": target.per_request_metrics,
-        },
-    )
+    caps = {
+        "stream_options": target.stream_options,
+        "vllm_fields": target.vllm_fields,
+        "per_request_metrics": target.per_request_metrics,
+    }
+    journal.write(TargetResolved(config.url, target.model, target.endpoint, caps, urls))
 
 
 def _print_intro(config: Config, target: Target, wide: bool, urls: tuple[str, ...] = ()) -> None:

@@ -9,9 +9,9 @@ from infmon.commands.common import say
 from infmon.commands.wiring import RunWiring
 from infmon.engine.runner import EdgeRate, StepProgress
 from infmon.journal import JournalWriter
+from infmon.journal.events import StepPartial
 from infmon.model.steps.ledger import StepLedger
 
-PARTIAL_EVENT = "step_partial"
 """The journal event naming a step a stop cut short (``index``, ``label``, ``signal``,
 ``measured_s``, ``planned_s``, ``phase``)."""
 
@@ -47,14 +47,10 @@ def partial_step(
             "nothing measured"
         )
         return
-    journal.write_event(
-        PARTIAL_EVENT,
-        index=index,
-        label=spec.label,
-        signal=signal_name,
-        measured_s=round(s.duration_s, 3),
-        planned_s=spec.duration_s,
-        phase=last.phase,
+    journal.write(
+        StepPartial(
+            index, spec.label, signal_name, round(s.duration_s, 3), spec.duration_s, last.phase
+        )
     )
     say(row(last.index, spec, s, EdgeRate(None, None), wide))
     say(

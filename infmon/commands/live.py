@@ -21,6 +21,17 @@ from infmon.clock import Clock
 from infmon.commands.wiring import RunWiring
 from infmon.engine.controller import EngineError, LoadEngine, Target
 from infmon.journal import JournalWriter
+from infmon.journal.events import (
+    BaselineSet,
+    LevelSet,
+    LoadTotals,
+    Note,
+    Paused,
+    SearchMove,
+    SearchStarted,
+    SearchVerdict,
+    TargetResolved,
+)
 from infmon.journal.safefile import write_text_atomic
 from infmon.model.live.dial import DialChange, LoadDial, sweep_step
 from infmon.model.live.session import Session
@@ -93,15 +104,9 @@ class LiveController:
             return
         t = self.target
         self.session.set_server_info(model=t.model)
-        urls = {"urls": list(self.engine.urls)} if self.engine.urls else {}
-        self.journal.write_event(
-            "target",
-            **urls,
-            url=self.engine.config.url,
-            model=t.model,
-            endpoint=t.endpoint,
-            capabilities={"stream_options": t.stream_options, "vllm_fields": t.vllm_fields},
-        )
+        caps = {"stream_options": t.stream_options, "vllm_fields": t.vllm_fields}
+        url = self.engine.config.url
+        self.journal.write(TargetResolved(url, t.model, t.endpoint, caps, tuple(self.engine.urls)))
         if self.sweep_at_start:
             self.press("sweep")
         while True:
@@ -152,12 +157,8 @@ class LiveController:
             await self.scrapes.stop()
         if self.exporter is not None:
             self.exporter.stop()
-        self.journal.write_event(
-            "load_totals",
-            sent=totals.sent,
-            succeeded=totals.succeeded,
-            failed=totals.failed,
-            cancelled=totals.cancelled,
+        self.journal.write(
+            LoadTotals(totals.sent, totals.succeeded, totals.failed, totals.cancelled)
         )
 
     def end(self) -> None:
@@ -191,11 +192,11 @@ class LiveController:
 
     def mark(self, note: str) -> None:
         self.session.add_mark(self.clock.now(), note)
-        self.journal.write_event("mark", note=note)
+        self.journal.write(Note("mark", note))
 
     def baseline(self) -> None:
         step = self.session.set_baseline(self.clock.now())
-        self.journal.write_event("baseline", step=step)
+        self.journal.write(BaselineSet(step))
 
     @property
     def paused(self) -> bool:
@@ -213,9 +214,7 @@ class LiveController:
         assert self.new_search is not None
         self.search = search = self.new_search()
         spec = search.spec
-        self.journal.write_event(
-            "search", goal=spec.goal, lo=spec.lo, hi=spec.hi, budget=spec.budget
-        )
+        self.journal.write(SearchStarted(spec.goal, spec.lo, spec.hi, spec.budget))
         if self.dial.state.paused:
             self._apply(self.dial.press("pause") or DialChange(paused=False))
         self._search_move(search.start())
@@ -223,7 +222,7 @@ class LiveController:
 
     def _write_search(self, doc: SearchDoc) -> None:
         """The verdict journalled and, as bench writes it, ``search.json`` in the session."""
-        self.journal.write_event("search_verdict", **doc)
+        self.journal.write(SearchVerdict(doc))
         session_dir = getattr(self.journal, "session_dir", None)
         if session_dir is not None:
             text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
@@ -234,7 +233,7 @@ class LiveController:
         self.search = None
         now = self.clock.now()
         self.session.add_event(now, "sweep", note)
-        self.journal.write_event("sweep", note=note)
+        self.journal.write(Note("sweep", note))
         self.session.set_sweep(None)
 
     def _search_move(self, move: LiveMove) -> None:
@@ -258,7 +257,7 @@ class LiveController:
         self._apply(replace(change, note=move.note) if move.probe else change)
         search.started(self.session.ledger.book.next_index - 1, move.probe)
         if move.probe:
-            self.journal.write_event("search_move", level=move.level, why=move.note)
+            self.journal.write(SearchMove(move.level, move.note))
         self.session.set_sweep(search.progress())
 
     # ---- applying a change --------------------------------------------------------------------
@@ -272,10 +271,7 @@ class LiveController:
             self.engine.set_level(index, change.level, now + self.warmup_s)
             if paused:
                 events += book.pause(now)
-            kind = "concurrency" if change.level.mode == CLOSED else "rate"
-            self.journal.write_event(
-                kind, mode=change.level.mode, level=change.level.value, origin=change.origin
-            )
+            self.journal.write(LevelSet(change.level.mode, change.level.value, change.origin))
         if change.paused is not None:
             if change.paused:
                 events += book.pause(now)
@@ -284,14 +280,14 @@ class LiveController:
                 events += book.resume(now, self.warmup_s, ledger.inflight())
                 self.engine.resume(now + self.warmup_s)
             if not initial:
-                self.journal.write_event("pause" if change.paused else "resume")
+                self.journal.write(Paused(change.paused))
             self.session.set_paused(change.paused, now)
         self._journal_steps(events)
         if change.note:
             self.session.add_event(now, "sweep", change.note)
             if change.verdict:
                 self.session.set_verdict(change.note)
-            self.journal.write_event("sweep", note=change.note)
+            self.journal.write(Note("sweep", change.note))
 
     def _journal_steps(self, events: list[StepEvent]) -> None:
         self.session.apply_steps(events, self.clock.now())

@@ -42,6 +42,7 @@ from infmon.commands.search_args import add_search_arguments, search_from_args
 from infmon.commands.wiring import RunWiring, wire_session
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
+from infmon.journal.events import Ended
 from infmon.model.live.dial import DialState, LoadDial
 from infmon.model.live.session import Session, SessionConfig
 from infmon.model.search.live_search import LiveSearch
@@ -228,7 +229,7 @@ def build_monitor(
 
 def finish(app: Any, recorder: Recorder, report: bool = True) -> str:
     """After the app: note why it ended, close the journal, write the final report."""
-    recorder.journal.write_event("quit", reason=app.exit_reason or "error")
+    recorder.journal.write(Ended("quit", app.exit_reason or "error"))
     recorder.journal.close()
     recorder.journal_closed = True
     return recorder.write_report(app.final_screenshot_svg) if report else ""

@@ -14,6 +14,7 @@ from infmon.commands.common import say
 from infmon.config import Config
 from infmon.engine.runner import EdgeRate, StepProgress, StepRunner, StepSpec
 from infmon.journal import JournalWriter
+from infmon.journal.events import SearchMove, SearchStarted, SearchVerdict
 from infmon.journal.safefile import write_text_atomic
 from infmon.model.search.level_fit import Probe
 from infmon.model.search.policy import GOALS, Next, SearchSpec, Verdict
@@ -130,7 +131,7 @@ class SearchOutput:
             self.chart(probes)
         lvl = f"c={move.level:g}" if self.spec.integer else f"{move.level:g} req/s"
         say(f"search {len(probes) + 1}/{self.spec.budget}: {lvl} — {move.why}")
-        self.journal.write_event("search_move", level=move.level, why=move.why)
+        self.journal.write(SearchMove(move.level, move.why))
 
     def chart(self, probes: list[Probe]) -> None:
         unit = "c=" if self.spec.integer else ""
@@ -139,7 +140,7 @@ class SearchOutput:
 
     def verdict(self, v: Verdict, probes: list[Probe], session_dir: Path) -> SearchDoc:
         doc = search_doc(self.spec, self.config.slo, v, probes)
-        self.journal.write_event("search_verdict", **doc)
+        self.journal.write(SearchVerdict(doc))
         path = session_dir / SEARCH_FILE
         try:
             write_text_atomic(path, json.dumps(doc, indent=2, allow_nan=False) + "\n")
@@ -166,7 +167,7 @@ async def run_search(
 ) -> tuple[list[tuple[StepResult, EdgeRate]], dict[str, Any]]:
     """Bench's search: a probe per move, the chart as it grows, the verdict and search.json."""
     out = SearchOutput(spec, config, journal)
-    journal.write_event("search", goal=spec.goal, lo=spec.lo, hi=spec.hi, budget=spec.budget)
+    journal.write(SearchStarted(spec.goal, spec.lo, spec.hi, spec.budget))
     verdict, results, probes = await runner.search(
         spec, base, config.slo, on_step=progress.step, on_tick=progress.tick, on_move=out.move
     )

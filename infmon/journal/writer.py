@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from infmon.clock import Clock, MonotonicClock, wall_time
+from infmon.journal.events import JournalEvent
 from infmon.journal.held import Held, JournalStatus, short_reason
 from infmon.journal.jsonio import dumps, write_json_atomic
 from infmon.journal.redact import redact
@@ -199,6 +200,10 @@ class JournalWriter:
         with self._lock:
             self._check_open()
             self._events.append(row)
+
+    def write(self, event: JournalEvent) -> None:
+        """A typed event (``infmon.journal.events``): its kind and payload, as ``write_event``."""
+        self.write_event(event.kind, **event.to_payload())
 
     def write_quality(self, result: dict[str, Any]) -> None:
         """Store a quality run's result (also noted as an event, and kept as ``quality.json``

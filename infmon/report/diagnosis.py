@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from infmon.journal.events import StepPartial
 from infmon.model.records.stats import PROMPT_MISMATCH_FRACTION
 from infmon.model.steps.slo_verdict import slo_verdict
 from infmon.report.doc import EventMark, KneeInfo, ServerPoint, SessionInfo, StepEntry, WorkloadInfo
@@ -156,10 +157,10 @@ def caveats(
     if not server_timeline:
         out.append("No server metrics were recorded: server-side figures are unknown.")
     for e in events:
-        if e.get("kind") == "step_partial":
+        if (p := StepPartial.from_payload(e)) is not None:
             out.append(
-                f"{e.get('label')} is a partial step: stopped by {e.get('signal')} after "
-                f"{e.get('measured_s', 0.0):.1f} s of its {e.get('planned_s', 0.0):g} s; its "
+                f"{p.label} is a partial step: stopped by {p.signal} after "
+                f"{p.measured_s:.1f} s of its {p.planned_s:g} s; its "
                 "figures are that part only."
             )
         if e.get("kind") == "worker_lost":

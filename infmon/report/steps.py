@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from infmon.journal.events import StepPartial
 from infmon.model.records.columns import RecordColumns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
@@ -41,7 +42,7 @@ class ReportSteps:
         self.has_steps = False
         self._last_s = -math.inf
         events = list(events)
-        self.partial = {e["index"] for e in events if e.get("kind") == "step_partial"}
+        self.partial = {p.index for e in events if (p := StepPartial.from_payload(e)) is not None}
         """Steps a stop cut short (bench's ``step_partial``): ended, but not full steps."""
         for ev, raw in step_events(events):
             self.has_steps |= ev.kind == "begin"  # old sessions have step_end events only

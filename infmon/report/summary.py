@@ -18,6 +18,7 @@ from typing import cast
 import numpy as np
 
 from infmon.config import DEFAULT_LABEL
+from infmon.journal.events import TargetResolved
 from infmon.journal.reader import SessionReader
 from infmon.model.base.jsontypes import JSON
 from infmon.model.records.columns import MISSING, RecordColumns
@@ -123,14 +124,14 @@ def _target(
     }
     urls: list[str] = []
     for e in events:
-        if e.get("kind") == "target":
-            if e.get("url") is not None:
-                out["url"] = e["url"]
-            if e.get("model") is not None:
-                out["model"] = e["model"]
-            if e.get("endpoint") is not None:
-                out["endpoint"] = e["endpoint"]
-            urls = e.get("urls") or urls
+        if (ev := TargetResolved.from_payload(e)) is not None:
+            if ev.url is not None:
+                out["url"] = ev.url
+            if ev.model is not None:
+                out["model"] = ev.model
+            if ev.endpoint is not None:
+                out["endpoint"] = ev.endpoint
+            urls = list(ev.urls) or urls
     if len(urls) > 1:
         counts = reader.endpoint_counts() if reader is not None else {}
         out["url"] = ", ".join(map(str, urls))

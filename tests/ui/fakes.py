@@ -20,6 +20,7 @@ from infmon.commands.live import LiveController
 from infmon.commands.wiring import RunWiring, wire_session
 from infmon.engine.controller import Target, Totals
 from infmon.engine.types import RecordBatch
+from infmon.journal.events import JournalEvent
 from infmon.model.base.loghist import LogHistogram
 from infmon.model.live.dial import DialState, LoadDial
 from infmon.model.live.session import Session, SessionConfig
@@ -143,6 +144,9 @@ class MemoryJournal:
 
     def write_event(self, kind: str, **payload: Any) -> None:
         self.events.append((kind, payload))
+
+    def write(self, event: JournalEvent) -> None:
+        self.write_event(event.kind, **event.to_payload())
 
     def write_record(
         self, record: RequestRecord, worker: int = 0, endpoint: int | None = None
