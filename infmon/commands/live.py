@@ -230,6 +230,8 @@ class LiveController:
                 write_text_atomic(Path(session_dir) / "search.json", text)
 
     def _stop_search(self, note: str) -> None:
+        if self.search is not None:
+            self.session.set_search(self.search.spec.goal, self.search.frontier(note))
         self.search = None
         now = self.clock.now()
         self.session.add_event(now, "sweep", note)
@@ -239,6 +241,9 @@ class LiveController:
     def _search_move(self, move: LiveMove) -> None:
         search = self.search
         assert search is not None
+        self.session.set_search(
+            search.spec.goal, search.frontier(move.note if move.verdict else "")
+        )
         if move.verdict is not None:
             self.search = None
             self._write_search(search.doc(move.verdict))

@@ -189,6 +189,7 @@ def build_monitor(
     )
     spec = search_from_args(args, config)
     search = None if spec is None else partial(LiveSearch, spec, config.slo, config.step_duration_s)
+    session.set_search(spec.goal if spec is not None else None)  # what `w` says it does
     metrics_url = args.metrics_url or config.url or ""
     scrapes = ScrapeThread(
         metric_source(config, scale, metrics_url, getattr(args, "gpu_metrics", None)),

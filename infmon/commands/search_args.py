@@ -135,7 +135,8 @@ class SearchOutput:
 
     def chart(self, probes: list[Probe]) -> None:
         unit = "c=" if self.spec.integer else ""
-        for line in frontier_chart(probes, self.config.slo, self.spec.attainment, unit=unit):
+        slo, att = self.config.slo, self.spec.attainment
+        for line in frontier_chart(probes, slo, att, unit=unit, goal=self.spec.goal):
             say("  " + line)
 
     def verdict(self, v: Verdict, probes: list[Probe], session_dir: Path) -> SearchDoc:

@@ -33,6 +33,7 @@ from infmon.ui.commands import (
     help_rows,
     parse_level,
     system_commands,
+    w_variant,
 )
 from infmon.ui.panes import (
     EventsPane,
@@ -169,7 +170,7 @@ class InfmonApp(App[None]):
         started = h is not None and h.started
         variants = {
             "toggle_pause": "pause" if not paused else ("resume" if started else "start"),
-            "toggle_sweep": "stop" if h is not None and h.sweep else "start",
+            "toggle_sweep": w_variant(h.search if h else None, h is not None and bool(h.sweep)),
             "toggle_mode": "closed" if h is None or h.load_mode != "rate" else "rate",
         }
         state = (variants, footer_keys(width or self.size.width, variants))
@@ -354,7 +355,8 @@ class InfmonApp(App[None]):
         pane.show_anatomy = not pane.show_anatomy
 
     def action_help(self, _variant: str = "") -> None:
-        self.push_screen(HelpScreen(help_rows()))
+        h = self.last_snapshot.header if self.last_snapshot is not None else None
+        self.push_screen(HelpScreen(help_rows(h.search if h is not None else None)))
 
     def say_closing(self) -> None:
         """On the restored terminal: the session in one paragraph (stdout) and a word that

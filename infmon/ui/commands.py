@@ -1,7 +1,8 @@
 """The keys: one table for the bindings, the footer, the help screen and the command palette.
 
 The footer is worded for the state (``space start`` before anything ran, ``space pause``
-while it runs, ``space resume`` when paused; ``w sweep`` / ``w stop sweep``) and shows every
+while it runs, ``space resume`` when paused; ``w sweep`` / ``w stop sweep``, or ``w search slo``
+/ ``w stop search`` with ``--search``) and shows every
 key the width allows, dropping the least needed first (``?`` and ``q`` stay). The palette
 lists infmon's own commands only, and sets a level outright: "set concurrency 64" or
 "set rate 5" (``LevelCommands``).
@@ -19,6 +20,7 @@ from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from infmon.model.search.frontier import SEARCHES_FOR
 from infmon.model.steps.book import CLOSED, RATE, Level
 
 if TYPE_CHECKING:
@@ -51,7 +53,9 @@ KEYS: tuple[Key, ...] = (
     Key("space", "space", "toggle_pause", "start / pause / resume the load",
         (("start", "start"), ("pause", "pause"), ("resume", "resume")), 2),
     Key("w", "w", "toggle_sweep", "start / stop the automatic sweep 1, 2, 4, … to the knee",
-        (("start", "sweep"), ("stop", "stop sweep")), 3),
+        (("start", "sweep"), ("stop", "stop sweep"), ("search-slo", "search slo"),
+         ("search-goodput", "search goodput"), ("search-knee", "search knee"),
+         ("stop-search", "stop search")), 3),
     Key("m", "m", "mark", "add a mark with a note", (("", "mark"),), 8),
     Key("b", "b", "baseline", "set the current step as the baseline", (("", "baseline"),), 9),
     Key("s", "s", "snapshot_report", "write the session report now (+ screenshot)",
@@ -106,14 +110,32 @@ def footer_keys(width: int, variants: dict[str, str]) -> set[str]:
     return shown
 
 
-def help_rows() -> list[tuple[str, str]]:
-    return [(k.shown, k.description) for k in KEYS]
+def w_variant(search: str | None, running: bool) -> str:
+    """The footer's ``w``: the sweep, or (``--search``) the search of that goal."""
+    if search is None:
+        return "stop" if running else "start"
+    return "stop-search" if running else f"search-{search}"
+
+
+def described(k: Key, search: str | None) -> str:
+    """What a key does; ``w`` with ``--search`` runs the search, not the sweep."""
+    if k.action != "toggle_sweep" or search is None:
+        return k.description
+    finds = SEARCHES_FOR.get(search, search)
+    return f"start / stop the search for {finds} (--search {search}): its frontier in the knee pane"
+
+
+def help_rows(search: str | None = None) -> list[tuple[str, str]]:
+    return [(k.shown, described(k, search)) for k in KEYS]
 
 
 def system_commands(app: InfmonApp) -> Iterable[SystemCommand]:
     """The palette: every key's action and nothing else (no second Quit, no theme picker)."""
+    snap = app.last_snapshot
+    search = snap.header.search if snap is not None else None
     for k in KEYS:
-        title = f"{k.description[0].upper()}{k.description[1:]}"
+        text = described(k, search)
+        title = f"{text[0].upper()}{text[1:]}"
         yield SystemCommand(title, f"key: {k.shown}", lambda a=k.action: app.run_action(a))
 
 

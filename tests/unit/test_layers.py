@@ -23,7 +23,7 @@ VIOLATIONS = {
     ),
     "infmon/model/steps/knee.py": (
         "import infmon.model.live.session",
-        "Model's layers: live|search, compare, steps, records|server, base|shape",
+        "Model's layers: live, search, compare, steps, records|server, base|shape",
     ),
     "infmon/ui/format.py": (
         "import infmon.journal",

@@ -33,7 +33,12 @@ SLO_ = SLO(tpot_s=0.03025)
 SPEC = SearchSpec(goal="slo", lo=4, hi=128, resolution=0.05, budget=12)
 
 
-def run_search(session_dir: Path, step_s: float = 8.0):
+def run_search(
+    session_dir: Path,
+    step_s: float = 8.0,
+    spec: SearchSpec = SPEC,
+    server: FluidServer | None = None,
+):
     clock = FakeClock(1000.0)
     journal = JournalWriter(session_dir, clock, autoflush=False)
     journal.write_config({"url": "http://fluid", "slo": {"tpot_s": SLO_.tpot_s}, "label": "s"})
@@ -44,9 +49,9 @@ def run_search(session_dir: Path, step_s: float = 8.0):
     dial = LoadDial(DialState(CLOSED, 1, 1.0, paused=True), step_s=step_s)
     ctl = LiveController(
         RecordingEngine(), session, wiring, journal, dial, clock, warmup_s=0.8,  # type: ignore[arg-type]
-        search=lambda: LiveSearch(SPEC, SLO_, step_s),
+        search=lambda: LiveSearch(spec, SLO_, step_s),
     )  # fmt: skip
-    server = FluidServer(per_seq_tpot_s=0.0005)
+    server = server or FluidServer(per_seq_tpot_s=0.0005)
     book = session.ledger.book
 
     def second() -> None:
@@ -135,3 +140,43 @@ def test_any_other_key_stops_the_search_and_says_so(tmp_path: Path) -> None:
     ctl.press("sweep")  # w again: stopped by the operator
     assert ctl.search is None and texts()[-1] == "search stopped by the operator"
     journal.close()
+
+
+def _held_after(session_dir: Path, spec: SearchSpec, server: FluidServer | None = None):
+    ctl, session, dial, seen = run_search(session_dir, spec=spec, server=server)
+    assert ctl.search is None, seen[-1]
+    doc = parse_search_doc(json.loads((session_dir / "search.json").read_text()))
+    results = {r.index: r for r in session.ledger.results(1e9)}
+    for p in doc["probes"]:  # each probe read settled, with all its requests
+        r = results[p["step"]]
+        assert r.settled and p["requests"] == r.stats.completed + r.stats.failed
+    frontier = session.snapshot(1e9).knee.frontier
+    assert frontier is not None and frontier.goal == spec.goal and frontier.verdict == doc["line"]
+    assert [p.label for p in frontier.points] == [f"c={p['level']:g}" for p in doc["probes"]]
+    return doc, dial
+
+
+def test_w_with_search_goodput_finds_the_peak_of_goodput_and_holds_it(tmp_path: Path) -> None:
+    """Goodput (requests/s within the SLO) grows with c up to c=24, where every request meets
+    TPOT ≤ 30.25 ms; from c=25 none does: the peak is c=24."""
+    spec = SearchSpec(goal="goodput", lo=4, hi=128, resolution=0.05, budget=12)
+    doc, dial = _held_after(tmp_path / "s", spec)
+    assert doc["goal"] == "goodput" and doc["status"] == "found", doc["line"]
+    assert doc["found"] is not None and doc["found"]["level"] == 24, doc["line"]
+    assert doc["line"].startswith("goodput: c=24 (peak goodput ")
+    goodput = {p["level"]: p["goodput_req_s"] for p in doc["probes"]}
+    assert goodput[24] == max(goodput.values())
+    assert dial.state.concurrency == 24 and not dial.state.paused
+
+
+def test_w_with_search_knee_brackets_the_knee_and_holds_it(tmp_path: Path) -> None:
+    """A server capped at 32 running sequences: throughput stops growing past c=32 while
+    requests wait, so the knee is c=32, bracketed by the next level measured (c=64)."""
+    spec = SearchSpec(goal="knee", lo=4, hi=256, resolution=0.05, budget=12)
+    server = FluidServer(max_num_seqs=32, per_seq_tpot_s=0.0005)
+    doc, dial = _held_after(tmp_path / "s", spec, server)
+    assert doc["goal"] == "knee" and doc["status"] == "found", doc["line"]
+    assert doc["found"] is not None and doc["found"]["level"] == 32, doc["line"]
+    assert doc["bound"] is not None and doc["bound"]["level"] == 64
+    assert "max_num_seqs ≈ 32" in doc["line"]
+    assert dial.state.concurrency == 32 and not dial.state.paused

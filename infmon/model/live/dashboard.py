@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from infmon.model.compare.baseline import BaselineView, LevelComparison, SpecLevel
 from infmon.model.live.anatomy_live import AnatomyView
 from infmon.model.records.measures import SLO
+from infmon.model.search.frontier import FrontierView
 from infmon.model.server.families import DetailView
 from infmon.model.server.gpu_state import GpuView
 from infmon.model.steps.book import CLOSED, Mode
@@ -67,6 +68,8 @@ class HeaderView:
     c=1, w sweeps`` before anything ran, ``quitting: writing the report…`` on the way out."""
     baseline_label: str | None = None
     """``c=8``: the level of the baseline step."""
+    search: str | None = None
+    """The goal ``w`` searches for (``--search slo``: "slo"); None: ``w`` sweeps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +231,9 @@ class KneeView:
     """Which limit the knee came from: ``KV cache: …``, ``max_num_seqs ≈ 256 …``, ``compute …``."""
     baseline: tuple[LevelComparison, ...] = ()
     """Each level against the baseline run's at the same level (``--baseline``)."""
+    frontier: FrontierView | None = None
+    """The load search's probes as a frontier chart, from ``w`` with ``--search`` until the
+    operator moves the load (None: no search)."""
 
 
 @dataclass(frozen=True, slots=True)

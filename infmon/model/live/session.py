@@ -45,6 +45,7 @@ from infmon.model.live.windows import LiveWindows
 from infmon.model.records.measures import SLO, meets_slo
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.window import LoadWindow
+from infmon.model.search.frontier import SEARCHES_FOR, FrontierView
 from infmon.model.server.gpu_state import GpuState
 from infmon.model.server.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.server.snapshot import ServerSnapshot
@@ -133,6 +134,9 @@ class Session:
         self._last_begun: int | None = None
         self._verdict: str | None = None
         """Why the last sweep stopped and what it holds (shown until the operator moves)."""
+        self._search_goal: str | None = None
+        self._frontier: FrontierView | None = None
+        """The load search's frontier (shown until the operator moves)."""
         self._meta: dict[str, str | None] = {"model": None, "backend": None, "version": None}
         self._views: tuple[ThroughputView, LatencyView, ServerView, KneeView] | None = None
         self.succeeded = self.failed = self.cancelled = 0
@@ -192,7 +196,7 @@ class Session:
                     self.events.drop_last("load", f"step {ev.index}: ")
                 self._last_begun = ev.index
                 if span.origin == "operator":
-                    self._verdict = None  # the operator moved on from the sweep's hold
+                    self._verdict = self._frontier = None  # the operator moved on from the hold
                 self.add_event(now, "load", f"step {ev.index}: {span.level.label}{more}")
                 self.series.step_started(ev.t, span.level.label)
         self._views = None
@@ -226,6 +230,10 @@ class Session:
         self._sweep = progress
         if progress:
             self._verdict = None
+
+    def set_search(self, goal: str | None, frontier: FrontierView | None = None) -> None:
+        """What ``w`` searches for (``--search``), and the frontier of the search so far."""
+        self._search_goal, self._frontier, self._views = goal, frontier, None
 
     def set_journal_note(self, note: str | None) -> None:
         """``journal: disk full since 12:03:41, 1,204 records held in memory`` (None: fine)."""
@@ -512,14 +520,17 @@ class Session:
             or self._paused_hint(cur.level.label if cur else "c=1")
             or self._verdict,
             baseline_label=base.level.label if base is not None else None,
+            search=self._search_goal,
         )
 
     def _paused_hint(self, level: str) -> str | None:
         if not self._paused:
             return None
+        goal = self._search_goal
+        w = f"w searches for {SEARCHES_FOR.get(goal, goal)}" if goal else "w sweeps"
         if not self._started:
-            return f"paused: space starts {level}, w sweeps 1, 2, 4, … to the knee"
-        return f"paused: space resumes {level}, w sweeps"
+            return f"paused: space starts {level}, {w}{'' if goal else ' 1, 2, 4, … to the knee'}"
+        return f"paused: space resumes {level}, {w}"
 
     def _baseline_compare(self, now: float) -> BaselineStep | None:
         if self._baseline is None:
@@ -546,6 +557,7 @@ class Session:
             kv_fill_level=fill,
             knee_limit=limit.text,
             baseline=view.levels if view is not None else (),
+            frontier=self._frontier,
         )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from infmon.model.records.measures import SLO
+from infmon.model.search.frontier import FrontierView, frontier_view
 from infmon.model.search.level_fit import Probe, probe_of
 from infmon.model.search.policy import Next, SearchSpec, Verdict, next_move
 from infmon.model.search.search_json import SearchDoc, search_doc, verdict_line
@@ -103,6 +104,13 @@ class LiveSearch:
     def doc(self, v: Verdict) -> SearchDoc:
         """``search.json``'s document for the verdict (journalled as ``search_verdict``)."""
         return search_doc(self.spec, self.slo, v, self.probes)
+
+    def frontier(self, verdict: str = "") -> FrontierView:
+        """The probes so far as the frontier chart's points (``verdict``: why it ended)."""
+        unit = "c=" if self.spec.integer else ""
+        return frontier_view(
+            self.spec.goal, self.probes, self.slo, self.spec.attainment, unit, verdict
+        )
 
     def progress(self) -> str:
         """``search 3/12 · c=64 · measuring`` for the header's sweep line."""

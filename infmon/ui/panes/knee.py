@@ -14,6 +14,7 @@ from infmon.model.compare.baseline import LevelComparison, delta_text
 from infmon.model.live.dashboard import KneeView, StepPoint
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
+from infmon.ui.panes.frontier import FRONTIER_MIN_HEIGHT, FRONTIER_MIN_WIDTH, frontier_text
 from infmon.ui.widgets.chart import Chart, Line, VLine
 
 CHART_MIN_WIDTH = 44
@@ -59,6 +60,7 @@ class KneePane(Pane):
         with Horizontal(id="knee-row"):
             yield Body(id="knee-table")
             yield Chart(id="knee-chart")
+            yield Body(id="knee-frontier")
 
     def on_resize(self) -> None:
         self.repaint()
@@ -66,23 +68,33 @@ class KneePane(Pane):
     def watch_snapshot(self, k: KneeView) -> None:
         width = self.content_size.width or 40
         height = self.content_size.height or 6
-        cols = columns_for(width)
+        compact = self.app.has_class("-compact")
+        frontier = self.query_one("#knee-frontier", Body)
+        frontier.display = (  # a search's frontier, in the chart's place beside a narrow table
+            k.frontier is not None
+            and not compact
+            and width - sum(c.width + 1 for c in columns_for(0)) >= FRONTIER_MIN_WIDTH
+            and height >= FRONTIER_MIN_HEIGHT
+        )
+        cols = columns_for(width - FRONTIER_MIN_WIDTH if frontier.display else width)
         table_width = sum(c.width + 1 for c in cols)
         chart = self.query_one(Chart)
-        compact = self.app.has_class("-compact")
         chart.display = (
             not compact
+            and not frontier.display
             and width - table_width >= CHART_MIN_WIDTH
             and height >= CHART_MIN_HEIGHT
             and len({p.level for p in k.steps if p.counted}) >= 2
         )
-        body = self.query_one(Body)
-        body.styles.width = table_width if chart.display else "1fr"
-        body.show(self._table(k, cols, height))
+        body = self.query_one("#knee-table", Body)
+        body.styles.width = table_width if chart.display or frontier.display else "1fr"
+        body.show(self._table(k, cols, height, summary=not frontier.display))
         if chart.display:
             self._chart(chart, k)
+        if frontier.display and k.frontier is not None:
+            frontier.show(frontier_text(k.frontier, width - table_width - 1, height, self.style))
 
-    def _verdict(self, k: KneeView) -> Text:
+    def _verdict(self, k: KneeView, summary: bool) -> Text:
         muted = self.style("muted")
         if k.knee_level is None:
             knee = Text("not yet", style=muted)
@@ -102,14 +114,17 @@ class KneePane(Pane):
         if k.knee_limit:  # a reason is wrapped, never cut
             text.append("\n")
             text.append_text(self._wrapped(Text(f"limit: {k.knee_limit}", style=muted), width))
+        if summary and k.frontier is not None:  # no room for the frontier chart: its probes
+            text.append("\n")
+            text.append_text(self._wrapped(Text(k.frontier.summary, style=muted), width))
         return text
 
     def _wrapped(self, line: Text, width: int) -> Text:
         """``line`` folded at the pane's width (words kept whole)."""
         return Text("\n").join(line.wrap(self.app.console, max(10, width)))
 
-    def _table(self, k: KneeView, cols: tuple[Column, ...], height: int) -> Text:
-        text = self._verdict(k)
+    def _table(self, k: KneeView, cols: tuple[Column, ...], height: int, summary: bool) -> Text:
+        text = self._verdict(k, summary)
         verdict_lines = len(text.plain.splitlines())
         if not k.steps:
             text.append(f"\n{self.empty_hint}", self.style("muted"))

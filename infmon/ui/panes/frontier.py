@@ -1,0 +1,56 @@
+"""The load search's frontier as the knee pane shows it while ``w`` searches (``--search``): the
+chart ``model/search/frontier.py`` lays out, the one bench prints, in the theme's colours
+(``●`` meets the SLO in the success colour, ``×`` misses it in the error colour, the TPOT
+bound in the SLO's colour). No arithmetic here: the model placed every character."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+
+from infmon.model.search.frontier import (
+    BOUND,
+    MEETS,
+    MISSES,
+    UNJUDGED,
+    FrontierView,
+    frontier_chart,
+)
+
+FRONTIER_MIN_WIDTH = 40
+FRONTIER_MIN_HEIGHT = 8
+"""The chart takes the chart's place beside the table only with at least this much room; else
+the table's verdict lines list the probes (``FrontierView.summary``)."""
+
+GLYPH_VARS = {MEETS: "success", MISSES: "error", UNJUDGED: "muted"}
+
+
+def frontier_text(view: FrontierView, width: int, height: int, style: Callable[[str], str]) -> Text:
+    """The chart's title and key, then the chart, in ``width`` × ``height``; before the
+    first probe has figures, the probes' line. ``style``: a theme variable → a style."""
+    text = Text(f"frontier · {view.key(short=True)}", style=style("muted"))
+    chart = frontier_chart(view, width, height - 1)
+    if chart is None:
+        text.append("\n" + view.summary, style=style("muted"))
+        return text
+    for row, line in enumerate(chart.lines):
+        text.append("\n")
+        text.append_text(_coloured(line, row == chart.bound_row, style))
+    text.no_wrap, text.overflow = True, "crop"
+    return text
+
+
+def _coloured(line: str, bound: bool, style: Callable[[str], str]) -> Text:
+    """One chart line: the y labels and axes muted, each point by its verdict, the bound's line
+    in the SLO's colour (a point's level in the text's own colour)."""
+    axis = line.find("┤")
+    if axis < 0:  # the x axis and its ticks
+        return Text(line, style=style("muted"))
+    out = Text(line)
+    out.stylize(style("muted"), 0, axis + 1)
+    for i in range(axis + 1, len(line)):
+        var = GLYPH_VARS.get(line[i]) or ("slo" if bound and line[i] == BOUND else None)
+        if var is not None:
+            out.stylize(style(var), i, i + 1)
+    return out
