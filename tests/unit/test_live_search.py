@@ -1,6 +1,7 @@
-"""The monitor's ``w`` with ``--search slo``: the live controller runs the same search policy
-bench runs, each probe a live step that settles before the next move, and ends holding the
-frontier it found (journalled, search.json in the session).
+"""The monitor's ``w`` with ``--search slo`` (and ``goodput``, ``knee``): the live controller
+runs the same search policy bench runs, each probe a live step that settles before the next
+move, and ends holding the level it found (journalled, search.json in the session, the
+frontier in the snapshot).
 
 Everything but the load engine is real (the controller, the Session and its ledger, the
 journal on disk); the server is the fluid closed-loop model in virtual time whose TPOT grows
