@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,6 +38,7 @@ from infmon.commands.scale import (
 )
 from infmon.commands.search_args import add_search_arguments, search_from_args
 from infmon.commands.wiring import RunWiring, wire_session
+from infmon.commands.wrapup import HeldSignals, WrapUp
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.journal.events import Ended
@@ -247,12 +246,9 @@ def run_monitor(
     """Run the app until it quits; then write the final report (whatever ended it).
     ``on_exit`` runs last, also on the forced exit after a lost terminal (demo: stop the sim)."""
     app, recorder = build_monitor(config, args, clock=clock, sweep=sweep)
-    done = threading.Lock()
-    status = [0]
+    signals = HeldSignals()
 
-    def wrap_up() -> None:
-        if not done.acquire(blocking=False):
-            return
+    def finish_session() -> None:
         try:
             failed = recorder.never_reached()  # nothing to report: one line, status 2
             if failed is None:
@@ -260,28 +256,30 @@ def run_monitor(
                     app.say_closing()
             out = finish(app, recorder, report=failed is None)
             end = recorder.journal.status()
-            status[0] = 2 if failed else end.exit_code  # 3: records were lost
-            if not failed and end.line():
-                grade = "error" if end.unwritten_records else "warning"
-                print(f"infmon: {grade}: {end.line()}", file=sys.stderr)
+            wrap.status = 2 if failed else end.exit_code  # 3: records were lost
             place = end.recorded_in(recorder.session_dir)
-            print(failed or f"infmon: session recorded in {place}; report: {out}", file=sys.stderr)
+            with contextlib.suppress(OSError):  # stderr may be a closed pipe (serve gone)
+                if not failed and end.line():
+                    grade = "error" if end.unwritten_records else "warning"
+                    print(f"infmon: {grade}: {end.line()}", file=sys.stderr)
+                print(
+                    failed or f"infmon: session recorded in {place}; report: {out}", file=sys.stderr
+                )
         finally:
             if on_exit is not None:
                 on_exit()
 
-    def force_exit() -> None:
-        wrap_up()
-        os._exit(status[0])
-
-    app.force_exit = force_exit
+    wrap = WrapUp(finish_session)
+    app.force_exit = wrap.force
+    app.before_loop_close = signals.hold  # a signal while the report is written: noted, not fatal
     from infmon.load.runtime import tune_for_load
 
     tune_for_load()  # uvloop (Textual's App.run uses asyncio.run), gc.freeze
     try:
         app.run()
     finally:
-        wrap_up()
-    if app.return_code and not status[0]:  # the UI died (Textual printed the traceback)
-        status[0] = app.return_code
-    return status[0]
+        wrap()
+        signals.release()
+    if app.return_code and not wrap.status:  # the UI died (Textual printed the traceback)
+        wrap.status = app.return_code
+    return wrap.status

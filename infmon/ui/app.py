@@ -116,6 +116,9 @@ class InfmonApp(App[None]):
         """Last resort after a signal: if the app has not ended within ``exit_deadline_s``
         (a lost terminal can wedge the app), this finishes the session and exits."""
         self.exit_deadline_s = exit_deadline_s
+        self.before_loop_close: Callable[[], None] | None = None
+        """Called on unmount, in the app's loop: the command takes the signals over for what it
+        does after the app (its event loop would reset them to their fatal defaults)."""
         self._quitting = False
         self.final_screenshot_svg: str | None = None
         self.exit_reason: str | None = None
@@ -267,6 +270,8 @@ class InfmonApp(App[None]):
             return
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
+        if self.before_loop_close is not None:
+            self.before_loop_close()
 
     # ---- operator actions (all through the controller) ------------------------------------------
     def _press(self, action: str) -> None:

@@ -1,0 +1,106 @@
+"""`infmon serve demo` stopped right after its page closed still writes the page's report
+(issue 26, must show 2: the browser demo's report).
+
+The page closes (its WebSocket ends): textual-serve tells the page's monitor to quit, and the
+monitor closes its journal and writes its report. The operator then stops `infmon serve` (SIGTERM
+to its process group, or Ctrl+C: SIGINT), which reaches the monitor too while the report is
+written. The monitor's event loop had handed these signals back to their fatal defaults, so the
+report was never written; now the monitor says it is finishing the report and does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, poll_until
+from tests.e2e.conftest import free_port
+from tests.e2e.test_serve_chromium import _printed_url
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def journal_kinds(session: Path) -> set[str]:
+    db = session / "journal.sqlite"
+    if not db.exists():
+        return set()
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as c:
+            return {k for (k,) in c.execute("select distinct kind from events")}
+    except sqlite3.Error:
+        return set()
+
+
+def steps_ended(session: Path) -> int:
+    db = session / "journal.sqlite"
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0) as c:
+            (n,) = c.execute("select count(*) from events where kind = 'step_end'").fetchone()
+    except sqlite3.Error:
+        return 0
+    return int(n)
+
+
+async def open_page_until(page: str, session: Path, serve: subprocess.Popen) -> None:
+    """Open the page's WebSocket (as the browser does), hold it until the demo has begun its
+    second step, then close it (the tab closed)."""
+    import aiohttp
+
+    base, token = page.split("/?token=")
+    ws_url = base.replace("http://", "ws://") + f"/ws/{token}?width=120&height=40"
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(ws_url, headers={"Origin": base}) as ws,
+    ):
+
+        async def drain() -> None:
+            async for _ in ws:
+                pass
+
+        reader = asyncio.create_task(drain())
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(
+            None,
+            lambda: poll_until(
+                lambda: steps_ended(session) >= 1, 90, "the demo's second step", serve
+            ),
+        )
+        await ws.close()
+        reader.cancel()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stopping_serve_as_its_page_closes_still_writes_the_report(tmp_path, stop) -> None:
+    pytest.importorskip("textual_serve", reason="infmon serve needs textual-serve")
+    session = tmp_path / "session"
+    port = free_port()
+    banner = tmp_path / "serve.log"
+    argv = ["serve", "--listen", f"127.0.0.1:{port}", "demo", "--session-dir", str(session)]
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "infmon", *argv], cwd=REPO, stdout=banner.open("wb"),
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        asyncio.run(open_page_until(_printed_url(banner, 30), session, serve))
+        # the page's monitor quits and starts its report; serve is stopped meanwhile
+        poll_until(lambda: "quit" in journal_kinds(session), 30, "the monitor's quit", serve)
+        os.killpg(serve.pid, stop)
+        serve.wait(60)
+        report = poll_until(
+            lambda: (session / "report.json").exists() and session / "report.json", 30,
+            "the page's report",
+        )  # fmt: skip
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+    doc = json.loads(report.read_text())
+    assert doc["steps"] and doc["steps"][0]["level"] == "c=1", doc["steps"]
+    assert (session / "report.html").exists() and (session / "report.md").exists()
