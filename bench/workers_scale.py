@@ -5,8 +5,9 @@ Starts ``infmon sim --firehose`` (no engine: every completion's chunks are writt
 the client, not the server, is what is measured) and, for each configuration, runs infmon's
 load engine as ``infmon bench`` wires it (controller, workers, the session journal) at one
 closed-loop level. Over the same measured window after a warm-up it takes the output tokens/s
-(the merged windows' token meters), the TTFT p50 (the merged window histograms), and the
-client's CPU: the controller process (every thread: decoding, the journal) plus each worker
+(the tokens of every record whose chunks arrived inside the window, counted per chunk: exact
+whatever the workers' window timing; a saturated in-process loop closes its 250 ms windows
+seconds late), the TTFT p50 of the requests sent inside it, and the client's CPU: the controller process (every thread: decoding, the journal) plus each worker
 process (``/proc/PID/stat``). The reference is ``in-process``, measured in the same run; the
 configurations run interleaved, ``--repeats`` times, and the medians are printed with their
 ratios, the machine's cores, the load average and the CPU other processes took meanwhile.
@@ -36,9 +37,8 @@ from infmon.commands.wiring import RunWiring  # noqa: E402
 from infmon.config import Config  # noqa: E402
 from infmon.engine.controller import LoadEngine  # noqa: E402
 from infmon.engine.link import ProcessLink  # noqa: E402
-from infmon.engine.protocol import Window  # noqa: E402
 from infmon.journal import JournalWriter  # noqa: E402
-from infmon.model.base.loghist import LogHistogram  # noqa: E402
+from infmon.model.records.request import RequestRecord  # noqa: E402
 from infmon.model.shape.lengths import parse_lengths  # noqa: E402
 from infmon.model.steps.book import CLOSED, Level  # noqa: E402
 from infmon.model.steps.ledger import StepLedger  # noqa: E402
@@ -103,8 +103,8 @@ async def measure(name: str, workers: int, url: str, server_pid: int, args) -> M
         journal = JournalWriter(Path(tmp), clock)
         journal.write_config(cfg.to_public_dict())
         wiring = RunWiring(journal, StepLedger(cfg.slo))
-        windows: list[Window] = []
-        wiring.on_window.append(windows.append)
+        records: list[RequestRecord] = []
+        wiring.on_record.append(records.append)
         links = [ProcessLink(i) for i in range(workers)] if workers else None
         engine = LoadEngine(
             cfg,
@@ -129,30 +129,37 @@ async def measure(name: str, workers: int, url: str, server_pid: int, args) -> M
             t1, s1 = clock.now(), sample(pids, server_pid)
             engine.pause()
             await engine.wait_idle(30)
-            await asyncio.sleep(0.3)  # the last flush's windows
+            await asyncio.sleep(0.3)  # the last records
         finally:
             await engine.stop()
             journal.close()
-    inside = [w for w in windows if w.t0 >= t0 - 1e-3 and w.t1 <= t1 + 0.2]
-    span = (max(w.t1 for w in inside) - min(w.t0 for w in inside)) if inside else math.nan
-    tokens = sum(w.tokens for w in inside)
-    ttft = LogHistogram()
-    for w in inside:
-        if w.ttft is not None:
-            ttft.merge(LogHistogram.from_sparse(w.ttft))
+    tokens = sum(_tokens_between(r, t0, t1) for r in records)
+    ttfts = sorted(r.ttft_s for r in records if r.ok and t0 <= r.sent_s < t1)
+    failed = sum(
+        1 for r in records if not r.ok and r.error_kind != "cancelled" and t0 <= (r.end_s or 0) < t1
+    )
     wall = s1.t - s0.t
     client, server = s1.client_cpu - s0.client_cpu, s1.server_cpu - s0.server_cpu
     return Measure(
         name,
-        tokens / span,
+        tokens / (t1 - t0),
         client / tokens * 1e6,
         client / wall,
         (s1.controller_cpu - s0.controller_cpu) / tokens * 1e6,
-        ttft.quantile(0.5) * 1e3 if ttft.count else math.nan,
+        statistics.median(ttfts) * 1e3 if ttfts else math.nan,
         server / wall,
         (s1.host - s0.host - client - server) / wall,
-        sum(w.failed for w in inside),
+        failed,
     )
+
+
+def _tokens_between(r: RequestRecord, t0: float, t1: float) -> float:
+    """The record's output tokens whose chunks arrived in ``[t0, t1)`` (even split per chunk)."""
+    times = r.chunk_times_s
+    if not times or times[-1] < t0 or times[0] >= t1:
+        return 0.0
+    inside = sum(1 for t in times if t0 <= t < t1)
+    return (r.output_tokens or len(times)) * inside / len(times)
 
 
 def median(ms: list[Measure], field: str) -> float:
