@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from infmon.clock import Clock
 from infmon.engine.loss import WorkerLoss
@@ -16,11 +17,12 @@ from infmon.journal import JournalWriter
 from infmon.model.base.loghist import LogHistogram
 from infmon.model.live.session import Session
 from infmon.model.records.request import RequestRecord
+from infmon.model.records.survivors import LossMark, SurvivorCheck
 from infmon.model.server.health import HealthEvent, ServerHealth
 from infmon.model.server.snapshot import ServerSnapshot, SourceState
 from infmon.model.steps.book import JOURNAL_KIND, StepEvent
 from infmon.model.steps.evidence import ServerSample
-from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.ledger import ClientCheck, StepLedger
 
 
 class RunWiring:
@@ -45,6 +47,8 @@ class RunWiring:
         self.on_settle: list[Callable[[list[StepEvent]], None]] = []
         """A step's clean start, said by the ledger from a window (journalled already)."""
         self._sent: dict[int, dict[int, int]] = {}
+        self.survivors = SurvivorCheck()
+        """After a worker loss: were the workers left saturated by their new share?"""
 
     def records(self, batch: RecordBatch) -> None:
         w, eps, write = batch.worker_id, batch.endpoints, self.journal.write_record
@@ -66,6 +70,7 @@ class RunWiring:
         """A lost worker: journalled (the report flags its step), and told to the live view."""
         self.journal.write_event("worker_lost", **loss.payload())
         self.ledger.forget_worker(loss.worker_id)
+        self.survivors.lost(LossMark(loss.t, loss.worker_id, loss.live_workers))
         for f in self.on_lost:
             f(loss)
 
@@ -76,6 +81,10 @@ class RunWiring:
             w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id,
             (w.cpu_s, w.runq_s, w.cpu_users),
         )  # fmt: skip
+        if self.survivors.active:
+            self.survivors.window(
+                self._measuring((w.t0 + w.t1) / 2), w.worker_id, w.t0, w.t1, lag, w.cpu_s, w.runq_s
+            )
         self._sent[w.worker_id] = dict(w.sent_by_step)
         for step in {s for by in self._sent.values() for s in by}:
             self.ledger.note_sent(step, sum(by.get(step, 0) for by in self._sent.values()))
@@ -106,8 +115,23 @@ class RunWiring:
         for ev in events:
             payload = ev.payload()
             if ev.kind == "end":
-                payload["stats"] = self.ledger.client_check(ev.index).payload()
+                payload["stats"] = self._client_check(ev.index).payload()
             self.journal.write_event(JOURNAL_KIND[ev.kind], **payload)
+
+    def _client_check(self, index: int) -> ClientCheck:
+        """The step's client check; marked client-bound when the workers left after a loss were
+        saturated (unless already starved by other processes: that cause comes first)."""
+        check = self.ledger.client_check(index)
+        bound = self.survivors.cause(index)
+        if bound.bound and not check.late_cause.starved:
+            check = replace(check, late_cause=bound)
+            self.ledger.set_check(index, check)
+        return check
+
+    def _measuring(self, t: float) -> int | None:
+        """The step whose measured time holds ``t`` (None: a warm-up, a pause)."""
+        span = next(self.ledger.book.latest_started_by(t), None)
+        return span.index if span is not None and span.measures(t) else None
 
 
 def wire_session(wiring: RunWiring, session: Session, clock: Clock) -> RunWiring:

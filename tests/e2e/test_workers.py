@@ -156,6 +156,15 @@ def test_a_worker_killed_mid_step_is_an_event_and_the_run_finishes(
     report = (session / "report.md").read_text()
     assert "worker 1 lost" in report and "Step 1" in report
     assert "a load worker was lost" in report  # in Diagnosis, not only under Faults
+    # worker 0 took the whole level: a step where that saturated it is marked client-bound,
+    # with its line in Diagnosis; one it kept up with is not (at c=8 against the simulator one
+    # worker keeps up unless the machine starves it: then the note names that)
+    for step in (first, second):
+        bound = [n for n in step["client_notes"] if n.startswith("client-bound")]
+        assert not bound or step["client_late"] is True
+        for note in bound:
+            assert "after worker 1 was lost the 1 surviving load worker" in note
+            assert f"client self-check: {note}" in report
 
 
 async def test_a_level_change_reaches_every_worker_within_one_window(fast_sim: str) -> None:

@@ -21,10 +21,13 @@ BUSY_SHARE = 0.5
 @dataclass(frozen=True, slots=True)
 class LateCause:
     """Why timestamps were late: ``starved`` (other processes had the CPU: the timestamps are
-    late whatever the loop's lag says), or infmon's own work; ``text`` says it and the remedy."""
+    late whatever the loop's lag says), or infmon's own work; ``text`` says it and the remedy.
+    ``bound``: the load workers left after a worker loss were saturated by the re-split share
+    (``infmon.model.records.survivors``): the step measured the client as much as the server."""
 
     starved: bool = False
     text: str = ""
+    bound: bool = False
 
 
 NO_CAUSE = LateCause()

@@ -121,8 +121,10 @@ class StepStats:
     @property
     def client_late(self) -> bool:
         """The client's own timestamps were late (its loop lagged, or its load thread starved
-        for a CPU): the step's latencies carry the client's delay, its deltas are not tested."""
-        return self.loop_lag_p99_s > CLIENT_LAG_LIMIT_S or self.late_cause.starved
+        for a CPU, or the workers left after a worker loss were saturated): the step's latencies
+        carry the client's delay, its deltas are not tested."""
+        cause = self.late_cause
+        return self.loop_lag_p99_s > CLIENT_LAG_LIMIT_S or cause.starved or cause.bound
 
     def to_dict(self) -> StepStatsEntry:
         d: StepStatsEntry = {}
@@ -461,4 +463,6 @@ def _client_notes(
         notes.append(f"event-loop lag p99 {lag_s * 1e3:.0f} ms: client timestamps are late{why}")
     elif cause.starved:
         notes.append(f"client timestamps are late ({cause.text})")
+    elif cause.bound:
+        notes.append(f"client-bound: {cause.text}")
     return tuple(notes)

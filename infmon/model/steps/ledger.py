@@ -53,6 +53,7 @@ class ClientCheckPayload(TypedDict):
     send_lateness_p99_ms: float | None
     late_cause: str
     late_starved: bool
+    late_bound: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,7 @@ class ClientCheck:
             "send_lateness_p99_ms": j(self.send_lateness_p99_s * 1e3),
             "late_cause": self.late_cause.text,
             "late_starved": self.late_cause.starved,
+            "late_bound": self.late_cause.bound,
         }
 
     @classmethod
@@ -88,7 +90,11 @@ class ClientCheck:
             float(ach) if isinstance(ach, (int, float)) else NAN,
             float(lag) / 1e3 if isinstance(lag, (int, float)) else NAN,
             float(late) / 1e3 if isinstance(late, (int, float)) else NAN,
-            LateCause(d.get("late_starved") is True, str(d.get("late_cause") or "")),
+            LateCause(
+                d.get("late_starved") is True,
+                str(d.get("late_cause") or ""),
+                d.get("late_bound") is True,
+            ),
         )
 
 
