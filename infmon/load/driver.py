@@ -114,6 +114,11 @@ class LoadDriver:
         self._stopping = False
         self._send_budget: int | None = None
         self._on_budget_spent: Callable[[], None] | None = None
+        self._deciding = 0
+        """Sends taken from the budget whose request is not in flight yet (a closed-loop stream
+        makes its prompt first): the budget is spent only once they are all out."""
+        self._took_budget = False
+        """Whether the last ``_may_send`` that said yes took from the budget."""
         self._jitter = random.Random(seed + 1)
         self._backoffs: set[Backoff] = set()
         """One per closed-loop worker; ``_open_backoff`` paces the open loop's arrivals."""
@@ -215,10 +220,13 @@ class LoadDriver:
     def _may_send(self) -> bool:
         """Take one send from the budget (decided where the request is decided, so an open loop
         cannot overshoot); False when it is spent."""
+        self._took_budget = False
         if self._send_budget is None or self.clock.now() < self._warmup_until_s:
             return True
         if self._send_budget <= 0:
             return False
+        self._deciding += 1
+        self._took_budget = True
         self._spend_budget(self._send_budget - 1)
         return True
 
@@ -226,9 +234,22 @@ class LoadDriver:
         self._send_budget = left
         if left <= 0:
             self.pause()
+            self._maybe_spent()
+
+    def _maybe_spent(self) -> None:
+        """Say the budget is spent once it is at 0 and its last sends are in flight: said
+        earlier, with every send still making its prompt, the step saw nothing in flight and
+        ended before one was sent (``--step-requests`` at or below the concurrency measured 0)."""
+        if self._deciding == 0 and self._send_budget is not None and self._send_budget <= 0:
             spent, self._on_budget_spent = self._on_budget_spent, None
             if spent is not None:
                 spent()
+
+    def _decided_out(self) -> None:
+        """A send taken from the budget is in flight (or was given up)."""
+        if self._deciding > 0:
+            self._deciding -= 1
+            self._maybe_spent()
 
     def next_step(self, warmup_s: float = 0.0) -> int:
         """Start a new step; requests sent in its first ``warmup_s`` are flagged warm-up."""
@@ -319,7 +340,11 @@ class LoadDriver:
         self.on_record(rec)
 
     async def _one_request(
-        self, counted: bool = False, slot: int | None = None, item: WorkItem | None = None
+        self,
+        counted: bool = False,
+        slot: int | None = None,
+        item: WorkItem | None = None,
+        budgeted: bool = False,
     ) -> RequestRecord:
         rec: RequestRecord | None = None
         try:
@@ -330,11 +355,15 @@ class LoadDriver:
         except asyncio.CancelledError:
             if counted:
                 self._inflight_delta(-1)
+            if budgeted:
+                self._decided_out()
             raise
         except Exception as exc:  # a workload that cannot make a prompt: data, not a crash
             rec = self._failure(exc, "workload")
         if not counted:
             self._inflight_delta(+1)
+        if budgeted:
+            self._decided_out()
         sent_step: int | None = None
         try:
             if rec is None:
@@ -428,7 +457,8 @@ class LoadDriver:
                 if self.paused or not self._may_send():
                     await self._resumed.wait()
                     continue
-                delay_s = backoff.after(await self._one_request(slot=slot))
+                budgeted = self._took_budget
+                delay_s = backoff.after(await self._one_request(slot=slot, budgeted=budgeted))
                 if delay_s:
                     await asyncio.sleep(delay_s)
         finally:
@@ -463,6 +493,8 @@ class LoadDriver:
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
             self._inflight_delta(+1)  # counted now so a burst cannot overshoot the cap
+            if self._took_budget:
+                self._decided_out()
             task = loop.create_task(self._one_request(counted=True))
             self._requests.add(task)
             task.add_done_callback(self._requests.discard)
@@ -498,6 +530,8 @@ class LoadDriver:
                         self._slot_freed.clear()
                         await self._slot_freed.wait()
                 self._inflight_delta(+1)
+                if self._took_budget:
+                    self._decided_out()
                 task = loop.create_task(self._timed(item, t0 + at_s))
                 self._requests.add(task)
                 task.add_done_callback(self._requests.discard)

@@ -223,11 +223,51 @@ async def test_schedule_arrivals_are_sent_on_time() -> None:
     await driver.wait_idle(5)
     late = driver.arrival_lateness_s()
     assert len(late) == len(records) == 100
-    p99, lag99 = float(np.percentile(late, 99)), float(np.percentile(lags, 99))
+    p99, stall = float(np.percentile(late, 99)), max(lags)
     print(
-        f"schedule send lateness p99 {1e3 * p99:.2f} ms (the loop's own lag p99 {1e3 * lag99:.2f})"
+        f"schedule send lateness p99 {1e3 * p99:.2f} ms (the loop's own worst wake-up "
+        f"{1e3 * stall:.2f}, p99 {1e3 * float(np.percentile(lags, 99)):.2f})"
     )
-    # the driver adds under 20 ms of its own to what the host's scheduling costs every wake-up
-    # (it failed at p99 28-87 ms beside a loaded suite, with the loop itself that late)
-    assert p99 < 0.02 + lag99
+    # the driver adds under 20 ms of its own to the worst stall the host gave this loop in the
+    # same second. p99 of 100 sends is their second-worst, so it is held against the probe's worst
+    # wake-up (of ~200): against the probe's p99 one host stall that both saw failed it (88 ms
+    # late with the probe's p99 at 22 beside a loaded suite)
+    assert p99 < 0.02 + stall
+    await driver.stop()
+
+
+class SlowCounter(PieceCounter):
+    """A counter that answers after a round trip, as a server's /tokenize does."""
+
+    async def count(self, prompt: Prompt) -> int:
+        await asyncio.sleep(0.002)
+        return await super().count(prompt)
+
+
+@pytest.mark.parametrize("budget", [1, 8, 5])
+async def test_a_send_budget_at_or_below_the_concurrency_is_spent_once_its_requests_are_out(
+    budget: int,
+) -> None:
+    """``bench --concurrency 8 --step-requests 8 --warmup 0`` measured nothing: the budget was
+    said spent when the 8th send was decided, while every stream still made its prompt, so the
+    step saw nothing in flight and ended before one request was sent."""
+    config = build_config({"prompt_tokens": "50", "output_tokens": "4"}, environ={})
+    m = PromptMaker(SlowCounter(), chat=False, synthetic=False, seed=5)
+    await m.prepare()
+    client, records = AnsweringClient(latency_s=0.05), []
+    driver = LoadDriver(client, Feed(config, m), records.append, client.clock)
+    in_flight_when_spent: list[int] = []
+    spent = asyncio.Event()
+
+    def on_spent() -> None:
+        in_flight_when_spent.append(driver.inflight)
+        spent.set()
+
+    driver.limit_sends(budget, on_spent)
+    driver.start()
+    driver.set_concurrency(8)
+    await asyncio.wait_for(spent.wait(), 5)
+    assert in_flight_when_spent == [budget]  # every budgeted request is out, none more
+    assert await driver.wait_idle(5)
+    assert len(records) == budget and all(r.ok for r in records)
     await driver.stop()
