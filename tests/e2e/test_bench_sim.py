@@ -13,6 +13,7 @@ from tests.conftest import REPO, infmon_cmd
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_bench_sweep_against_the_simulator(sim_url: str, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     r = subprocess.run(
@@ -50,6 +51,7 @@ def test_bench_sweep_against_the_simulator(sim_url: str, tmp_path: Path) -> None
     )
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_a_steps_tok_s_is_the_servers_own_rate_over_the_same_window(sim_url, tmp_path) -> None:
     """Issue 13, must show 5: c=64, 10 s steps. The client counts the tokens whose chunks
     arrived inside the measured window (warm-up requests' too), so its figure matches the

@@ -15,6 +15,7 @@ from tests.e2e.test_tmux_demo import sim_processes
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_demo_headless_prints_the_table_and_the_knee_within_its_duration(tmp_path: Path):
     """The table, a knee line, and the whole run within ``--duration`` (issue 26, finding 16:
     ``--duration 30`` took 54.7 s and printed no knee): each step's warm-up and drain, the

@@ -18,6 +18,7 @@ from tests.e2e.conftest import JOB, prometheus_for, wait_for_scrape_after
 pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_urls_from_prometheus_load_both_and_each_pod_has_its_rates(tmp_path: Path) -> None:
     session = tmp_path / "s"
     with (

@@ -42,6 +42,7 @@ def bench(url: str, session: Path) -> dict:
     return json.loads((session / "report.json").read_text())
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_contention_named_per_step_in_every_report(tmp_path: Path) -> None:
     with running_sim("--scenario", "contention", "--seed", "5") as url:
         doc = bench(url, tmp_path / "s")

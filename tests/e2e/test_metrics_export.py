@@ -60,6 +60,7 @@ def bucket_of(seconds: float) -> int:
     return bisect.bisect_left(TTFT_BUCKETS, seconds)
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_prometheus_scrapes_bench_and_its_ttft_p50_is_the_reports(tmp_path: Path) -> None:
     port = free_port()
     session = tmp_path / "s"

@@ -35,6 +35,7 @@ def offload_sim():
         yield url
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_scrape_and_report_carry_offload_figures_that_add_up(offload_sim, tmp_path: Path):
     session = tmp_path / "s"
     run = subprocess.run(

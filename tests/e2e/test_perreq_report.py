@@ -45,6 +45,7 @@ def _bench(url: str, session: Path) -> None:
     assert "server timings: per request" in bench.stdout + bench.stderr
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_a_spec_runs_report_names_the_acceptance_per_task_and_the_drafters_fit(
     tmp_path: Path,
 ) -> None:

@@ -22,6 +22,7 @@ def _bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_search_slo_writes_its_verdict_and_chart(tmp_path):
     session = tmp_path / "s"
     with running_sim("--scenario", "baseline") as url:

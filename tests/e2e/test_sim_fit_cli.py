@@ -10,7 +10,7 @@ import pytest
 from infmon.sim import fitio
 from tests.conftest import REPO, infmon_cmd, running_sim
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a 4-level bench, then fits: ~45 s
 
 
 def run(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:

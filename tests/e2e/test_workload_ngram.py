@@ -57,6 +57,7 @@ def _acceptance(url: str, out: Path, workload: str) -> float:
     return float(rate)
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_corpus_prompts_are_drafted_better_than_random_words(tmp_path: Path) -> None:
     assert _sim_has_ngram(), "infmon sim lost --spec-method (the prompt-lookup drafter)"
     with running_sim("--spec-method", "ngram", "--speculative-k", "3", "--seed", "8") as url:

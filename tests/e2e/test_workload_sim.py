@@ -104,6 +104,7 @@ def hit_rate(data: dict) -> float:
     return float(rate)
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_default_seeds_give_no_warm_cache_advantage(tmp_path: Path) -> None:
     """Two default-seed runs: the second's prefix-cache hit rate is within 5 points of the
     first's. The same --seed twice is the contrast (and compare warns about it)."""
@@ -181,6 +182,7 @@ def mooncake_excerpt(path: Path, n: int = 200, seed: int = 15) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_mooncake_trace_replays_on_time(tmp_path: Path) -> None:
     """Every send within 5 ms of its scheduled time at p99. On this shared 2-core host the
     client process is sometimes woken several ms late (the simulator and other sessions hold

@@ -35,6 +35,7 @@ def test_scrape_of_a_dripping_page_times_out(tmp_path: Path) -> None:
     assert "no complete answer within 2 s" in ran.stderr and len(ran.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_bench_finishes_while_the_page_drips(tmp_path: Path) -> None:
     """Before the deadline, bench hung for ever in its final scrape."""
     with serve("drip-metrics") as (url, _):

@@ -14,6 +14,10 @@ from infmon.sim.forecast import forecast, holdout
 from infmon.sim.levels import Shape, measure
 from infmon.sim.scenarios import SCENARIOS, build_config
 
+pytestmark = (
+    pytest.mark.slow
+)  # the fit replays the scheduler ~200k steps: ~40 s: CI's slow tier runs it
+
 OUTPUT = 64
 PROMPTS = (128, 1024)
 LEVELS = (1, 4, 16, 32)

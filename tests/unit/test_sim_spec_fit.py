@@ -15,6 +15,10 @@ from infmon.sim.levels import Shape, measure
 from infmon.sim.scenarios import SCENARIOS, build_config
 from infmon.sim.spec_fit import break_even
 
+pytestmark = (
+    pytest.mark.slow
+)  # a baseline and a spec session replayed and fitted: ~25 s: CI's slow tier runs it
+
 PROMPT, OUTPUT = 128, 64
 
 
