@@ -12,7 +12,9 @@ interval per level, the frontier moved from X to Y, quality non-inferiority with
 Repeated trials are the rounds: ``--repeat N`` is N A-B rounds (each side's trials stay
 interleaved with the other's, so the speed interval is paired by round and a drift of the host
 between rounds cancels); ``--until-ci PCT`` stops after the first round (at least 3) whose every
-level's speed ratio is known within ±PCT (at most ``--repeat``/``--rounds``, default 10).
+level's speed ratio is known within ±PCT (at most ``--repeat``/``--rounds``, default 10). A
+round whose client was late at a level (bench's self-check) leaves that level's ratio with its
+pair, and the verdict says so.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from infmon.model.compare.ab_verdict import (
     AbabRuleError,
     AbabVerdict,
     FrontierMove,
+    Trial,
     parse_abab_rules,
     quality_check,
     speeds,
@@ -110,7 +113,7 @@ def _rounds(args: argparse.Namespace) -> tuple[int, float | None]:
 
 
 def _tight(
-    tok: dict[str, dict[float, list[float]]], a: str, b: str, target: float | None, done: int
+    tok: dict[str, dict[float, list[Trial]]], a: str, b: str, target: float | None, done: int
 ) -> str | None:
     """``--until-ci``: why the rounds stop after ``done`` of them (None: go on)."""
     if target is None or not speeds_tight(speeds(tok[a], tok[b]), target):
@@ -133,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--abab --headless needs --switch-cmd (nobody is there to press Enter)")
     root = Path(args.session_dir) if args.session_dir else args.runs_dir / f"abab-{a}-{b}"
     root.mkdir(parents=True, exist_ok=True)
-    tok: dict[str, dict[float, list[float]]] = {a: {}, b: {}}
+    tok: dict[str, dict[float, list[Trial]]] = {a: {}, b: {}}
     frontier: dict[str, dict[str, object] | None] = {}
     answers: dict[str, dict[str, bool]] = {}
     status, done, stop = 0, 0, None
@@ -215,7 +218,7 @@ def _bench_args(args: argparse.Namespace, session: Path, label: str) -> argparse
 
 
 def _sweep(
-    args: argparse.Namespace, session: Path, label: str, into: dict[float, list[float]]
+    args: argparse.Namespace, session: Path, label: str, into: dict[float, list[Trial]]
 ) -> int:
     b = _bench_args(args, session, label)
     say(f"{label}: sweep → {session}")
@@ -224,7 +227,8 @@ def _sweep(
     for s in doc["steps"]:
         level = s.get("concurrency", s.get("rate"))
         if level is not None and s.get("output_throughput_tok_s") is not None:
-            into.setdefault(float(level), []).append(float(s["output_throughput_tok_s"]))
+            trial = Trial(float(s["output_throughput_tok_s"]), s.get("client_late") is True)
+            into.setdefault(float(level), []).append(trial)
     return status
 
 

@@ -10,6 +10,7 @@ from infmon.model.compare.ab_verdict import (
     AbabRuleError,
     AbabVerdict,
     FrontierMove,
+    Trial,
     failures,
     parse_abab_rules,
     quality_check,
@@ -120,3 +121,34 @@ def test_rounds_are_the_trials(tmp_path):
         rounds("--repeat", "5", "--rounds", "3")
     with pytest.raises(CliError, match="at least 1"):
         rounds("--rounds", "0")
+
+
+def test_a_round_whose_client_was_late_is_left_out_with_its_pair_and_said():
+    """Round 2's baseline step at c=16 had a late client (its timestamps carry the client's
+    delay): that round's A and B leave the c=16 ratio, the other rounds stay paired, and the
+    verdict says how many rounds it left out."""
+    clean_a, clean_b = [700.0, 712.0, 695.0, 705.0], [917.0, 931.0, 912.0, 925.0]
+    a = {16.0: [Trial(x, late=i == 1) for i, x in enumerate([700.0, 350.0, 712.0, 695.0])]}
+    b = {16.0: [Trial(x) for x in (917.0, 640.0, 931.0, 912.0)]}
+    at = speeds(a, b)[0]
+    kept = speeds({16.0: [700.0, 712.0, 695.0]}, {16.0: [917.0, 931.0, 912.0]})[0]
+    assert at.ratio == kept.ratio and at.ratio.paired and at.ratio.n == 3
+    assert at.rounds == 4 and at.left_out == 1
+    assert at.text().endswith("at c=16 (1 of 4 rounds left out: client late)")
+    assert at.a.mean == pytest.approx((700 + 712 + 695) / 3)
+    v = AbabVerdict("baseline", "fp8", 4, (at,), None, None)
+    assert v.sentence().startswith("fp8: 1.31× faster (")
+    assert v.sentence().endswith("(1 of 4 rounds left out: client late)")
+    doc = verdict_doc(v)
+    assert doc["speed"][0]["rounds"] == 4 and doc["speed"][0]["rounds_left_out"] == 1  # type: ignore[index]
+    # no late round: nothing said, nothing left out
+    none = speeds({16.0: clean_a}, {16.0: clean_b})[0]
+    assert none.left_out == 0 and "left out" not in none.text()
+    # late on each side in different rounds, one clean pair left: the clean trials, unpaired
+    # (round 2's A is never paired with round 1's B)
+    a2 = {16.0: [Trial(700.0, late=True), Trial(712.0), Trial(695.0)]}
+    b2 = {16.0: [Trial(917.0), Trial(931.0, late=True), Trial(912.0)]}
+    odd = speeds(a2, b2)[0]
+    assert not odd.ratio.paired and odd.left_out == 2 and odd.rounds == 3
+    assert odd.ratio.ratio == pytest.approx(math.exp(
+        (math.log(917) + math.log(912)) / 2 - (math.log(712) + math.log(695)) / 2))  # fmt: skip

@@ -3,7 +3,9 @@
 
 - **Speed**: per level, the change's output tok/s over the baseline's, each round's B over the
   A measured next to it (paired, 95 % t interval on the log ratio:
-  ``model/compare/trial_stats.py``).
+  ``model/compare/trial_stats.py``). A round whose client was late at that level (its
+  self-check ``client_late``: the step's timestamps carry the client's delay, not the
+  server's) is left out together with its pair, and the verdict says how many.
 - **SLO frontier**: each side's ``--search slo`` verdict (the last passing level), "37 → 52".
 - **Quality**: non-inferiority of the change's probe score against the baseline's, the probes
   paired by id: the 95 % interval of the difference in points (a paired Wald interval, at
@@ -27,6 +29,15 @@ QualityWord = Literal["not worse", "worse", "inconclusive"]
 
 
 @dataclass(frozen=True, slots=True)
+class Trial:
+    """One side's output tok/s at one level in one round."""
+
+    tok_s: float
+    late: bool = False
+    """The client's timestamps were late in that step (its self-check ``client_late``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class SpeedAt:
     """The change's speed over the baseline's at one level."""
 
@@ -35,8 +46,21 @@ class SpeedAt:
     a: TrialStats
     b: TrialStats
     ratio: Ratio
+    rounds: int = 0
+    """Rounds that measured this level on both sides."""
+    left_out: int = 0
+    """Of those, rounds left out with their pair: the client was late on either side."""
 
     def text(self) -> str:
+        return self._ratio_text() + self.left_out_text()
+
+    def left_out_text(self) -> str:
+        """`` (1 of 4 rounds left out: client late)``; "" when none was."""
+        if not self.left_out:
+            return ""
+        return f" ({self.left_out} of {self.rounds} rounds left out: client late)"
+
+    def _ratio_text(self) -> str:
         r = self.ratio
         if math.isnan(r.ratio):
             return f"speed not measured at {self.level}"
@@ -49,15 +73,30 @@ class SpeedAt:
         return f"{1 / r.ratio:.2f}× slower{inv} at {self.level}"
 
 
-def speeds(a: Mapping[float, Sequence[float]], b: Mapping[float, Sequence[float]]) -> list[SpeedAt]:
-    """Each level both sides measured: tok/s trials in round order (paired by round)."""
+Trials = Sequence[float] | Sequence[Trial]
+
+
+def _trials(xs: Trials) -> list[Trial]:
+    return [x if isinstance(x, Trial) else Trial(x) for x in xs]
+
+
+def speeds(a: Mapping[float, Trials], b: Mapping[float, Trials]) -> list[SpeedAt]:
+    """Each level both sides measured: tok/s trials in round order (paired by round). A round
+    whose client was late on either side is left out with its pair."""
     out = []
     for level in sorted(set(a) & set(b)):
-        xa, xb = list(a[level]), list(b[level])
-        n = min(len(xa), len(xb))
-        pa, pb = (xa[:n], xb[:n]) if n >= 2 else (xa, xb)
+        ta, tb = _trials(a[level]), _trials(b[level])
+        n = min(len(ta), len(tb))
+        pairs = [(x, y) for x, y in zip(ta[:n], tb[:n], strict=True) if not (x.late or y.late)]
+        paired = len(pairs) >= 2
+        if paired:
+            xa, xb = [x.tok_s for x, _ in pairs], [y.tok_s for _, y in pairs]
+        else:  # fewer than two clean pairs: the clean trials, unpaired
+            xa, xb = [x.tok_s for x in ta if not x.late], [y.tok_s for y in tb if not y.late]
+        ratio = ratio_ci(xa, xb, paired=paired)
+        left = n - len(pairs)
         label = f"c={level:g}"
-        out.append(SpeedAt(label, level, summarize(xa), summarize(xb), ratio_ci(pa, pb)))
+        out.append(SpeedAt(label, level, summarize(xa), summarize(xb), ratio, n, left))
     return out
 
 
@@ -244,6 +283,8 @@ def verdict_doc(v: AbabVerdict, rules: Sequence[AbabRule] = ()) -> dict[str, obj
             "a_cv": _j(s.a.cv),
             "b_cv": _j(s.b.cv),
             "n": s.ratio.n,
+            "rounds": s.rounds,
+            "rounds_left_out": s.left_out,
         }
         for s in v.speeds
     ]
