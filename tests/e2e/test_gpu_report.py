@@ -63,8 +63,19 @@ def test_contention_named_per_step_in_every_report(tmp_path: Path) -> None:
     assert "<h2>GPU</h2>" in html and "GPU activity over time" in html
 
 
-def test_baseline_names_no_contention(tmp_path: Path) -> None:
+def test_baseline_names_no_contention_and_gives_energy_per_step(tmp_path: Path) -> None:
     with running_sim("--scenario", "baseline", "--seed", "5") as url:
         doc = bench(url, tmp_path / "s")
     assert all(s["gpu"] and s["gpu"][0]["others"] == [] for s in doc["steps"])
     assert not [x for x in doc["diagnosis"] if "GPU" in x]
+    # issue 29's efficiency: the serving GPU's mean power over each step against its output
+    # tok/s, as tok/s per watt and joules per output token, in every report
+    for s in doc["steps"]:
+        e, (g,) = s["efficiency"], s["gpu"]
+        assert e["gpus"] == 1 and e["power_w"] == pytest.approx(g["power_w_mean"], abs=0.1)
+        tok_s = s["output_throughput_tok_s"]
+        assert e["tok_s_per_w"] == pytest.approx(tok_s / e["power_w"], rel=1e-3)
+        assert e["j_per_token"] == pytest.approx(e["power_w"] / tok_s, rel=1e-3)
+    md = (tmp_path / "s" / "report.md").read_text()
+    assert "Energy per step (serving GPUs):" in md and "| tok/s per W | J per token |" in md
+    assert "J per token" in (tmp_path / "s" / "report.html").read_text()

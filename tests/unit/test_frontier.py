@@ -58,3 +58,17 @@ def test_nothing_is_drawn_without_figures_or_room():
     assert frontier_chart(view, 20, 13) is None and frontier_chart(view, 50, 4) is None
     assert frontier_chart(FrontierView("slo"), 50, 13) is None
     assert FrontierView("slo").summary == "search slo: measuring the first probe"
+
+
+def test_a_point_never_hides_one_of_the_other_verdict():
+    """c=144 meets the SLO and c=149 misses it, a few tok/s apart: one text cell; both show."""
+    close = [
+        probe(128, 2800, 21.5, 100),
+        probe(149, 2810, 21.0, 20, 1),
+        probe(144, 2805, 21.2, 95, 2),
+    ]
+    view = frontier_view("slo", close, SLO_, 0.9)
+    chart = frontier_chart(view, 40, 10)
+    assert chart is not None
+    plot = "\n".join(chart.lines)
+    assert plot.count("×") == 1 and 1 <= plot.count("●") <= 2

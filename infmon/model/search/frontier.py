@@ -144,7 +144,9 @@ def frontier_chart(view: FrontierView, width: int, height: int) -> FrontierChart
     placed = []
     for p in pts:
         row, col = cell(p.output_tok_s, p.tok_s_per_user)
-        grid[row][col] = _glyph(p.meets)
+        glyph = _glyph(p.meets)
+        col = _free(grid[row], col, glyph)
+        grid[row][col] = glyph
         placed.append((row, col, p.label))
     _label(grid, placed)
     step = 3 if rows > 6 else 2
@@ -155,6 +157,20 @@ def frontier_chart(view: FrontierView, width: int, height: int) -> FrontierChart
     out.append(" " * pad + " └" + "─" * cols)
     out.append(" " * (pad + 2) + _ticks(cols, _fmt(xmax)))
     return FrontierChart(tuple(out), bound_row)
+
+
+def _free(row: list[str], col: int, glyph: str) -> int:
+    """``col``, or the nearest column of the row (within 3) when ``col`` holds a point of the
+    other verdict: a text cell is coarser than the data, and a point that meets the SLO must
+    never hide one that misses it (nor the reverse). Same verdicts share a cell."""
+    for shift in (0, 1, -1, 2, -2, 3, -3):
+        c = col + shift
+        if 0 <= c < len(row) and row[c] not in _POINTS - {glyph}:
+            return c
+    return col
+
+
+_POINTS = {MEETS, MISSES, UNJUDGED}
 
 
 def _label(grid: list[list[str]], placed: list[tuple[int, int, str]]) -> None:
