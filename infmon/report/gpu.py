@@ -176,6 +176,18 @@ def efficiency_rows(doc: ReportDoc) -> list[list[str]]:
     return out
 
 
+def energy_line(doc: ReportDoc) -> str | None:
+    """What a run prints at its end where GPU power was known: ``energy per step (serving
+    GPUs): c=1 0.831 tok/s per W, 1.204 J/token · c=16 …`` (None: no step has it)."""
+    parts = []
+    for step in doc.get("steps") or []:
+        e = step.get("efficiency")
+        if e is not None:
+            per_w, joules = num(e["tok_s_per_w"], 3), num(e["j_per_token"], 3)
+            parts.append(f"{step_label(step)} {per_w} tok/s per W, {joules} J/token")
+    return "energy per step (serving GPUs): " + " · ".join(parts) if parts else None
+
+
 def markdown_lines(doc: ReportDoc, table: MarkdownTable) -> list[str]:
     """``## GPU`` with the per-step table (``table`` is the writer's table function)."""
     if not doc.get("gpu"):

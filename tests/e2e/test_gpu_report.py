@@ -15,7 +15,7 @@ from tests.conftest import REPO, infmon_cmd, running_sim
 pytestmark = pytest.mark.e2e
 
 
-def bench(url: str, session: Path) -> dict:
+def bench(url: str, session: Path) -> tuple[dict, str]:
     r = subprocess.run(
         infmon_cmd(
             "bench",
@@ -39,13 +39,13 @@ def bench(url: str, session: Path) -> dict:
         timeout=180,
     )
     assert r.returncode == 0, r.stderr
-    return json.loads((session / "report.json").read_text())
+    return json.loads((session / "report.json").read_text()), r.stdout
 
 
 @pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_contention_named_per_step_in_every_report(tmp_path: Path) -> None:
     with running_sim("--scenario", "contention", "--seed", "5") as url:
-        doc = bench(url, tmp_path / "s")
+        doc, _ = bench(url, tmp_path / "s")
     steps = doc["steps"]
     assert [s["concurrency"] for s in steps] == [1, 16]
     for s in steps:
@@ -65,7 +65,7 @@ def test_contention_named_per_step_in_every_report(tmp_path: Path) -> None:
 
 def test_baseline_names_no_contention_and_gives_energy_per_step(tmp_path: Path) -> None:
     with running_sim("--scenario", "baseline", "--seed", "5") as url:
-        doc = bench(url, tmp_path / "s")
+        doc, out = bench(url, tmp_path / "s")
     assert all(s["gpu"] and s["gpu"][0]["others"] == [] for s in doc["steps"])
     assert not [x for x in doc["diagnosis"] if "GPU" in x]
     # issue 29's efficiency: the serving GPU's mean power over each step against its output
@@ -76,6 +76,14 @@ def test_baseline_names_no_contention_and_gives_energy_per_step(tmp_path: Path) 
         tok_s = s["output_throughput_tok_s"]
         assert e["tok_s_per_w"] == pytest.approx(tok_s / e["power_w"], rel=1e-3)
         assert e["j_per_token"] == pytest.approx(e["power_w"] / tok_s, rel=1e-3)
+    said = next(line for line in out.splitlines() if line.startswith("energy per step"))
+    c1, c16 = (s["efficiency"] for s in doc["steps"])
+    assert said == (
+        f"energy per step (serving GPUs): c=1 {c1['tok_s_per_w']:.3f} tok/s per W, "
+        f"{c1['j_per_token']:.3f} J/token · c=16 {c16['tok_s_per_w']:.3f} tok/s per W, "
+        f"{c16['j_per_token']:.3f} J/token"
+    )
+    print(said)
     md = (tmp_path / "s" / "report.md").read_text()
     assert "Energy per step (serving GPUs):" in md and "| tok/s per W | J per token |" in md
     assert "J per token" in (tmp_path / "s" / "report.html").read_text()

@@ -27,3 +27,18 @@ def test_nothing_is_said_without_power_or_tokens():
     assert step_efficiency([(200.0, True), (math.nan, True)], 100.0) is None  # a partial sum lies
     assert step_efficiency([(200.0, True)], 0.0) is None
     assert step_efficiency([(200.0, True)], math.nan) is None
+
+
+def test_the_runs_energy_line_names_each_step_with_power_and_none_without():
+    from infmon.report.gpu import energy_line
+
+    with_power = {
+        "steps": [
+            {"concurrency": 1, "efficiency": {"tok_s_per_w": 0.2408, "j_per_token": 4.1538}},
+            {"concurrency": 16},  # no GPU power known at this step: not said, never 0
+        ]
+    }
+    assert energy_line(with_power) == (  # type: ignore[arg-type]
+        "energy per step (serving GPUs): c=1 0.241 tok/s per W, 4.154 J/token"
+    )
+    assert energy_line({"steps": [{"concurrency": 1}]}) is None  # type: ignore[typeddict-item]
