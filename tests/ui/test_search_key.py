@@ -44,7 +44,7 @@ async def test_w_runs_the_search_and_the_knee_pane_shows_its_probes_and_frontier
         assert ctl.search is not None and not ctl.dial.sweeping and not ctl.paused
         app.render_tick()
         assert app.last_snapshot.header.sweep == "search 1/12 · c=4 · measuring"
-        assert app.last_snapshot.header.state == "sweeping"
+        assert app.last_snapshot.header.state == "searching"
         for _ in range(600):
             if ctl.search is None:
                 break

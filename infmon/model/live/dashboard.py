@@ -41,7 +41,7 @@ class HeaderView:
     """Closed loop (fixed concurrency) or rate (open loop, requests/s)."""
     load_level: float = 0.0
     state: str = "paused"
-    """One of: paused, running, sweeping, server down."""
+    """One of: paused, running, sweeping (searching, with ``--search``), server down."""
     elapsed_s: float = 0.0
     inflight_requests: int | None = None
     baseline_step: int | None = None

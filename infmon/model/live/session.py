@@ -494,7 +494,7 @@ class Session:
         elif self._paused:
             state = "paused"
         else:
-            state = "sweeping" if self._sweep else "running"
+            state = ("searching" if self._search_goal else "sweeping") if self._sweep else "running"
         base = self.ledger.book.get(self._baseline) if self._baseline is not None else None
         return HeaderView(
             endpoint=self.config.endpoint,

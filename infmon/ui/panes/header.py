@@ -19,6 +19,7 @@ from infmon.ui.panes.base import Body, Pane
 STATE_VARS = {
     "running": "success",
     "sweeping": "accent",
+    "searching": "accent",
     "paused": "warning",
     "server down": "error",
 }
