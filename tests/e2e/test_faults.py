@@ -83,7 +83,7 @@ def test_request_faults_are_counted_by_kind(
     [
         ("metrics-garbage:1", "parse"),
         ("metrics-truncated:1", "connect"),
-        ("metrics-slow:6", "timeout"),
+        pytest.param("metrics-slow:6", "timeout", marks=pytest.mark.slow),  # a 6 s step: ~25 s
     ],
 )
 def test_metrics_faults_are_counted_and_the_load_is_untouched(

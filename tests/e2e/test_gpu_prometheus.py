@@ -96,6 +96,7 @@ def sim(name: str, scenario: str, seed: str):  # type: ignore[no-untyped-def]
     )  # fmt: skip
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_fleet_view_joins_each_pod_with_its_gpu_and_the_neighbour() -> None:
     with sim("vllm-a", "baseline", "1") as a, sim("vllm-b", "contention", "2") as b:
         config = CONFIG.format(a=urlsplit(a).netloc, b=urlsplit(b).netloc)

@@ -15,6 +15,7 @@ from tests.e2e.faultkit import assert_no_crash, audit, free_port, start_bench, s
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_bench_survives_a_killed_and_restarted_server(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -21,7 +21,10 @@ from infmon.config import build_config
 from infmon.journal import SessionReader
 from tests.e2e.faultkit import KEY, free_port, start_sim, stop_proc
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+]  # a server killed and restarted under the TUI: ~14 s
 HOSTILE = "<script>x</script>[bold red]model[/]"
 
 

@@ -16,6 +16,7 @@ from tests.e2e.test_tmux_demo import Tmux
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.slow,  # two monitors in tmux up to saturation: ~15 s each
     pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)"),
 ]
 CONTENTION = "GPU contention: another pod on GPU 0 (noisy-neighbour-0: 3.1 GiB, SM 3"
