@@ -202,7 +202,7 @@ rows_cut  # unused variable (infmon/journal/scrapes.py:66)
 _.rows_cut  # unused attribute (infmon/journal/scrapes.py:77)
 _.rows_cut  # unused attribute (infmon/journal/scrapes.py:95)
 baseline_levels  # unused variable (infmon/model/compare/baseline.py:306)
-gaps_sampled  # unused variable (infmon/model/compare/run_levels.py:133)
+gaps_sampled  # unused variable (infmon/model/steps/step_levels.py:133)
 
 # Not yet judged, landed while this guard was being added (issue 32): new code of other work in
 # flight (server detail, anatomy); its authors use or remove it.

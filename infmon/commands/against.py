@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.commands.live_baseline import load_reference
-from infmon.commands.wiring import RunWiring
 from infmon.journal.safefile import write_text_atomic
 from infmon.model.base.sanitize import strict_json
 from infmon.model.compare.baseline import (
@@ -25,8 +24,7 @@ from infmon.model.compare.baseline import (
 from infmon.model.compare.fail_if import Rule, RuleError, check, parse_rules
 from infmon.model.compare.live_side import LiveBaseline
 from infmon.model.compare.spec_econ import acceptance_text
-from infmon.model.records.measures import SLO
-from infmon.model.steps.book import StepBook
+from infmon.model.steps.ledger import StepLedger
 
 if TYPE_CHECKING:
     from infmon.report.compare import Comparison
@@ -76,19 +74,13 @@ def step_lines(c: LevelComparison) -> list[str]:
 
 
 class StepComparer:
-    """Feeds a ``LiveBaseline`` with the run's records, windows and scrapes; compares a step
-    with the baseline at its level when the step ends."""
+    """Compares a step with the baseline at its level when the step ends: its level as the
+    run's step ledger keeps it (the run's wiring feeds the ledger)."""
 
-    def __init__(self, book: StepBook, slo: SLO | None, reference: Reference) -> None:
-        self.live = LiveBaseline(book, slo)
+    def __init__(self, ledger: StepLedger, reference: Reference) -> None:
+        self.live = LiveBaseline(ledger)
         self.live.set_reference(reference)
         self.reference = reference
-
-    def attach(self, wiring: RunWiring) -> None:
-        """Receive what the run's wiring receives."""
-        wiring.on_record.append(self.live.add_record)
-        wiring.on_window.append(lambda w: self.live.add_window(w.t0, w.t1, w.tokens))
-        wiring.on_snapshot.append(self.live.add_server)
 
     def at_step(self, index: int, now: float) -> LevelComparison | None:
         sample = next((s for s in self.live.levels.samples(now, {}) if s.step == index), None)

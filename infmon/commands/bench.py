@@ -310,9 +310,8 @@ async def _bench(
         _print_intro(config, target, opts.wide, opts.scale.urls)
         progress = _Progress(opts.wide, journal)
         if opts.reference is not None:
-            progress.comparer = StepComparer(ledger.book, config.slo, opts.reference)
+            progress.comparer = StepComparer(ledger, opts.reference)
             progress.clock = clock
-            progress.comparer.attach(wiring)
         runner = StepRunner(
             engine,
             ledger,

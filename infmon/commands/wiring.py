@@ -21,7 +21,6 @@ from infmon.model.records.survivors import LossMark, SurvivorCheck
 from infmon.model.server.health import HealthEvent, ServerHealth
 from infmon.model.server.snapshot import ServerSnapshot, SourceState
 from infmon.model.steps.book import JOURNAL_KIND, StepEvent
-from infmon.model.steps.evidence import ServerSample
 from infmon.model.steps.ledger import ClientCheck, StepLedger
 
 
@@ -103,9 +102,7 @@ class RunWiring:
             self.journal.write_event(ev.kind, **ev.payload())
             for tell in self.on_health:
                 tell(ev)
-        sample = ServerSample.of(snap)
-        if sample is not None:
-            self.ledger.add_sample(sample)
+        self.ledger.add_server(snap)
         for f in self.on_snapshot:
             f(snap)
 

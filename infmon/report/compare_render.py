@@ -12,9 +12,9 @@ import math
 from infmon.model.base.sanitize import html_text
 from infmon.model.compare.baseline import BY_KEY, LevelComparison, delta_text, unit_label
 from infmon.model.compare.noise import METHOD
-from infmon.model.compare.run_levels import by_level
 from infmon.model.compare.spec_econ import MODEL as SPEC_MODEL
 from infmon.model.compare.trial_deltas import METHOD as TRIALS_METHOD
+from infmon.model.steps.step_levels import by_level
 from infmon.report.compare import Comparison, knee_with_limit
 from infmon.report.compare_charts import acceptance_chart, findings, overlay_charts
 from infmon.report.fmt import DASH

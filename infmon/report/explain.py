@@ -124,7 +124,7 @@ def _contention(
 ) -> list[str]:
     if run.facts.spec_k:
         return []
-    from infmon.model.compare.run_levels import by_level
+    from infmon.model.steps.step_levels import by_level
 
     a_levels, b_levels = by_level(base.levels), by_level(run.levels)
     for c, d in slower:

@@ -1,11 +1,11 @@
 """Loading runs to compare: session directories, report.json files, vLLM bench results.
 
 A run is its report document (knee, quality, configuration as recorded), its levels as the
-baseline comparison reads them (``infmon.model.compare.run_levels.LevelSample``: per step the
+baseline comparison reads them (``infmon.model.steps.step_levels.LevelSample``: per step the
 measured requests, tokens per second of measured time, the spec counters) and its server's facts
-(``infmon.model.compare.baseline.RunFacts``). From a session directory the levels are exact: the
-journal's step events replayed into the one step model, the same selection as the report's
-step table, so a comparison's figures equal the report's. A ``report.json`` (with its
+(``infmon.model.compare.baseline.RunFacts``). From a session directory the levels are exact:
+the report's own step ledger keeps them as it is built (one pass over the journal), the same
+selection as the report's step table, so a comparison's figures equal the report's. A ``report.json`` (with its
 ``requests.csv`` beside it) or a ``vllm bench serve`` file gives what it holds: latencies per
 request, throughput as the one figure recorded (no noise test for it).
 """
@@ -22,18 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from infmon.journal.reader import SessionReader, is_session_dir
+from infmon.journal.reader import is_session_dir
 from infmon.model.base.sanitize import clean
 from infmon.model.compare.baseline import Reference, RunFacts
-from infmon.model.compare.run_levels import LevelBuilder, LevelSample, by_level
-from infmon.model.records.columns import RecordColumns
 from infmon.model.records.measures import Latency
-from infmon.model.steps.book import CLOSED, RATE, Level, StepBook, StepEvent, StepSpan
+from infmon.model.steps.book import CLOSED, RATE, Level, StepSpan
 from infmon.model.steps.evidence import ServerEvidence
 from infmon.model.steps.kv_fill import max_num_seqs_seen
+from infmon.model.steps.step_levels import LevelSample, StepLevel, by_level
 from infmon.report.doc import SCHEMA, ReportDoc, StepEntry
 from infmon.report.docjson import ReportFormatError, json_ready, parse_report
-from infmon.report.steps import step_events
 from infmon.report.stepstats import parse_slo
 from infmon.report.summary import run_name
 
@@ -94,82 +92,13 @@ def _drafter(spec: Mapping[str, str]) -> str | None:
     return None
 
 
-class _SessionLevels:
-    """A session's levels, gathered while the report is built (``build_summary``'s columns)."""
-
-    def __init__(self, reader: SessionReader) -> None:
-        self.slo = parse_slo(reader.config.get("slo"))
-        self.book = StepBook()
-        for ev, _ in step_events(reader.iter_events()):
-            self.book.apply(ev)
-        self.builders = {s.index: LevelBuilder(s, self.slo) for s in self.book.steps}
-        self.last_s = -math.inf
-
-    def add(self, cols: RecordColumns) -> None:
-        if not len(cols):
-            return
-        ends = np.where(np.isnan(cols.end_s), cols.sent_s, cols.end_s)
-        self.last_s = max(self.last_s, float(ends.max()))
-        if cols.chunk_us is not None and int(cols.chunks.sum()):
-            times = cols.chunk_times_s()
-            per = np.where(cols.ok, cols.output_token_count / np.maximum(cols.chunks, 1), 1.0)
-            weights = np.repeat(per, cols.chunks)
-            first, last = float(times.min()), float(times.max())
-            for s in self.book.steps:
-                if any(lo <= last and hi > first for lo, hi in s.windows()):
-                    self.builders[s.index].add_chunk_tokens(times, weights)
-        span = self.book.get(int(cols.step[0]))
-        if span is None:
-            return
-        sel = span.measures_many(cols.sent_s) & ~cols.warmup & cols.ok
-        kept = cols.take(sel)
-        self.builders[span.index].add_columns(
-            kept.sent_s,
-            kept.ttft_s,
-            kept.tpot_s,
-            kept.e2el_s,
-            kept.output_token_count,
-            cols.pooled_itl_s(sel) if cols.chunk_us is not None else np.empty(0),
-            kept.chunks,
-        )
-
-    def add_scrapes(self, reader: SessionReader) -> None:
-        for s in reader.iter_scrapes():
-            t, snap = s.get("t"), s.get("snap")
-            if not isinstance(t, (int, float)) or not isinstance(snap, dict):
-                continue
-            for span in self.book.latest_started_by(float(t)):
-                if span.measures(float(t)):
-                    self.builders[span.index].spec.observe(snap.get("spec_decode"))
-                    break
-
-    def samples(self, doc: ReportDoc) -> tuple[LevelSample, ...]:
-        cur = self.book.current
-        if cur is not None:  # a killed run: its last step ends at its last record (the report's)
-            self.book.apply(StepEvent("end", cur.index, max(self.last_s, cur.start_s)))
-        evidence = {
-            s.get("step"): ServerEvidence.from_dict(s.get("server_evidence"))
-            for s in doc.get("steps") or []
-        }
-        late = {s.get("step") for s in doc.get("steps") or [] if s.get("client_late") is True}
-        out = []
-        for span in self.book.steps:
-            b = self.builders[span.index]
-            if b.e2el and span.level.mode in (CLOSED, RATE):
-                end = span.end_s if span.end_s is not None else self.last_s
-                sample = b.sample(span, end, evidence.get(span.index))
-                out.append(replace(sample, client_late=span.index in late))
-        return tuple(out)
-
-
 def _from_session(path: Path) -> Run:
-    from infmon.report import build_summary
+    """A session's levels from the same ledger its report is built with (one pass)."""
+    from infmon.report.summary import summary_and_steps
 
-    reader = SessionReader(path)
-    levels = _SessionLevels(reader)
-    doc = json_ready(build_summary(path, levels.add))
-    levels.add_scrapes(reader)
-    return Run(_name(doc, path), doc, levels.samples(doc), facts_of(doc), str(path))
+    raw, steps = summary_and_steps(path, levels=True)
+    doc = json_ready(raw)
+    return Run(_name(doc, path), doc, steps.levels(doc), facts_of(doc), str(path))
 
 
 def _level(step: StepEntry) -> Level | None:
@@ -199,7 +128,7 @@ def sample_of_requests(
     gaps = [np.asarray(g, dtype=float) for g in itls_s or []]
     tput = _f(step.get("output_throughput_tok_s"))
     span = StepSpan(int(step.get("step") or 0), level, "bench", ())
-    b = LevelBuilder(span, parse_slo(slo))
+    b = StepLevel(span, parse_slo(slo))
     counts = np.asarray([g.size + 1 for g in gaps] if gaps else [0] * e.size)
     flat = np.concatenate(gaps) if gaps else np.empty(0)
     b.add_columns(np.zeros(e.size), t, tpot, e, np.nan_to_num(n).astype(np.int64), flat, counts)

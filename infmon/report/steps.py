@@ -15,10 +15,11 @@ from infmon.model.records.columns import RecordColumns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.stats import figures_of_columns
-from infmon.model.steps.book import EVENT_KINDS, StepEvent
-from infmon.model.steps.evidence import ServerSample
+from infmon.model.steps.book import CLOSED, EVENT_KINDS, RATE, StepEvent
+from infmon.model.steps.evidence import ServerEvidence, ServerSample
 from infmon.model.steps.ledger import ClientCheck, StepLedger
-from infmon.report.doc import JournalLine, StepEntry
+from infmon.model.steps.step_levels import LevelSample
+from infmon.report.doc import JournalLine, ReportDoc, StepEntry
 from infmon.report.perreq import PerRequestReport
 
 
@@ -33,10 +34,15 @@ def step_events(events: Iterable[JournalLine]) -> list[tuple[StepEvent, JournalL
 
 
 class ReportSteps:
-    """Build the ledger from the events first, then stream records and scrapes into it."""
+    """Build the ledger from the events first, then stream records and scrapes into it
+    (``levels``: the ledger keeps every step's level for a comparison of runs, too)."""
 
-    def __init__(self, events: Iterable[JournalLine], slo: SLO | None) -> None:
+    def __init__(
+        self, events: Iterable[JournalLine], slo: SLO | None, levels: bool = False
+    ) -> None:
         self.ledger = StepLedger(slo)
+        if levels:
+            self.ledger.keep_levels()
         self.per_request = PerRequestReport()
         """The server's per-request view of the same measured requests (``doc["per_request"]``)."""
         self.has_steps = False
@@ -55,8 +61,7 @@ class ReportSteps:
             t, snap = s.get("t"), s.get("snap")
             if isinstance(t, (int, float)) and isinstance(snap, Mapping):
                 sample = ServerSample.from_dict(float(t), snap)
-                if sample is not None:
-                    self.ledger.add_sample(sample)
+                self.ledger.add_scrape(float(t), sample, snap.get("spec_decode"))
 
     def add(self, rec: RequestRecord) -> None:
         """One record (``add_columns`` does a whole step at once)."""
@@ -78,22 +83,47 @@ class ReportSteps:
         if span is None:
             return
         measured = span.measures_many(cols.sent_s)
+        self.ledger.add_measured_columns(index, cols, measured)
         taken = cols.take(measured)
         fig = figures_of_columns(taken, self.ledger.slo)
         self.per_request.add(index, taken)
         outside = int((~measured).sum())
         self.ledger.set_figures(index, replace(fig, warmup_excluded=fig.warmup_excluded + outside))
 
+    def end(self) -> int | None:
+        """End the step the session never ended (a killed run) at its last record; its index."""
+        cur = self.ledger.book.current
+        if cur is None:
+            return None
+        self.ledger.apply(self.ledger.book.end(max(self._last_s, cur.start_s)))
+        return cur.index
+
+    def levels(self, doc: ReportDoc) -> tuple[LevelSample, ...]:
+        """The closed-loop and rate steps with measured requests as a comparison reads them
+        (levels kept: ``ReportSteps(levels=True)``), with the report's server evidence and
+        its client-late flags; after ``entries``."""
+        if self.ledger.levels is None:
+            return ()
+        steps = doc.get("steps") or []
+        evidence = {
+            i: ServerEvidence.from_dict(s.get("server_evidence"))
+            for s in steps
+            if isinstance(i := s.get("step"), int)
+        }
+        late = {s.get("step") for s in steps if s.get("client_late") is True}
+        out = []
+        for sample in self.ledger.levels.samples(self._last_s, evidence, metered=False):
+            if sample.level.mode in (CLOSED, RATE):
+                out.append(replace(sample, client_late=sample.step in late))
+        return tuple(out)
+
     def entries(self, origin_s: float) -> list[StepEntry]:
         """Every step as a ``steps[]`` entry of ``bench --json`` (plus where it sat in time).
         A step the session never ended (a killed run) ends at its last record, marked
         incomplete, as is a step a stop cut short (``step_partial``); a step that measured
         nothing at all (paused at once) is left out."""
-        unfinished = set()
-        cur = self.ledger.book.current
-        if cur is not None:
-            unfinished.add(cur.index)
-            self.ledger.apply(self.ledger.book.end(max(self._last_s, cur.start_s)))
+        ended = self.end()
+        unfinished = {ended} if ended is not None else set()
         self.ledger.settle()
         out = []
         for r in self.ledger.settled_results():

@@ -229,11 +229,21 @@ def build_summary(
     session_dir: Path, on_columns: Callable[[RecordColumns], None] | None = None
 ) -> ReportDoc:
     """The report document of a session; ``on_columns`` sees every step's records once (CSV)."""
+    return summary_and_steps(session_dir, on_columns)[0]
+
+
+def summary_and_steps(
+    session_dir: Path,
+    on_columns: Callable[[RecordColumns], None] | None = None,
+    levels: bool = False,
+) -> tuple[ReportDoc, ReportSteps]:
+    """``build_summary``, with the steps it was built from (``levels``: their ledger kept
+    every step's level, for a comparison of runs: ``ReportSteps.levels``)."""
     reader = SessionReader(Path(session_dir))
     config, origin_s = reader.config, reader.origin_s()
     events = list(reader.iter_events())
     slo = stepstats.parse_slo(config.get("slo"))
-    steps = ReportSteps(events, slo)
+    steps = ReportSteps(events, slo, levels)
     legacy = None if steps.has_steps else LegacySteps(step_events(events), slo, origin_s)
     timeline, totals = _read_records(reader, steps, legacy, origin_s, on_columns)
     scrapes = _Scrapes(reader, origin_s, steps)
@@ -248,7 +258,7 @@ def build_summary(
     marks = _marks(events, origin_s)
     per_request = steps.per_request.section()
     detail_lines, detail_part = server_detail.attach(step_list, scrapes.detail)
-    return {
+    doc: ReportDoc = {
         "schema": SCHEMA,
         "session": session,
         "target": _target(config, events, reader),
@@ -274,6 +284,7 @@ def build_summary(
         **detail_part,
         "caveats": diagnosis.caveats(session, workload, server_timeline, marks),
     }
+    return doc, steps
 
 
 def _or_zero(x: float) -> float:

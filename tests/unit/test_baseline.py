@@ -15,11 +15,11 @@ from infmon.model.compare.baseline import (
     weights_from_model_id,
 )
 from infmon.model.compare.fail_if import RuleError, check, parse_rules
-from infmon.model.compare.run_levels import LiveLevels
-from infmon.model.steps.book import StepBook
+from infmon.model.steps.ledger import StepLedger
 from infmon.report.runs import load_run
 from infmon.report.steps import step_events
 from tests.synthetic import SyntheticServer, write_synthetic_session
+from tests.ui.fakes import record
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +35,15 @@ def sessions(tmp_path_factory):
 
 
 def test_live_levels_give_the_recorded_runs_latencies(sessions):
-    """Records fed one by one (the live monitor) give the same level figures as the journal's
-    columns (a recorded run): the same selection, the same statistics."""
+    """Records fed one by one to the step ledger (the live monitor) give the same level figures
+    as the journal's columns (a recorded run): the same selection, the same statistics."""
     run = load_run(sessions / "base")
     reader = SessionReader(sessions / "base")
-    book = StepBook()
-    for ev, _ in step_events(reader.iter_events()):
-        book.apply(ev)
-    live = LiveLevels(book, None)
+    ledger = StepLedger()
+    ledger.apply(ev for ev, _ in step_events(reader.iter_events()))
+    live = ledger.keep_levels()
     for rec in reader.iter_records():
-        live.add_record(rec)
+        ledger.add_record(rec)
     got = {s.label: s for s in live.samples(1e9, {})}
     for want in run.levels:
         s = got[want.label]
@@ -57,13 +56,12 @@ def test_live_levels_give_the_recorded_runs_latencies(sessions):
 def test_live_window_tokens_become_bins_of_measured_time():
     from infmon.model.steps.book import CLOSED, Level
 
-    book = StepBook()
-    book.begin(Level(CLOSED, 4), 0.0, "bench", 1.0)
-    live = LiveLevels(book, None)
+    ledger = StepLedger()
+    ledger.apply(ledger.book.begin(Level(CLOSED, 4), 0.0, "bench", 1.0))
+    live = ledger.keep_levels()
     for i in range(16):  # 250 ms windows from t=0 to 4 s, 25 tokens each
-        live.add_window(i * 0.25, (i + 1) * 0.25, 25.0)
-    b = live._builder(book.current)  # a sample needs one measured request
-    b.add_request(1.5, 0.05, 0.02, 0.5, 10, np.linspace(1.55, 2.0, 10))
+        ledger.add_window(i * 0.25, (i + 1) * 0.25, 25.0, 0.0)
+    ledger.add_record(record(0, 1.5, 4, step=1))  # a sample needs one measured request
     [s] = live.samples(4.0, {})
     assert s.bin_s.sum() == pytest.approx(3.0)  # the warm-up second left out
     assert s.token_bins.sum() / s.bin_s.sum() == pytest.approx(100.0)

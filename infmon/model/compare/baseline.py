@@ -3,7 +3,7 @@
 ``compare_level`` is the one computation behind every delta infmon shows against a baseline
 (``infmon compare``'s table and explanations, ``bench --baseline``'s lines, the monitor's panes,
 ``--fail-if``): each figure is a statistic of the level's sample
-(``infmon.model.compare.run_levels``), computed on both sides with its bootstrap interval
+(``infmon.model.steps.step_levels``), computed on both sides with its bootstrap interval
 (``infmon.model.compare.noise``), so a delta, its interval and the word "beyond noise" always
 belong together. Speculative decoding at a level is explained with
 ``infmon.model.compare.spec_econ``; the server's configuration with ``RunFacts``.
@@ -19,10 +19,10 @@ from typing import Any
 
 from infmon.model.base.units import latency_text
 from infmon.model.compare import noise
-from infmon.model.compare.run_levels import LevelSample, SpecWindow, by_level
 from infmon.model.compare.spec_econ import SpecEconomics, alpha_for_tokens, economics
 from infmon.model.steps.book import Level
 from infmon.model.steps.kv_fill import kv_fill_concurrency
+from infmon.model.steps.step_levels import LevelSample, SpecWindow, by_level
 
 NAN = math.nan
 

@@ -1,7 +1,9 @@
 """The live session's side of the method: its levels against a baseline run, speculative
 decoding per level, and the KV prediction beside the knee.
 
-``Session`` feeds it what it ingests and asks it for the extra views; the comparison itself
+The levels are the step ledger's (``StepLedger.keep_levels``: the ledger routes every record,
+window and scrape to its step once, for its own figures and the levels' alike); ``Session``
+asks this for the extra views. The comparison itself
 (bootstraps: tens to hundreds of milliseconds a level) is computed off the render loop from
 ``inputs()`` by ``compare_run``: ``poll`` (called from ``Session.snapshot``) takes the inputs on
 the caller's thread every ``REFRESH_S`` and hands the computation to ``submit`` (the monitor
@@ -25,14 +27,12 @@ from infmon.model.compare.baseline import (
     compare_run,
     spec_level,
 )
-from infmon.model.compare.run_levels import LevelSample, LiveLevels
-from infmon.model.records.measures import SLO
-from infmon.model.records.request import RequestRecord
 from infmon.model.server.snapshot import ServerSnapshot
-from infmon.model.steps.book import StepBook
 from infmon.model.steps.evidence import ServerEvidence
 from infmon.model.steps.knee import Knee, KneePoint
 from infmon.model.steps.kv_fill import KneeLimit, knee_limit
+from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.step_levels import LevelSample
 
 NAN = math.nan
 REFRESH_S = 3.0
@@ -73,8 +73,11 @@ def facts_from_snapshot(
 class LiveBaseline:
     """See the module docstring."""
 
-    def __init__(self, book: StepBook, slo: SLO | None) -> None:
-        self.levels = LiveLevels(book, slo, keep_requests=False)
+    KEEP = 32
+    """Steps whose levels are kept (the oldest are let go)."""
+
+    def __init__(self, ledger: StepLedger) -> None:
+        self.levels = ledger.keep_levels(self.KEEP, requests=False)
         self.reference: Reference | None = None
         self.view: BaselineView | None = None
         self.cache: dict[Any, LevelComparison] = {}
@@ -89,17 +92,6 @@ class LiveBaseline:
         """Compare with ``ref`` from now on (the per-request figures are kept from now)."""
         self.reference, self.view = ref, None
         self.levels.keep_requests = True
-
-    # ---- ingest -------------------------------------------------------------------------------
-    def add_record(self, rec: RequestRecord) -> None:
-        self.levels.add_record(rec)
-
-    def add_window(self, t0: float, t1: float, tokens: float) -> None:
-        self.levels.add_window(t0, t1, tokens)
-
-    def add_server(self, snap: ServerSnapshot) -> None:
-        spec = snap.spec_decode
-        self.levels.add_spec(snap.timestamp_s, spec.to_dict() if spec is not None else None)
 
     # ---- the comparison -----------------------------------------------------------------------
     def inputs(

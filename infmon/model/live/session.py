@@ -18,7 +18,6 @@ from infmon.model.base.rates import TrailingRate
 from infmon.model.base.sanitize import redact_url
 from infmon.model.compare.baseline import BaselineView, Reference, RunFacts
 from infmon.model.compare.live_side import LiveBaseline, facts_from_snapshot
-from infmon.model.compare.run_levels import LevelSample
 from infmon.model.live.anatomy_live import AnatomyBook
 from infmon.model.live.dashboard import (
     BaselineStep,
@@ -52,6 +51,7 @@ from infmon.model.server.snapshot import ServerSnapshot
 from infmon.model.steps.book import CLOSED, StepEvent
 from infmon.model.steps.ledger import StepLedger, StepResult
 from infmon.model.steps.slo_verdict import slo_verdict
+from infmon.model.steps.step_levels import LevelSample
 from infmon.model.steps.tally import LIVE_EXACT_LIMIT
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class Session:
         self.health = health or ServerHealth()
         self.windows = LiveWindows(keep_s=max(c.window_s, c.throughput_window_s) + 5)
         self.server = ServerState()
-        self.method = LiveBaseline(self.ledger.book, c.slo)
+        self.method = LiveBaseline(self.ledger)
         """Levels against a baseline run, spec decoding per level, KV against the knee."""
         self.gpus = GpuState()
         self.anatomy = AnatomyBook()
@@ -145,7 +145,6 @@ class Session:
     def add_record(self, rec: RequestRecord) -> None:
         """A finished (or failed, or cancelled) request, decoded as the journal keeps it (the
         ledger has it already: ``RunWiring`` feeds it)."""
-        self.method.add_record(rec)
         self.anatomy.add(rec)
         if rec.error_kind == "cancelled":
             self.cancelled += 1
@@ -161,7 +160,6 @@ class Session:
 
     def add_window(self, w: LoadWindow) -> None:
         self.windows.add(w)
-        self.method.add_window(w.t0, w.t1, w.tokens)
         self._settle()
 
     def add_server(self, snap: ServerSnapshot, now: float) -> None:
@@ -174,7 +172,6 @@ class Session:
             model=models[0] if models else None, backend=snap.backend, version=snap.backend_version
         )
         self.server.add(snap)
-        self.method.add_server(snap)
         self.gpus.add(snap, now)
         self._server_gen.add(now, snap.generation_tokens_per_s, snap.window_s)
         self._views = None

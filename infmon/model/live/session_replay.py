@@ -28,6 +28,7 @@ from infmon.model.server.snapshot import ServerSnapshot, SpecDecode, WindowStat
 from infmon.model.steps.book import EVENT_KINDS, StepEvent
 from infmon.model.steps.evidence import ServerSample
 from infmon.model.steps.ledger import ClientCheck
+from infmon.model.steps.step_levels import spec_counters
 
 WINDOW_S = 0.25
 """The engine's window period."""
@@ -310,8 +311,7 @@ class Replay:
             s.add_window(obj)
         elif kind == "scrape":
             snap, sample = obj
-            if sample is not None:
-                s.ledger.add_sample(sample)
+            s.ledger.add_scrape(snap.timestamp_s, sample, spec_counters(snap))
             s.add_server(snap, t)
         elif kind == "mark":
             s.add_mark(t, obj)

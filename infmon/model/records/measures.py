@@ -186,5 +186,17 @@ def meets_slo(rec: RequestRecord, slo: SLO) -> bool:
     )
 
 
+def good_mask(slo: SLO, ttft_s: np.ndarray, tpot_s: np.ndarray, e2el_s: np.ndarray) -> np.ndarray:
+    """``meets_slo`` of many successful requests at once (``tpot_s`` nan: one output token)."""
+    good = np.ones(ttft_s.size, dtype=bool)
+    if slo.ttft_s is not None:
+        good &= ttft_s <= slo.ttft_s
+    if slo.tpot_s is not None:
+        good &= np.isnan(tpot_s) | (tpot_s <= slo.tpot_s)
+    if slo.e2el_s is not None:
+        good &= e2el_s <= slo.e2el_s
+    return good
+
+
 NO_PROMPT_LENGTHS = PromptTokens(0, math.nan, math.nan, math.nan, math.nan)
 """A step whose requests' prompt lengths are unknown."""

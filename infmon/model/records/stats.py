@@ -31,6 +31,7 @@ from infmon.model.records.measures import (
     PromptLengths,
     PromptTokens,
     _json_num,
+    good_mask,
     pooled_itl_s,
 )
 from infmon.model.records.request import ErrorKind, RequestRecord
@@ -223,15 +224,8 @@ class _StepValues:
 
 
 def _good(v: _StepValues, slo: SLO) -> int:
-    """How many successful requests meet every bound (see ``meets_slo``), vectorised."""
-    good = np.ones(v.ttft_s.size, dtype=bool)
-    if slo.ttft_s is not None:
-        good &= v.ttft_s <= slo.ttft_s
-    if slo.tpot_s is not None:
-        good &= np.isnan(v.tpot_s) | (v.tpot_s <= slo.tpot_s)
-    if slo.e2el_s is not None:
-        good &= v.e2el_s <= slo.e2el_s
-    return int(good.sum())
+    """How many successful requests meet every bound (``good_mask``)."""
+    return int(good_mask(slo, v.ttft_s, v.tpot_s, v.e2el_s).sum())
 
 
 def _values(records: Iterable[RequestRecord]) -> _StepValues:

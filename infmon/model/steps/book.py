@@ -165,7 +165,7 @@ class StepSpan:
         """The parts of ``[t0, t1)`` inside the measured time, one per segment it meets:
         ``(segment, the segment's measured start, the part's start, its end)``, each part of
         positive length. How a load window's tokens are shared among steps (the ledger) and
-        among a step's bins (``infmon.model.compare.run_levels``)."""
+        among a step's bins (``infmon.model.steps.step_levels``)."""
         for seg, (lo, hi) in enumerate(self.windows()):
             start, end = max(t0, lo), min(t1, hi)
             if end - start > 0:

@@ -26,6 +26,7 @@ from infmon.model.records.columns import US, RecordColumns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.stats import StepFigures, StepStats, StepStatsEntry, assemble
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.model.steps.book import StepBook, StepEvent, StepSpan
 from infmon.model.steps.evidence import (
     ServerEvidence,
@@ -34,6 +35,7 @@ from infmon.model.steps.evidence import (
     evidence_of,
 )
 from infmon.model.steps.knee import Knee, KneePoint, find_knee, slo_max_concurrency
+from infmon.model.steps.step_levels import SpecCounters, StepLevels, spec_counters
 from infmon.model.steps.tally import StepTally
 
 NAN = math.nan
@@ -249,6 +251,15 @@ class StepLedger:
         self._settled: dict[int, StepResult] = {}
         self._inflight: dict[int, dict[int, int]] = {}
         """Each worker's requests in flight per step tag, as its last window said."""
+        self.levels: StepLevels | None = None
+        """Each step's figures as the comparison of runs reads them (``keep_levels``)."""
+
+    def keep_levels(self, keep: int | None = None, requests: bool = True) -> StepLevels:
+        """From now on, also keep each step's level measurements (``StepLevels``: ``keep``
+        steps at most, None: all; ``requests``: their latencies, else tokens and chunks)."""
+        if self.levels is None:
+            self.levels = StepLevels(self.book, self.slo, keep, requests)
+        return self.levels
 
     # ---- ingest -------------------------------------------------------------------------------
     def apply(self, events: Iterable[StepEvent]) -> None:
@@ -275,15 +286,18 @@ class StepLedger:
         sched: tuple[float, float, str | None] = (0.0, 0.0, None),
     ) -> None:
         """A window of the load (``[t0, t1)``) from ``worker``: its tokens and in-flight area,
-        shared among the steps by how much of it fell in their measured time; its loop lag to
-        the step measuring at its middle."""
+        shared among the steps by how much of it fell in their measured time (and among a
+        level's bins by where); its loop lag to the step measuring at its middle."""
         if t1 <= t0:
             return
         mid = (t0 + t1) / 2
         for span in self.book.latest_started_by(t1):
+            parts = list(span.overlaps(t0, t1))
+            if self.levels is not None:
+                self.levels.of(span).add_window_parts(parts, tokens, t1 - t0)
             entry = self._open.get(span.index)
             if entry is not None:
-                overlap = sum(end - start for _, _, start, end in span.overlaps(t0, t1))
+                overlap = sum(end - start for _, _, start, end in parts)
                 if overlap > 0:
                     share = overlap / (t1 - t0)
                     entry.metered = True
@@ -344,15 +358,20 @@ class StepLedger:
 
     def add_record(self, rec: RequestRecord) -> None:
         """A finished request: its tokens go to the steps its chunks fell in, its figures to
-        its own step when it was sent inside that step's measured time."""
+        its own step (and its level) when it was sent inside that step's measured time."""
         self._credit(rec)
-        entry = self._open.get(rec.step)
         span = self.book.get(rec.step)
-        if entry is not None and span is not None:
-            if span.measures(rec.sent_s):
+        if span is None:
+            return
+        measured = span.measures(rec.sent_s)
+        entry = self._open.get(rec.step)
+        if entry is not None:
+            if measured:
                 entry.tally.add(rec)
             else:
                 entry.tally.exclude()  # sent in a warm-up (or a pause)
+        if self.levels is not None and measured and rec.ok and not rec.warmup:
+            self.levels.add_record(span, rec)
 
     def set_figures(self, index: int, figures: StepFigures) -> None:
         """A step's figures computed from all its measured records at once (a report)."""
@@ -360,7 +379,8 @@ class StepLedger:
             self._open[index].figures = figures
 
     def credit_columns(self, cols: RecordColumns) -> None:
-        """``add_record``'s token crediting for many records at once (a report's columns)."""
+        """``add_record``'s token crediting for many records at once (a report's columns);
+        with levels kept, the tokens also go to their bins."""
         if not len(cols) or not int(cols.chunks.sum()):
             return
         times = cols.chunk_times_s()
@@ -370,33 +390,60 @@ class StepLedger:
         firsts = (cols.sent_s + cols.first_us / US)[has]
         prompts = cols.prompt_tokens[has]
         last, first = float(times.max()), float(firsts.min())
-        for entry, lo, hi in self._open_windows(first, last):
+        for span, seg, lo, hi in self._windows(first, last):
             inside = (times >= lo) & (times < hi)
-            entry.tokens += float(weights[inside].sum())
-            starts = (firsts >= lo) & (firsts < hi) & (prompts >= 0)
-            entry.prompt_tokens += float(prompts[starts].sum())
-
-    def _open_windows(self, first: float, last: float) -> Iterator[tuple[_Open, float, float]]:
-        """Each open step's measured windows that overlap ``[first, last]`` (when chunks
-        arrived): steps started by ``last``, newest first, down to the one ``first`` is in
-        (steps before it ended before the first chunk)."""
-        for span in self.book.latest_started_by(last):
+            if self.levels is not None and inside.any():
+                self.levels.of(span).add_chunk_tokens(seg, lo, times[inside], weights[inside])
             entry = self._open.get(span.index)
             if entry is not None:
-                for lo, hi in span.windows():
-                    if not (hi <= first or lo > last):
-                        yield entry, lo, hi
+                entry.tokens += float(weights[inside].sum())
+                starts = (firsts >= lo) & (firsts < hi) & (prompts >= 0)
+                entry.prompt_tokens += float(prompts[starts].sum())
+
+    def add_measured_columns(self, index: int, cols: RecordColumns, measured: np.ndarray) -> None:
+        """Step ``index``'s records (``measured``: sent in its measured time), for its level:
+        the successful ones, warm-up excluded (a report's columns; levels kept only)."""
+        span = self.book.get(index)
+        if self.levels is None or span is None:
+            return
+        sel = measured & ~cols.warmup & cols.ok
+        kept = cols.take(sel)
+        itl = cols.pooled_itl_s(sel) if cols.chunk_us is not None else np.empty(0)
+        self.levels.of(span).add_columns(
+            kept.sent_s, kept.ttft_s, kept.tpot_s, kept.e2el_s, kept.output_token_count, itl,
+            kept.chunks,
+        )  # fmt: skip
+
+    def _windows(self, first: float, last: float) -> Iterator[tuple[StepSpan, int, float, float]]:
+        """Each step's measured windows (``segment, lo, hi``) that overlap ``[first, last]``
+        (when chunks arrived): steps started by ``last``, newest first, down to the one
+        ``first`` is in (steps before it ended before the first chunk)."""
+        for span in self.book.latest_started_by(last):
+            for seg, (lo, hi) in enumerate(span.windows()):
+                if not (hi <= first or lo > last):
+                    yield span, seg, lo, hi
             if span.start_s <= first:
                 break
 
+    def add_server(self, snap: ServerSnapshot) -> None:
+        """A snapshot from the scraper (``add_scrape``)."""
+        self.add_scrape(snap.timestamp_s, ServerSample.of(snap), spec_counters(snap))
+
     def add_sample(self, sample: ServerSample) -> None:
-        """A good scrape: evidence for the step measuring at its time."""
-        for index, entry in self._open.items():
-            span = self.book.get(index)
-            if span is not None and span.measures(sample.t):
-                if len(entry.samples) < MAX_SAMPLES:
-                    entry.samples.append(sample)
-                return
+        """A good scrape's figures alone (``add_scrape``)."""
+        self.add_scrape(sample.t, sample, None)
+
+    def add_scrape(self, t: float, sample: ServerSample | None, spec: SpecCounters | None) -> None:
+        """A scrape at ``t``, for the step measuring then: its figures (``sample``; None: not
+        a good scrape) as the step's server evidence, its spec counters for the step's level."""
+        span = next((s for s in self.book.latest_started_by(t) if s.measures(t)), None)
+        if span is None:
+            return
+        entry = self._open.get(span.index)
+        if sample is not None and entry is not None and len(entry.samples) < MAX_SAMPLES:
+            entry.samples.append(sample)
+        if self.levels is not None and spec:
+            self.levels.of(span).spec.observe(spec)
 
     def settle(self, up_to_index: int | None = None) -> None:
         """Every request of the ended steps up to ``up_to_index`` (all: None) has arrived."""
@@ -470,10 +517,12 @@ class StepLedger:
             return
         per_chunk = _tokens_per_chunk(rec)
         first, last = times[0], times[-1]
-        for entry, lo, hi in self._open_windows(first, last):
-            entry.tokens += _chunks_between(times, lo, hi, per_chunk)
-            if rec.prompt_tokens is not None and lo <= first < hi:
-                entry.prompt_tokens += rec.prompt_tokens
+        for span, _, lo, hi in self._windows(first, last):
+            entry = self._open.get(span.index)
+            if entry is not None:
+                entry.tokens += _chunks_between(times, lo, hi, per_chunk)
+                if rec.prompt_tokens is not None and lo <= first < hi:
+                    entry.prompt_tokens += rec.prompt_tokens
 
 
 def _sending_s(span: StepSpan, fig: StepFigures, duration_s: float) -> float:

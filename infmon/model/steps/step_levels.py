@@ -1,24 +1,28 @@
-"""A run's load levels as the baseline comparison reads them: per step, the measured requests'
-latencies, the tokens per second of measured time, and what the server's spec counters said.
+"""A step's figures as the comparison of runs reads them: per step, the measured requests'
+latencies, the tokens per second of measured time in bins, the good requests by bin, and what
+the server's spec counters said (``LevelSample``, what the noise and bootstrap tests resample).
 
-One builder serves both sides: a recorded session (``infmon.report.runs``: a step's journal
-columns, its scrapes) and the live monitor (``LiveLevels``: records, the load's windows,
-snapshots), so a level's figures are computed the same way whichever side it is on. The
-selection is the step model's: requests sent inside the step's measured time (warm-up
-excluded), tokens whose chunks arrived inside it (every request's), scrapes taken inside it.
+``StepLevels`` keeps them per step for the ``StepLedger``, which routes every record, load
+window, chunk and scrape to its step once, for its own figures and for these alike, so a
+level's figures are computed the same way on every side: the live monitor and bench's
+``--baseline`` (records, the load's windows, snapshots: ``metered``) and a recorded session
+(``infmon.report.runs``: the journal's columns, its scrapes). The selection is the step
+model's: requests sent inside the step's measured time (warm-up excluded), tokens whose chunks
+arrived inside it (every request's), scrapes taken inside it. ``StepLevel`` alone also builds a
+level from per-request figures (a report's CSV, a vLLM bench file).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from infmon.model.records.measures import SLO
+from infmon.model.records.measures import SLO, good_mask, meets_slo
 from infmon.model.records.request import RequestRecord
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.model.steps.book import CLOSED, RATE, Level, StepBook, StepSpan
 from infmon.model.steps.evidence import ServerEvidence
 
@@ -29,6 +33,14 @@ MAX_GAP_REQUESTS = 20_000
 """A level keeps the inter-token gaps of at most this many requests (ITL, sampled beyond)."""
 MAX_LIVE_REQUESTS = 50_000
 """The live monitor keeps at most this many requests' latencies per level."""
+SpecCounters = Mapping[str, object]
+"""One scrape's ``spec_decode`` (``SpecDecode.to_dict()``, or the journal's copy of it)."""
+
+
+def spec_counters(snap: ServerSnapshot) -> SpecCounters | None:
+    """A good snapshot's spec counters (None: a failed scrape, or no speculative decoding)."""
+    spec = snap.spec_decode
+    return spec.to_dict() if snap.ok and spec is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +72,16 @@ class SpecMeter:
         self.last_pos: tuple[float, ...] | None = None
         self.pos_sums: list[float] = []
 
-    def observe(self, spec: Mapping[str, Any] | None) -> None:
-        """One scrape's ``spec_decode`` (``SpecDecode.to_dict()``)."""
+    def observe(self, spec: SpecCounters | None) -> None:
+        """One scrape's ``spec_decode``."""
         if not spec:
             return
-        self.k = len(spec.get("acceptance_per_position") or ()) or self.k
+        per_position = spec.get("acceptance_per_position")
+        self.k = (len(per_position) if isinstance(per_position, (list, tuple)) else 0) or self.k
         self._observe_positions(spec.get("accepted_per_position_total"))
         totals = [spec.get(n) for n in self.TOTALS]
         if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in totals):
-            now = tuple(float(x) for x in totals)  # type: ignore[arg-type]
+            now = tuple(float(x) for x in totals if isinstance(x, (int, float)))
             if self.last is not None:
                 back = any(b < a for a, b in zip(self.last, now, strict=True))
                 for i, (a, b) in enumerate(zip(self.last, now, strict=True)):
@@ -150,8 +163,8 @@ class LevelSample:
 
 
 @dataclass(slots=True)
-class LevelBuilder:
-    """Gathers one step's measurements (see the module docstring)."""
+class StepLevel:
+    """One step's measurements (see the module docstring)."""
 
     span: StepSpan
     slo: SLO | None = None
@@ -170,20 +183,19 @@ class LevelBuilder:
     capped: bool = False
 
     # ---- requests -----------------------------------------------------------------------------
-    def add_request(
-        self, sent: float, ttft: float, tpot: float, e2el: float, tokens: int, times: np.ndarray
-    ) -> None:
+    def add_request(self, rec: RequestRecord) -> None:
         """One successful measured request (its chunk times for ITL)."""
         if len(self.e2el) >= MAX_LIVE_REQUESTS:
             self.capped = True
             return
-        self.ttft.append(ttft)
-        self.e2el.append(e2el)
+        tokens, times = rec.output_token_count, np.asarray(rec.chunk_times_s, dtype=float)
+        self.ttft.append(rec.ttft_s)
+        self.e2el.append(rec.e2el_s)
         if tokens > 1:
-            self.tpot.append(tpot)
+            self.tpot.append(rec.tpot_s)
         slo = self.slo
-        if slo is not None and _meets(slo, ttft, tpot if tokens > 1 else NAN, e2el):
-            self._count_good(np.array([sent]))
+        if slo is not None and not slo.empty and meets_slo(rec, slo):
+            self._count_good(np.array([rec.sent_s]))
         self.output_tokens += tokens
         self.chunks += int(times.size)
         if len(self.gap_counts) < MAX_GAP_REQUESTS:
@@ -207,7 +219,7 @@ class LevelBuilder:
         self.tpot.extend(tpot[tokens > 1].tolist())
         if self.slo is not None and not self.slo.empty:
             t = np.where(tokens > 1, tpot, np.nan)
-            self._count_good(sent[_meets_many(self.slo, ttft, t, e2el)])
+            self._count_good(sent[good_mask(self.slo, ttft, t, e2el)])
         self.output_tokens += int(tokens.sum())
         self.chunks += int(chunks.sum())
         per = np.maximum(chunks - 1, 0)
@@ -218,27 +230,23 @@ class LevelBuilder:
             self.gap_counts.extend(take.tolist())
 
     # ---- tokens -------------------------------------------------------------------------------
-    def add_chunk_tokens(self, times: np.ndarray, weights: np.ndarray) -> None:
-        """Chunks (absolute times, tokens each): those inside the measured time go to bins."""
-        for seg, (lo, hi) in enumerate(self.span.windows()):
-            inside = (times >= lo) & (times < hi)
-            if not inside.any():
-                continue
-            idx = ((times[inside] - lo) // BIN_S).astype(np.int64)
-            sums = np.bincount(idx, weights=weights[inside])
-            for b in np.flatnonzero(sums):
-                self._bin(seg, int(b))[0] += float(sums[b])
+    def add_chunk_tokens(self, seg: int, lo: float, times: np.ndarray, weights: np.ndarray) -> None:
+        """Chunks inside segment ``seg`` (measured from ``lo``; absolute times, tokens each),
+        to its bins."""
+        idx = ((times - lo) // BIN_S).astype(np.int64)
+        sums = np.bincount(idx, weights=weights)
+        for b in np.flatnonzero(sums):
+            self._bin(seg, int(b))[0] += float(sums[b])
 
-    def add_window(self, t0: float, t1: float, tokens: float) -> None:
-        """A load window's tokens, by how much of it fell in the measured time (the parts
-        ``StepSpan.overlaps`` gives, as the step ledger shares them), each part to the bin
-        at its middle."""
-        if t1 <= t0:
-            return
-        for seg, lo, start, end in self.span.overlaps(t0, t1):
+    def add_window_parts(
+        self, parts: Iterable[tuple[int, float, float, float]], tokens: float, width_s: float
+    ) -> None:
+        """A load window's tokens (``width_s`` long), by the parts of it inside the measured
+        time (``StepSpan.overlaps``), each part to the bin at its middle."""
+        for seg, lo, start, end in parts:
             overlap = end - start
             cell = self._bin(seg, int(((start + end) / 2 - lo) // BIN_S))
-            cell[0] += tokens * overlap / (t1 - t0)
+            cell[0] += tokens * overlap / width_s
             cell[1] += overlap
 
     def _count_good(self, sent: np.ndarray) -> None:
@@ -300,27 +308,6 @@ class LevelBuilder:
         )
 
 
-def _meets(slo: SLO, ttft: float, tpot: float, e2el: float) -> bool:
-    """``infmon.model.records.measures.meets_slo`` of a successful request's figures (False: no
-    SLO)."""
-    return not slo.empty and (
-        (slo.ttft_s is None or ttft <= slo.ttft_s)
-        and (slo.tpot_s is None or math.isnan(tpot) or tpot <= slo.tpot_s)
-        and (slo.e2el_s is None or e2el <= slo.e2el_s)
-    )
-
-
-def _meets_many(slo: SLO, ttft: np.ndarray, tpot: np.ndarray, e2el: np.ndarray) -> np.ndarray:
-    good = np.ones(ttft.size, dtype=bool)
-    if slo.ttft_s is not None:
-        good &= ttft <= slo.ttft_s
-    if slo.tpot_s is not None:
-        good &= np.isnan(tpot) | (tpot <= slo.tpot_s)
-    if slo.e2el_s is not None:
-        good &= e2el <= slo.e2el_s
-    return good
-
-
 def by_level(samples: Sequence[LevelSample]) -> dict[Level, LevelSample]:
     """One sample per level: the step with the most measured requests (closed and rate)."""
     out: dict[Level, LevelSample] = {}
@@ -333,61 +320,45 @@ def by_level(samples: Sequence[LevelSample]) -> dict[Level, LevelSample]:
     return out
 
 
-class LiveLevels:
-    """The live session's levels, for a comparison with a baseline run (kept only while one is
-    set): fed the records, the load's windows and the server's spec counters as they come."""
+class StepLevels:
+    """Each step's ``StepLevel``, as the ``StepLedger`` feeds them (see the module docstring):
+    ``keep`` steps at most (the oldest let go; None: all)."""
 
-    KEEP = 32
-    """Steps kept (the oldest are let go)."""
-
-    def __init__(self, book: StepBook, slo: SLO | None, keep_requests: bool = True) -> None:
-        self.book, self.slo = book, slo
+    def __init__(
+        self, book: StepBook, slo: SLO | None, keep: int | None, keep_requests: bool = True
+    ) -> None:
+        self.book, self.slo, self.keep = book, slo, keep
         self.keep_requests = keep_requests
         """False: count tokens and chunks only (the per-level spec figures need no more)."""
-        self.builders: dict[int, LevelBuilder] = {}
+        self.builders: dict[int, StepLevel] = {}
 
-    def _builder(self, span: StepSpan) -> LevelBuilder:
+    def of(self, span: StepSpan) -> StepLevel:
+        """The step's measurements (begun now if new), as of its latest ``span``."""
         b = self.builders.get(span.index)
         if b is None:
-            b = self.builders[span.index] = LevelBuilder(span, self.slo)
-            while len(self.builders) > self.KEEP:
+            b = self.builders[span.index] = StepLevel(span, self.slo)
+            while self.keep is not None and len(self.builders) > self.keep:
                 del self.builders[min(self.builders)]
         b.span = span
         return b
 
-    def add_record(self, rec: RequestRecord) -> None:
-        span = self.book.get(rec.step)
-        if not rec.ok or rec.warmup or span is None or not span.measures(rec.sent_s):
-            return
+    def add_record(self, span: StepSpan, rec: RequestRecord) -> None:
+        """A successful request sent inside the step's measured time (not a warm-up one)."""
+        b = self.of(span)
         if not self.keep_requests:
-            b = self._builder(span)
             b.output_tokens += rec.output_token_count
             b.chunks += len(rec.chunk_times_s)
             return
-        times = np.asarray(rec.chunk_times_s, dtype=float)
-        self._builder(span).add_request(
-            rec.sent_s, rec.ttft_s, rec.tpot_s, rec.e2el_s, rec.output_token_count, times
-        )
-
-    def add_window(self, t0: float, t1: float, tokens: float) -> None:
-        for span in self.book.latest_started_by(t1):
-            self._builder(span).add_window(t0, t1, tokens)
-            if span.start_s <= t0:
-                break
-
-    def add_spec(self, t: float, spec: Mapping[str, Any] | None) -> None:
-        for span in self.book.latest_started_by(t):
-            if span.measures(t):
-                self._builder(span).spec.observe(spec)
-                return
+        b.add_request(rec)
 
     def samples(
-        self, now: float, evidence: Mapping[int, ServerEvidence | None]
+        self, now: float, evidence: Mapping[int, ServerEvidence | None], metered: bool = True
     ) -> tuple[LevelSample, ...]:
-        """Every kept step with measured requests, in order."""
+        """Every kept step with measured requests, in order (``metered``: its tokens came
+        from the load's windows, not from its chunks)."""
         out = []
         for index in sorted(self.builders):
             span, b = self.book.get(index), self.builders[index]
             if span is not None and b.e2el:
-                out.append(b.sample(span, now, evidence.get(index), metered=True))
+                out.append(b.sample(span, now, evidence.get(index), metered=metered))
         return tuple(out)
