@@ -42,6 +42,7 @@ from infmon.commands.scale import (
     ScaleOptions,
     add_scale_arguments,
     make_links,
+    make_replacement,
     metric_source,
     scale_from_args,
     start_exporter,
@@ -268,6 +269,7 @@ async def _bench(
     stop.install()
     ledger = StepLedger(config.slo)
     wiring = RunWiring(journal, ledger)
+    links = make_links(opts.scale, session_dir, opts.in_process)
     engine = LoadEngine(
         config,
         clock,
@@ -277,7 +279,9 @@ async def _bench(
         on_lost=wiring.lost,
         in_process=opts.in_process,
         log_dir=session_dir,
-        links=make_links(opts.scale, session_dir, opts.in_process),
+        links=links,
+        replacement=make_replacement(opts.scale, links),
+        on_joined=wiring.joined,
         urls=opts.scale.urls,
         spread=opts.scale.spread,
     )

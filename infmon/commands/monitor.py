@@ -32,6 +32,7 @@ from infmon.commands.scale import (
     ScaleOptions,
     add_scale_arguments,
     make_links,
+    make_replacement,
     metric_source,
     scale_from_args,
     start_exporter,
@@ -161,6 +162,7 @@ def build_monitor(
     scale: ScaleOptions = getattr(args, "scale", None) or ScaleOptions()
     reach = Reachability(config.url or "")
     wiring.on_snapshot.append(reach.observe)
+    links = make_links(scale, session_dir, in_process)
     engine = LoadEngine(
         config,
         clock,
@@ -171,7 +173,9 @@ def build_monitor(
         retry_s=RETRY_S,
         log_dir=session_dir,
         in_process=in_process,
-        links=make_links(scale, session_dir, in_process),
+        links=links,
+        replacement=make_replacement(scale, links),
+        on_joined=wiring.joined,
         urls=scale.urls,
         spread=scale.spread,
     )

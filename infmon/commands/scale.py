@@ -14,16 +14,19 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infmon.commands import CliError
 from infmon.commands.common import say
 from infmon.config import Config, ConfigError, normalise_url
 from infmon.engine.ray_setup import PLACEMENTS
 from infmon.engine.spread import ROUND_ROBIN, SPREADS
+
+if TYPE_CHECKING:
+    from infmon.engine.restart import Replacement
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,8 @@ class ScaleOptions:
     ray_token_file: Path | None = None
     ray_placement: str = "spread"
     ray_timeout_s: float = 30.0
+    ray_restart: bool = False
+    """A lost Ray actor is replaced by a new one (else its share stays with the others)."""
     urls: tuple[str, ...] = ()
     """Every endpoint, the first being the run's ``url``; () with one endpoint."""
     spread: str = ROUND_ROBIN
@@ -83,6 +88,12 @@ def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         type=float,
         help="deadline for each Ray wait: connecting, an actor placed and answering (default 30)",
+    )
+    g.add_argument(
+        "--ray-restart",
+        action="store_true",
+        help="replace a lost Ray actor by a new one (same placement, version check, clock "
+        "sync) and give it back its share; default: the share stays re-split over the others",
     )
     g.add_argument(
         "--url",
@@ -135,6 +146,9 @@ def scale_from_args(args: argparse.Namespace) -> ScaleOptions:
     if urls and not getattr(args, "url", None):
         args.url = urls[0]
     workers = _workers(args.workers)
+    restart = bool(getattr(args, "ray_restart", False))
+    if restart and not args.ray:
+        raise CliError("--ray-restart replaces lost Ray actors: it needs --ray ADDRESS")
     if workers is not None and workers > 1 and getattr(args, "in_process", False):
         raise CliError("--in-process runs one worker: drop --workers or --in-process")
     return ScaleOptions(
@@ -143,6 +157,7 @@ def scale_from_args(args: argparse.Namespace) -> ScaleOptions:
         ray_token_file=Path(args.ray_token_file) if args.ray_token_file else None,
         ray_placement=args.ray_placement or "spread",
         ray_timeout_s=_positive(args.ray_timeout, "--ray-timeout", 30.0),
+        ray_restart=restart,
         urls=tuple(urls) if len(urls) > 1 else (),
         spread=args.spread or ROUND_ROBIN,
         prometheus=args.prometheus,
@@ -304,9 +319,10 @@ def make_links(scale: ScaleOptions, log_dir: Path | None, in_process: bool) -> l
             scale.ray_token_file,
             "pack" if scale.ray_placement == "pack" else "spread",
             scale.ray_timeout_s,
+            scale.ray_restart,
         )
         try:
-            return list(ray_links(opts, scale.workers, say=_say))
+            return list(ray_links(opts, scale.workers, say=_say, log_dir=log_dir))
         except RuntimeError as exc:
             raise CliError(str(exc)) from None
     n = scale.workers or 1
@@ -315,3 +331,14 @@ def make_links(scale: ScaleOptions, log_dir: Path | None, in_process: bool) -> l
     from infmon.engine.link import ProcessLink
 
     return [ProcessLink(i, log_dir / f"worker-{i}.log" if log_dir else None) for i in range(n)]
+
+
+def make_replacement(scale: ScaleOptions, links: Sequence[object] | None) -> Replacement | None:
+    """``--ray-restart``: the engine's ``replacement`` for the Ray links (None: not asked)."""
+    if not scale.ray_restart or scale.ray is None or not links:
+        return None
+    from infmon.engine.ray_link import RayLink
+    from infmon.engine.ray_restart import ray_replacer
+
+    rays = [link for link in links if isinstance(link, RayLink)]
+    return ray_replacer(rays[0].opts, rays, say=_say) if rays else None

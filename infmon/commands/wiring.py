@@ -12,6 +12,7 @@ from dataclasses import replace
 from infmon.clock import Clock
 from infmon.engine.loss import WorkerLoss
 from infmon.engine.protocol import Window
+from infmon.engine.restart import WorkerJoin
 from infmon.engine.types import RecordBatch
 from infmon.journal import JournalWriter
 from infmon.model.base.loghist import LogHistogram
@@ -72,6 +73,11 @@ class RunWiring:
         self.survivors.lost(LossMark(loss.t, loss.worker_id, loss.live_workers))
         for f in self.on_lost:
             f(loss)
+
+    def joined(self, join: WorkerJoin) -> None:
+        """A replacement for a lost worker took its share (or could not): journalled, so the
+        report says it beside the loss."""
+        self.journal.write_event("worker_replaced", **join.payload())
 
     def window(self, w: Window) -> None:
         lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None

@@ -8,7 +8,9 @@ workers are drawn here and dealt out (``infmon.engine.shares``). Records come ba
 journal's encoding and are decoded here, on the controller's loop, exactly as a report reads
 them back, so the live view and every report see the same numbers. A worker that goes away
 while the load runs (``infmon.engine.loss``) is an event; its in-flight requests become
-``worker_lost`` records and its share of the level goes to the others at once.
+``worker_lost`` records and its share of the level goes to the others at once; with a
+``replacement`` (``--ray-restart``) a new worker is started for it and, once it has found the
+model, the level is split over it too (``infmon.engine.restart``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from infmon.engine.cpuwatch import CpuWatch
 from infmon.engine.link import InProcessLink, ProcessLink, WorkerLink
 from infmon.engine.loss import WorkerLoss, lost_records
 from infmon.engine.outbox import ENDPOINT_KEY
+from infmon.engine.restart import REPLACEMENTS_PER_WORKER, Replacement, WorkerJoin
 from infmon.engine.shares import LOOKAHEAD_S, ArrivalDealer, split_level
 from infmon.engine.spread import ROUND_ROBIN
 from infmon.engine.types import EngineError, RecordBatch, Target, Totals, _Held
@@ -63,10 +66,12 @@ class LoadEngine:
         urls: Sequence[str] = (),
         spread: str = ROUND_ROBIN,
         burstiness: float = 1.0,
+        replacement: Replacement | None = None,
+        on_joined: Callable[[WorkerJoin], None] = lambda join: None,
     ) -> None:
         self.config, self.clock = config, clock
         self.on_records, self.on_window, self.on_event = on_records, on_window, on_event
-        self.on_lost = on_lost
+        self.on_lost, self.on_joined, self.replacement = on_lost, on_joined, replacement
         self.retry_s = retry_s
         self.urls, self.spread, self.burstiness = tuple(urls), spread, burstiness
         self.links: list[WorkerLink] = (
@@ -83,6 +88,12 @@ class LoadEngine:
         self.ready = asyncio.Event()
         self.failure: EngineError | None = None
         self.lost: dict[int, WorkerLoss] = {}
+        self._joining: dict[int, int] = {}
+        """Replacements not carrying load (starting, or failed to): new worker → lost one."""
+        self._join_failed: set[int] = set()
+        self._replacements_left = REPLACEMENTS_PER_WORKER * len(self.links)
+        self._budget = False
+        """A ``limit_sends`` budget is in force (a replacement joins with none of it)."""
         self._readies: dict[int, p.Ready] = {}
         self._stopped: dict[int, p.Stopped] = {}
         self._stopped_event = asyncio.Event()
@@ -125,8 +136,12 @@ class LoadEngine:
 
     @property
     def live(self) -> list[int]:
-        """The workers not lost, by rank."""
-        return [link.worker_id for link in self.links if link.worker_id not in self.lost]
+        """The workers carrying load (not lost, not a replacement still starting), by rank."""
+        return [
+            link.worker_id
+            for link in self.links
+            if link.worker_id not in self.lost and link.worker_id not in self._joining
+        ]
 
     # ---- life -------------------------------------------------------------------------------
     async def start(self) -> Target:
@@ -212,7 +227,11 @@ class LoadEngine:
         if self._stopping or w in self._stopped or not self.ready.is_set():
             return
         reason = getattr(link, "lost_reason", None)
-        self._lose(w, await reason() if reason is not None else "its link closed")
+        text = await reason() if reason is not None else "its link closed"
+        if w in self._joining:
+            self._joined(w, text)
+        else:
+            self._lose(w, text)
 
     # ---- control ------------------------------------------------------------------------------
     def set_level(self, step: int, level: Level, warmup_until_s: float) -> None:
@@ -289,6 +308,7 @@ class LoadEngine:
         lifts the limit. Set it before ``resume`` so no measured request slips past it."""
         self._spent.clear()
         self._spent_event.clear()
+        self._budget = n is not None
         if n is None:
             self._broadcast(p.LimitSends(None))
             return
@@ -358,6 +378,7 @@ class LoadEngine:
             held.step if held else None,
             held.level if held else None,
             now - self._window_end[w] if w in self._window_end else None,
+            replacing=self.replacement is not None and self._replacements_left > 0,
         )
         self.lost[w] = loss
         sent_s = self._window_end.get(w, now)
@@ -372,6 +393,70 @@ class LoadEngine:
         self.on_lost(loss)
         self._send_level()
         self._check_all()
+        if loss.replacing and not self._stopping:
+            self._spawn(self._replace(w))
+
+    # ---- a replacement (``infmon.engine.restart``) ---------------------------------------------
+    async def _replace(self, lost: int) -> None:
+        """Start a new worker for ``lost``: placed, checked and its clock set by its link's
+        ``open``, then started; it takes load at its ``Ready`` (``_joined``)."""
+        assert self.replacement is not None
+        self._replacements_left -= 1
+        new = len(self.links)
+        try:
+            link = self.replacement(new, self.links[lost])
+        except Exception as exc:  # RaySetupError and kin: no node for it
+            self._fail_join(new, lost, _one_line(exc))
+            return
+        self.links.append(link)
+        self._joining[new] = lost
+        try:
+            await link.open(self._receive)
+        except Exception as exc:  # EngineError (placement, version), Ray's own errors
+            self._joined(new, _one_line(exc))
+            return
+        if self._stopping:
+            return
+        seed = self.config.seed + new
+        link.send(
+            p.Start(
+                new, new, self.workers, self.config, seed, self.retry_s,
+                urls=self.urls, spread=self.spread,
+            )
+        )  # fmt: skip
+        self._spawn(self._watch(link))
+
+    def _joined(self, w: int, error: str | None = None) -> None:
+        """Replacement ``w`` found the model (it takes its share now) or failed (``error``)."""
+        lost = self._joining.get(w)
+        if lost is None or w in self._join_failed:
+            return
+        if error is not None:
+            self._fail_join(w, lost, error)
+            return
+        del self._joining[w]
+        link, held = self.links[w], self._held
+        self._send_level()
+        if self._budget:
+            link.send(p.LimitSends(0))
+        if not self._paused and held is not None:
+            link.send(p.Resume(held.warmup_until_s))
+        self._tell_join(WorkerJoin(
+            w, lost, self.clock.now(), link.description, len(self.live),
+            held.step if held else None, held.level if held else None,
+        ))  # fmt: skip
+
+    def _fail_join(self, w: int, lost: int, error: str) -> None:
+        self._join_failed.add(w)
+        held = self._held
+        self._tell_join(WorkerJoin(
+            w, lost, self.clock.now(), f"worker {w}", len(self.live),
+            held.step if held else None, held.level if held else None, error,
+        ))  # fmt: skip
+
+    def _tell_join(self, join: WorkerJoin) -> None:
+        self.on_event("error" if join.error else "info", join.text)
+        self.on_joined(join)
 
     def _check_all(self) -> None:
         """The waits that count workers count the live ones."""
@@ -435,15 +520,17 @@ class LoadEngine:
         self.on_window(self.cpu_watch.annotate(w) if self.cpu_watch is not None else w)
 
     def _on_ready(self, msg: p.Ready) -> None:
+        if msg.worker_id in self._joining:
+            self._joined(msg.worker_id, msg.error)
+            if msg.error is None:
+                self._watch_clock(msg)
+            return
         if msg.error is not None:
             self.failure = EngineError(msg.error_kind or "other", msg.error)
             self.ready.set()
             return
         self._readies[msg.worker_id] = msg
-        if msg.host == host_id() and self.cpu_watch is not None:
-            self.cpu_watch.own.add(msg.pid)
-        if msg.host != host_id():
-            self._spawn(self._sync.keep(msg.worker_id, lambda: self._stopping))
+        self._watch_clock(msg)
         if len(self._readies) == self.workers:
             first = self._readies[min(self._readies)]
             self.target = Target(
@@ -455,3 +542,16 @@ class LoadEngine:
                 all(r.per_request_metrics for r in self._readies.values()),
             )
             self.ready.set()
+
+    def _watch_clock(self, msg: p.Ready) -> None:
+        """A worker on this host is the controller's own CPU user; one on another keeps its
+        clock offset measured."""
+        if msg.host == host_id() and self.cpu_watch is not None:
+            self.cpu_watch.own.add(msg.pid)
+        if msg.host != host_id():
+            self._spawn(self._sync.keep(msg.worker_id, lambda: self._stopping))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "message", "") or exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]

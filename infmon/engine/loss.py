@@ -32,6 +32,8 @@ class WorkerLoss:
     last_report_age_s: float | None = None
     """How long before the loss its last window came: the requests that finished on the server
     in that time never reported (at most ``inflight`` of them)."""
+    replacing: bool = False
+    """A replacement is being started (``--ray-restart``): the re-split lasts until it joins."""
 
     @property
     def text(self) -> str:
@@ -44,6 +46,8 @@ class WorkerLoss:
         )
         if not self.live_workers:
             where = "; no load worker is left: the load stopped"
+        if self.replacing:
+            where += " until its replacement joins"
         unreported = ""
         if self.inflight and self.last_report_age_s is not None:
             unreported = (
@@ -64,6 +68,7 @@ class WorkerLoss:
             "by_step": [list(x) for x in self.by_step],
             "live_workers": self.live_workers,
             "step": self.step,
+            "replacing": self.replacing,
             "text": self.text,
         }
 

@@ -32,9 +32,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from infmon.engine.ray_logs import LOG_TAIL_BYTES, own_log_paths, read_tails, write_worker_log
 from infmon.engine.ray_setup import (
     HeadWatch,
     NodeSlot,
@@ -115,7 +117,20 @@ class RayWorker:
 
     def identity(self) -> tuple[str, str]:
         """What this actor runs, and where (its node's address, as Ray knows it)."""
-        return code_identity(), str(ray_module().util.get_node_ip_address())
+        ident, host = code_identity(), str(ray_module().util.get_node_ip_address())
+        print(f"infmon load worker (Ray actor) on {host}, pid {os.getpid()}: {ident}", flush=True)
+        return ident, host
+
+    def log_paths(self) -> tuple[int, tuple[str, ...]]:
+        """This actor's pid and the files its stdout and stderr go to on its node."""
+        return os.getpid(), own_log_paths()
+
+    def logs(self, max_bytes: int) -> list[tuple[str, str]]:
+        """The last ``max_bytes`` of each of those files."""
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        return read_tails(own_log_paths(), max_bytes)
 
     def clock(self) -> tuple[float, float]:
         """When this call arrived and when it answered, on this host's clock."""
@@ -189,8 +204,13 @@ class RayLink:
         opts: RayOptions,
         node_id: str | None = None,
         say: Callable[[str], None] = print,
+        log_dir: Path | None = None,
     ) -> None:
         self.worker_id, self.opts, self.node_id, self.say = worker_id, opts, node_id, say
+        self.log_dir = log_dir
+        """The session directory: the actor's output is written under ``workers/`` at close."""
+        self.pid = 0
+        self.log_paths: tuple[str, ...] = ()
         self.head_lost = False
         """The cluster's head is gone: nothing that needs it (``ray.kill``) is asked."""
         self.closed = asyncio.Event()
@@ -215,6 +235,7 @@ class RayLink:
                 "ray", f"worker {self.worker_id} on {self.host} runs {ident}; the controller {mine}"
             )
         self.description = f"worker {self.worker_id} (Ray actor on {self.host})"
+        self.pid, self.log_paths = await self._within(self.actor.log_paths.remote(), "to answer")
         off = await self.sync_clock()
         self.say(
             f"{self.description}: clock offset {off.offset_s * 1e3:+,.3f} ms "
@@ -287,9 +308,33 @@ class RayLink:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        if self.actor is not None and self.log_dir is not None and self.pid:
+            await self._collect_log(self.log_dir)
         if self.actor is not None and not self.head_lost:
             with contextlib.suppress(Exception):
                 ray_module().kill(self.actor)
+
+    async def _collect_log(self, log_dir: Path) -> None:
+        """The actor's output into ``workers/<node>-<pid>.log``; a lost one's file names where
+        its output stays."""
+        title = f"{self.description}, pid {self.pid}: its stdout and stderr"
+        note, tails = None, []
+        if self._error is not None or self.head_lost:
+            why = (
+                "was lost" if self._error is not None else "could not be asked (the head was lost)"
+            )
+            note = f"the actor {why}: its output stays on its node, in " + ", ".join(self.log_paths)
+        else:
+            try:
+                tails = await asyncio.wait_for(
+                    self.actor.logs.remote(LOG_TAIL_BYTES), min(self.opts.timeout_s, STOP_WAIT_S)
+                )
+            except Exception as exc:  # the actor died as it stopped, or did not answer in time
+                note = (
+                    f"the actor did not send its output ({_first_line(exc)}): it stays on its node"
+                )
+        with contextlib.suppress(OSError):
+            write_worker_log(log_dir, title, self.host, self.pid, tails, note)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -303,7 +348,12 @@ def _free_cpus() -> int:
     return 0
 
 
-def ray_links(opts: RayOptions, workers: int | None, say: Callable[[str], None]) -> list[RayLink]:
+def ray_links(
+    opts: RayOptions,
+    workers: int | None,
+    say: Callable[[str], None],
+    log_dir: Path | None = None,
+) -> list[RayLink]:
     """``workers`` actors (None: one per CPU of the cluster), placed as ``opts`` says."""
     try:
         connect(opts)
@@ -312,13 +362,13 @@ def ray_links(opts: RayOptions, workers: int | None, say: Callable[[str], None])
         cpus = sum(n.cpus for n in nodes)
         if workers is None:
             workers = max(1, cpus)
-        controller = _controller_node(ray, nodes, opts)
+        controller = controller_node(ray, nodes, opts)
         slots, note = plan_placement(nodes, controller, workers, opts.placement)
     except RaySetupError as exc:
         raise RuntimeError(str(exc)) from None
     if note:
         say(note)
-    links = [RayLink(i, opts, node, say) for i, node in enumerate(slots)]
+    links = [RayLink(i, opts, node, say, log_dir) for i, node in enumerate(slots)]
     address = head_address(ray, opts)
     if address is not None:
         HeadWatch(address, lambda reason: _end_run(links, reason, say)).start()
@@ -347,7 +397,7 @@ def _leave(status: int) -> None:
     os._exit(status)
 
 
-def _controller_node(ray: ModuleType, nodes: Sequence[NodeSlot], opts: RayOptions) -> str | None:
+def controller_node(ray: ModuleType, nodes: Sequence[NodeSlot], opts: RayOptions) -> str | None:
     """The node this controller runs on: Ray's answer for a driver; through a Ray client (a
     driver on no node) the node at the address this host reaches the head from, if any."""
     with contextlib.suppress(Exception):

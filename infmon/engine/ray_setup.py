@@ -53,6 +53,8 @@ class RayOptions:
     placement: Placement = "spread"
     timeout_s: float = CONNECT_TIMEOUT_S
     """Each wait (connecting, an actor being placed and answering) ends within this."""
+    restart: bool = False
+    """``--ray-restart``: a lost actor is replaced by a new one (``RayReplacer``)."""
 
 
 class RaySetupError(RuntimeError):

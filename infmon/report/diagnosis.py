@@ -168,6 +168,8 @@ def caveats(
                 f"Step {e.get('step')}: at {e.get('t_s', 0.0):.1f} s {e.get('text')} (the step's "
                 "figures hold the surviving workers' requests and the lost ones as failures)."
             )
+        if e.get("kind") == "worker_replaced":
+            out.append(f"Step {e.get('step')}: at {e.get('t_s', 0.0):.1f} s {e.get('text')}.")
     out.append(
         "Over-time charts bin each request at its completion; latency over time is the "
         "mean per bin, step tables use exact percentiles."

@@ -58,6 +58,7 @@ MARK_KINDS = (
     "resume",
     "quality",
     "worker_lost",
+    "worker_replaced",
     "step_partial",
 )
 

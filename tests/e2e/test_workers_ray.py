@@ -41,19 +41,31 @@ def fast_sim():
         yield url
 
 
-def links(n: int):
+def links(n: int, log_dir: Path | None = None):
     from infmon.engine.ray_link import ray_links
 
-    return list(ray_links(LOCAL, n, say=print))  # joins the cluster the fixture started
+    # joins the cluster the fixture started
+    return list(ray_links(LOCAL, n, say=print, log_dir=log_dir))
+
+
+def worker_logs(session: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((session / "workers").glob("*.log"))}
 
 
 async def test_two_ray_actors_live_counters_journal_and_a_report_from_shards(
     ray_cluster, fast_sim: str, tmp_path: Path
 ) -> None:
     session = tmp_path / "s"
-    ls = links(2)
+    ls = links(2, session)
     run = await run_plan(fast_sim, session, PLAN, links=ls, output_tokens=parse_lengths("24"))
     assert {w.worker_id for w in run.windows} == {0, 1}
+    # issue 31: each actor's own output is in the session, not left in /tmp/ray on its node
+    logs = worker_logs(session)
+    assert sorted(logs) == sorted(f"127.0.0.1-{link.pid}.log" for link in ls), logs
+    for link in ls:
+        text = logs[f"127.0.0.1-{link.pid}.log"]
+        assert f"infmon load worker (Ray actor) on 127.0.0.1, pid {link.pid}" in text
+        assert "\x1b" not in text  # sanitised: an escape sequence is shown, not kept
     assert (session / "journal.w1.sqlite").exists()
     live, journal = run.live_counts(), journal_counts(session)
     assert journal["ok"] > 50 and journal["failed"] == 0
@@ -76,7 +88,7 @@ async def test_a_ray_actor_killed_mid_step_is_an_event_and_the_run_finishes(
     ray_cluster, fast_sim: str, tmp_path: Path
 ) -> None:
     session = tmp_path / "s"
-    ls = links(2)
+    ls = links(2, session)
     plan = [
         StepSpec(concurrency=8, duration_s=4.0, warmup_s=0.5),
         StepSpec(concurrency=8, duration_s=3.0, warmup_s=0.5),
@@ -99,6 +111,59 @@ async def test_a_ray_actor_killed_mid_step_is_an_event_and_the_run_finishes(
     assert abs(second.stats.achieved_concurrency - 8) < 1.2  # worker 0 took the whole level
     assert second.stats.completed > 0
     assert journal_counts(session)["worker_lost"] == loss.inflight
+    assert not loss.replacing and not run.joins  # no --ray-restart: the share stays re-split
+    # worker 0 took the whole level: where that saturated it, the step is client-bound
+    for result, _ in run.results:
+        bound = [n for n in result.stats.client_notes if n.startswith("client-bound")]
+        assert not bound or result.stats.client_late
+    logs = worker_logs(session)
+    lost_log = logs[f"127.0.0.1-{ls[1].pid}.log"]
+    assert "the actor was lost: its output stays on its node, in /" in lost_log
+    assert "infmon load worker (Ray actor)" in logs[f"127.0.0.1-{ls[0].pid}.log"]
+
+
+async def test_a_killed_ray_actor_is_replaced_with_ray_restart(
+    ray_cluster, fast_sim: str, tmp_path: Path
+) -> None:
+    """Issue 31: ``--ray-restart``: a new actor (placed, version-checked, its clock measured)
+    takes the lost one's share back; the events and the report say both."""
+    from dataclasses import replace
+
+    from infmon.engine.ray_restart import ray_replacer
+    from infmon.report import write_reports
+
+    session = tmp_path / "s"
+    ls = links(2, session)
+    plan = [
+        StepSpec(concurrency=8, duration_s=4.0, warmup_s=0.5),
+        StepSpec(concurrency=8, duration_s=4.0, warmup_s=0.5),
+    ]
+
+    async def kill_one(engine) -> None:
+        await asyncio.sleep(2.5)  # inside step 1's measured time
+        ray.kill(ls[1].actor)
+
+    run = await run_plan(
+        fast_sim, session, plan, links=ls, during=kill_one, output_tokens=parse_lengths("64"),
+        replacement=ray_replacer(replace(LOCAL, restart=True), ls, print),
+    )  # fmt: skip
+    (loss,) = run.losses
+    assert loss.worker_id == 1 and loss.replacing
+    assert "re-split over 1 worker until its replacement joins" in loss.text
+    (join,) = run.joins
+    assert join.error is None and (join.worker_id, join.replaces) == (2, 1), join.text
+    assert join.text.startswith("worker 2 (Ray actor on 127.0.0.1) replaces worker 1: c=8")
+    assert join.text.endswith("re-split over 2 workers")
+    # it took load: its windows after it joined hold about half the level, as worker 0's do
+    after = [w for w in run.windows if w.t0 >= join.t + 0.5]
+    for worker in (0, 2):
+        mine = [w.inflight for w in after if w.worker_id == worker]
+        assert mine and 2.5 <= sum(mine) / len(mine) <= 5.5, (worker, mine)
+    assert journal_counts(session)["worker_lost"] == loss.inflight
+    write_reports(session)
+    report = (session / "report.md").read_text()
+    assert "worker 1 lost" in report and "replaces worker 1" in report
+    assert len(worker_logs(session)) == 3  # the two first actors' and the new one's
 
 
 def test_more_actors_than_the_local_cluster_has_cpus_is_one_line(ray_cluster) -> None:

@@ -17,6 +17,7 @@ from infmon.config import Config
 from infmon.engine.controller import LoadEngine, Totals
 from infmon.engine.loss import WorkerLoss
 from infmon.engine.protocol import Window
+from infmon.engine.restart import Replacement, WorkerJoin
 from infmon.engine.runner import StepRunner, StepSpec
 from infmon.journal import JournalWriter
 from infmon.model.steps.ledger import StepLedger
@@ -26,6 +27,7 @@ from infmon.model.steps.ledger import StepLedger
 class Run:
     windows: list[Window] = field(default_factory=list)
     losses: list[WorkerLoss] = field(default_factory=list)
+    joins: list[WorkerJoin] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     totals: Totals = field(default_factory=Totals)
     results: list[Any] = field(default_factory=list)
@@ -62,6 +64,7 @@ async def run_plan(
     workers: int = 2,
     links: Sequence[Any] | None = None,
     during: Callable[[LoadEngine], Any] | None = None,
+    replacement: Replacement | None = None,
     **config: Any,
 ) -> Run:
     """The plan on ``workers`` worker processes (or ``links``); ``during(engine)`` runs beside
@@ -75,6 +78,11 @@ async def run_plan(
     run = Run()
     wiring.on_window.append(run.windows.append)
     wiring.on_lost.append(run.losses.append)
+
+    def joined(join: WorkerJoin) -> None:
+        wiring.joined(join)
+        run.joins.append(join)
+
     engine = LoadEngine(
         cfg,
         clock,
@@ -85,6 +93,8 @@ async def run_plan(
         workers=workers,
         links=links,
         log_dir=session_dir,
+        replacement=replacement,
+        on_joined=joined,
     )
     side = None
     try:

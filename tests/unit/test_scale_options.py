@@ -10,7 +10,13 @@ import sys
 import pytest
 
 from infmon.commands import CliError
-from infmon.commands.scale import add_scale_arguments, auto_workers, make_links, scale_from_args
+from infmon.commands.scale import (
+    add_scale_arguments,
+    auto_workers,
+    make_links,
+    make_replacement,
+    scale_from_args,
+)
 from infmon.engine.link import ProcessLink
 from tests.conftest import REPO
 
@@ -56,6 +62,14 @@ def test_local_worker_links(tmp_path) -> None:
     links = make_links(scale_from_args(parse("--workers", "2")), tmp_path, False)
     assert [type(x) for x in links] == [ProcessLink, ProcessLink]
     assert links[1].log_path == tmp_path / "worker-1.log"
+
+
+def test_ray_restart_needs_ray_and_is_off_by_default() -> None:
+    assert scale_from_args(parse()).ray_restart is False
+    assert scale_from_args(parse("--ray", "local", "--ray-restart")).ray_restart is True
+    with pytest.raises(CliError, match="--ray-restart replaces lost Ray actors: it needs --ray"):
+        scale_from_args(parse("--ray-restart"))
+    assert make_replacement(scale_from_args(parse("--workers", "2")), None) is None
 
 
 def test_ray_missing_is_one_line(monkeypatch) -> None:
