@@ -108,7 +108,14 @@ def sim_generated(c: NetnsCluster) -> float:
 
 
 def bench(
-    c: NetnsCluster, tmp: Path, address: str, *, steps: str, duration: float, during=None
+    c: NetnsCluster,
+    tmp: Path,
+    address: str,
+    *,
+    steps: str,
+    duration: float,
+    during=None,
+    extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], Path, float]:
     """``infmon bench`` in the controller's namespace; ``during(proc)`` runs while it does."""
     session = tmp / "session"
@@ -145,6 +152,7 @@ def bench(
         # four Ray nodes on 2 busy cores connect and place actors slower than Ray's 30 s
         "--ray-timeout",
         "180",
+        *extra,
     ]
     t0 = time.monotonic()
     proc = subprocess.Popen(
@@ -222,19 +230,37 @@ def test_a_load_host_killed_mid_step_is_lost_and_re_split(
         cluster.kill_node("n2")
 
     done, session, _ = bench(
-        cluster, tmp_path, cluster.head_address, steps="6,6", duration=6.0, during=kill_n2
-    )
+        cluster, tmp_path, cluster.head_address, steps="6,6,6", duration=6.0, during=kill_n2,
+        extra=("--ray-restart",),
+    )  # fmt: skip
     assert done.returncode in (0, 1), done.stderr[-3000:]
     found = offsets(done.stderr)  # a driver on the ctl node: direct calls to the actors
-    n1 = cluster.nodes["n1"].address
+    n1, n2, ctl = (cluster.nodes[n].address for n in ("n1", "n2", "ctl"))
     assert abs(found[n1][0] - SKEW_S * 1e3) <= 1.0, found  # the injected 5 s, within 1 ms
     assert "worker 1 lost" in done.stderr, done.stderr[-3000:]
     assert "may have finished on the server unreported" in done.stderr
-    assert "re-split over 1 worker" in done.stderr
+    assert "re-split over 1 worker until its replacement joins" in done.stderr
+    # --ray-restart: n1 has no CPU left, n2 is gone: spread places the new actor on the
+    # controller's node; its clock is measured before it takes load
+    assert f"worker 2 (Ray actor on {ctl}): clock offset" in done.stderr, done.stderr[-3000:]
+    assert f"worker 2 (Ray actor on {ctl}) replaces worker 1: c=6 re-split over 2 workers" in (
+        done.stderr
+    )
     result = json.loads((tmp_path / "out.json").read_text())
-    second = result["steps"][1]
-    assert second["completed"] > 0 and second["failed"] == 0
-    assert (session / "report.md").exists()
+    for step in result["steps"][1:]:
+        assert step["completed"] > 0 and step["failed"] == 0
+    report = (session / "report.md").read_text()
+    assert "worker 1 lost" in report and "replaces worker 1" in report
+    # Ray's own messages never land in bench's table (stdout): they go to stderr as `ray: …`
+    assert "(raylet)" not in done.stdout and "\x1b[" not in done.stdout, done.stdout[-2000:]
+    # each actor's output from its own node, in the session; the lost one's says where it stays
+    logs = {p.name: p.read_text() for p in (session / "workers").glob("*.log")}
+    assert {name.rsplit("-", 1)[0] for name in logs} == {n1, n2, ctl}, sorted(logs)
+    (lost,) = [text for name, text in logs.items() if name.startswith(f"{n2}-")]
+    assert "the actor was lost: its output stays on its node, in /" in lost
+    for name, text in logs.items():
+        if not name.startswith(f"{n2}-"):
+            assert "infmon load worker (Ray actor) on " in text, (name, text[-500:])
 
 
 def test_the_head_killed_mid_step_ends_the_run_with_a_report_and_no_orphans(

@@ -134,9 +134,9 @@ async def test_a_killed_ray_actor_is_replaced_with_ray_restart(
 
     session = tmp_path / "s"
     ls = links(2, session)
-    plan = [
+    plan = [  # a new actor starts a Python worker and finds the model: seconds on a busy host
         StepSpec(concurrency=8, duration_s=4.0, warmup_s=0.5),
-        StepSpec(concurrency=8, duration_s=4.0, warmup_s=0.5),
+        StepSpec(concurrency=8, duration_s=15.0, warmup_s=0.5),
     ]
 
     async def kill_one(engine) -> None:
@@ -150,12 +150,15 @@ async def test_a_killed_ray_actor_is_replaced_with_ray_restart(
     (loss,) = run.losses
     assert loss.worker_id == 1 and loss.replacing
     assert "re-split over 1 worker until its replacement joins" in loss.text
+    assert len(run.joins) == 1, run.events
     (join,) = run.joins
     assert join.error is None and (join.worker_id, join.replaces) == (2, 1), join.text
     assert join.text.startswith("worker 2 (Ray actor on 127.0.0.1) replaces worker 1: c=8")
     assert join.text.endswith("re-split over 2 workers")
     # it took load: its windows after it joined hold about half the level, as worker 0's do
-    after = [w for w in run.windows if w.t0 >= join.t + 0.5]
+    end = run.results[-1][0].span.end_s
+    assert join.t < end - 3, (join.t, end)  # it joined with time to spare in step 2
+    after = [w for w in run.windows if w.t0 >= join.t + 0.5 and w.t1 <= end]
     for worker in (0, 2):
         mine = [w.inflight for w in after if w.worker_id == worker]
         assert mine and 2.5 <= sum(mine) / len(mine) <= 5.5, (worker, mine)

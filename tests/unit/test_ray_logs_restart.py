@@ -58,6 +58,9 @@ def test_a_replacement_goes_where_the_live_actors_leave_a_cpu_off_the_controller
     links = [_link(0, "n1"), _link(1, "n2", alive=False), _link(2, "n1")]
     spread = RayReplacer(RayOptions("auto", placement="spread"), links, "ctl", print)
     assert spread.node(nodes) == "n2"  # the lost actor's CPU is free again; n1 is full
+    # but its node may be the one that died (listed alive for a while): the controller's first
+    assert spread.node(nodes, avoid="n2") == "ctl"
+    assert spread.node(nodes[1:], avoid="n2") == "n2"  # last: Ray says if it cannot place it
     links += [_link(3, "n2"), _link(4, "n2")]
     spread = RayReplacer(RayOptions("auto", placement="spread"), links, "ctl", print)
     assert spread.node(nodes[1:]) is None  # no free CPU: Ray places it (or says it cannot)
