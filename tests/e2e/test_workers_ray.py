@@ -152,6 +152,7 @@ async def test_a_killed_ray_actor_is_replaced_with_ray_restart(
     assert "re-split over 1 worker until its replacement joins" in loss.text
     assert len(run.joins) == 1, run.events
     (join,) = run.joins
+    print(f"the replacement took load {join.t - loss.t:.1f} s after the loss was seen")
     assert join.error is None and (join.worker_id, join.replaces) == (2, 1), join.text
     assert join.text.startswith("worker 2 (Ray actor on 127.0.0.1) replaces worker 1: c=8")
     assert join.text.endswith("re-split over 2 workers")
