@@ -30,7 +30,7 @@ from infmon.engine.cpuwatch import CpuWatch
 from infmon.engine.link import InProcessLink, ProcessLink, WorkerLink
 from infmon.engine.loss import WorkerLoss, lost_records
 from infmon.engine.outbox import ENDPOINT_KEY
-from infmon.engine.restart import REPLACEMENTS_PER_WORKER, Replacement, WorkerJoin
+from infmon.engine.restart import REPLACEMENTS_PER_WORKER, Replacement, ReplacingEngine, WorkerJoin
 from infmon.engine.shares import LOOKAHEAD_S, ArrivalDealer, split_level
 from infmon.engine.spread import ROUND_ROBIN
 from infmon.engine.types import EngineError, RecordBatch, Target, Totals, _Held
@@ -44,7 +44,7 @@ FEED_TICK_S = 0.25
 __all__ = ["EngineError", "LoadEngine", "RecordBatch", "Target", "Totals", "split_level"]
 
 
-class LoadEngine:
+class LoadEngine(ReplacingEngine):
     """See the module docstring. Callbacks run on the controller's loop."""
 
     def __init__(
@@ -396,68 +396,6 @@ class LoadEngine:
         if loss.replacing and not self._stopping:
             self._spawn(self._replace(w))
 
-    # ---- a replacement (``infmon.engine.restart``) ---------------------------------------------
-    async def _replace(self, lost: int) -> None:
-        """Start a new worker for ``lost``: placed, checked and its clock set by its link's
-        ``open``, then started; it takes load at its ``Ready`` (``_joined``)."""
-        assert self.replacement is not None
-        self._replacements_left -= 1
-        new = len(self.links)
-        try:
-            link = self.replacement(new, self.links[lost])
-        except Exception as exc:  # RaySetupError and kin: no node for it
-            self._fail_join(new, lost, _one_line(exc))
-            return
-        self.links.append(link)
-        self._joining[new] = lost
-        try:
-            await link.open(self._receive)
-        except Exception as exc:  # EngineError (placement, version), Ray's own errors
-            self._joined(new, _one_line(exc))
-            return
-        if self._stopping:
-            return
-        seed = self.config.seed + new
-        link.send(
-            p.Start(
-                new, new, self.workers, self.config, seed, self.retry_s,
-                urls=self.urls, spread=self.spread,
-            )
-        )  # fmt: skip
-        self._spawn(self._watch(link))
-
-    def _joined(self, w: int, error: str | None = None) -> None:
-        """Replacement ``w`` found the model (it takes its share now) or failed (``error``)."""
-        lost = self._joining.get(w)
-        if lost is None or w in self._join_failed:
-            return
-        if error is not None:
-            self._fail_join(w, lost, error)
-            return
-        del self._joining[w]
-        link, held = self.links[w], self._held
-        self._send_level()
-        if self._budget:
-            link.send(p.LimitSends(0))
-        if not self._paused and held is not None:
-            link.send(p.Resume(held.warmup_until_s))
-        self._tell_join(WorkerJoin(
-            w, lost, self.clock.now(), link.description, len(self.live),
-            held.step if held else None, held.level if held else None,
-        ))  # fmt: skip
-
-    def _fail_join(self, w: int, lost: int, error: str) -> None:
-        self._join_failed.add(w)
-        held = self._held
-        self._tell_join(WorkerJoin(
-            w, lost, self.clock.now(), f"worker {w}", len(self.live),
-            held.step if held else None, held.level if held else None, error,
-        ))  # fmt: skip
-
-    def _tell_join(self, join: WorkerJoin) -> None:
-        self.on_event("error" if join.error else "info", join.text)
-        self.on_joined(join)
-
     def _check_all(self) -> None:
         """The waits that count workers count the live ones."""
         live = set(self.live)
@@ -550,8 +488,3 @@ class LoadEngine:
             self.cpu_watch.own.add(msg.pid)
         if msg.host != host_id():
             self._spawn(self._sync.keep(msg.worker_id, lambda: self._stopping))
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "message", "") or exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:200]

@@ -70,7 +70,7 @@ async def test_a_lost_worker_is_replaced_and_the_new_one_takes_its_share() -> No
     assert asked == [(2, 1)]
     assert join.error is None and join.worker_id == 2 and join.replaces == 1
     assert join.text == "worker 2 (in process) replaces worker 1: c=8 re-split over 2 workers"
-    assert ("info", join.text) in sink.events
+    assert ("load", join.text) in sink.events
     assert engine.live == [0, 2]
     t_join = join.t
     await poll_until_async(
