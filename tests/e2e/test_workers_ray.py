@@ -234,3 +234,62 @@ async def test_every_socket_ray_and_infmon_listen_on_is_loopback(
     for link in ls:  # the same host: the measured offset is near zero, within its round trip
         assert link.clock_offset is not None
         assert abs(link.clock_offset.offset_s) <= link.clock_offset.uncertainty_s + 1e-3
+
+
+def _actor_pids(root: int) -> list[int]:
+    """The Ray actors (``ray::RayWorker…`` process titles) below ``root``."""
+    found = []
+    for pid in _descendants(root):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"ray::RayWorker"):
+            found.append(pid)
+    return sorted(found)
+
+
+def test_bench_on_ray_local_an_actor_killed_keeps_ray_lines_out_of_the_table(
+    fast_sim: str, tmp_path: Path
+) -> None:
+    """Issue 31: ``infmon bench --ray local --workers 2``, one actor's process killed mid-step:
+    bench's table (stdout) holds no Ray line (Ray's "(raylet) A worker died…" goes to stderr as
+    ``ray: …``), the loss is an event, each actor's output is in ``workers/``."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, infmon_cmd, poll_until
+
+    session, out = tmp_path / "s", tmp_path / "out.json"
+    argv = infmon_cmd(
+        "bench", fast_sim, "--ray", "local", "--workers", "2", "--concurrency", "6,6",
+        "--step-duration", "5", "--warmup", "0.5", "--output-tokens", "32",
+        "--session-dir", str(session), "--json", str(out), "--no-server-metrics",
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        poll_until(lambda: (session / "journal.w1.sqlite").exists(), 240, "actors running", proc)
+        actors = poll_until(lambda: a if len(a := _actor_pids(proc.pid)) == 2 else None, 30, "2")
+        os.kill(actors[-1], signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    sys.stdout.write(stdout + stderr)
+    assert proc.returncode in (0, 1), stderr[-3000:]
+    assert "lost (the Ray actor died" in stderr, stderr[-3000:]
+    assert "(raylet)" not in stdout and "\x1b[" not in stdout, stdout
+    raylet = [line for line in stderr.splitlines() if "(raylet)" in line]
+    assert all(line.startswith("ray: (") for line in raylet), raylet
+    print(f"Ray's own lines on stderr: {len(raylet)}")
+    steps = json.loads(out.read_text())["steps"]
+    assert steps[1]["completed"] > 0 and steps[1]["failed"] == 0
+    logs = {p.name: p.read_text() for p in (session / "workers").glob("*.log")}
+    assert len(logs) == 2 and all(name.startswith("127.0.0.1-") for name in logs), sorted(logs)
+    assert sum("the actor was lost" in text for text in logs.values()) == 1
