@@ -63,6 +63,7 @@ def test_contention_named_per_step_in_every_report(tmp_path: Path) -> None:
     assert "<h2>GPU</h2>" in html and "GPU activity over time" in html
 
 
+@pytest.mark.slow  # over ~15 s on 2 cores: out of the fast suite, run by CI's slow tier
 def test_baseline_names_no_contention_and_gives_energy_per_step(tmp_path: Path) -> None:
     with running_sim("--scenario", "baseline", "--seed", "5") as url:
         doc, out = bench(url, tmp_path / "s")
