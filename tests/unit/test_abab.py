@@ -152,3 +152,19 @@ def test_a_round_whose_client_was_late_is_left_out_with_its_pair_and_said():
     assert not odd.ratio.paired and odd.left_out == 2 and odd.rounds == 3
     assert odd.ratio.ratio == pytest.approx(math.exp(
         (math.log(917) + math.log(912)) / 2 - (math.log(712) + math.log(695)) / 2))  # fmt: skip
+
+
+def test_a_top_level_whose_every_round_was_late_gives_the_headline_to_the_next_level_down():
+    """On a loaded host every c=16 round had a late client: the verdict's speed is c=4's, with
+    its interval, and c=16 is said as not measured and why (not a silent drop, not a ratio of
+    late rounds)."""
+    a = {4.0: [200.0, 204.0, 198.0], 16.0: [Trial(700.0, late=True)] * 3}
+    b = {4.0: [248.0, 251.0, 246.0], 16.0: [Trial(900.0)] * 3}
+    v = AbabVerdict("baseline", "fp8", 3, tuple(speeds(a, b)), FrontierMove(72, 99), None)
+    assert v.headline is not None and v.headline.level == "c=4"
+    assert v.sentence() == (
+        f"fp8: {v.headline.ratio.ratio:.2f}× faster ({v.headline.ratio.low:.2f}–"
+        f"{v.headline.ratio.high:.2f}) at c=4; c=16 not measured (3 of 3 rounds left out: "
+        "client late), SLO frontier 72 → 99"
+    )
+    assert verdict_doc(v)["headline_level"] == "c=4"

@@ -195,11 +195,19 @@ class AbabVerdict:
 
     @property
     def headline(self) -> SpeedAt | None:
-        """The highest level both sides measured (where a change in speed matters most)."""
-        return self.speeds[-1] if self.speeds else None
+        """The highest level both sides measured (where a change in speed matters most) and
+        whose speed is known: a higher level whose every round had a late client is said apart."""
+        known = [s for s in self.speeds if not math.isnan(s.ratio.ratio)]
+        return known[-1] if known else (self.speeds[-1] if self.speeds else None)
+
+    def _unknown_above(self, h: SpeedAt) -> str:
+        """``; c=16 not measured (3 of 3 rounds left out: client late)`` for levels above."""
+        above = [s for s in self.speeds if s.value > h.value]
+        return "".join(f"; {s.level} not measured{s.left_out_text()}" for s in above)
 
     def sentence(self) -> str:
-        parts = [self.headline.text() if self.headline else "speed not measured"]
+        h = self.headline
+        parts = [h.text() + self._unknown_above(h) if h else "speed not measured"]
         if self.frontier is not None:
             parts.append(self.frontier.text())
         if self.quality is not None and self.quality.n:
