@@ -17,7 +17,8 @@ from infmon.model.records.request import RequestRecord
 from infmon.model.records.stats import figures_of_columns
 from infmon.model.steps.book import CLOSED, EVENT_KINDS, RATE, StepEvent
 from infmon.model.steps.evidence import ServerEvidence, ServerSample
-from infmon.model.steps.ledger import ClientCheck, StepLedger
+from infmon.model.steps.gathering import ClientCheck
+from infmon.model.steps.ledger import StepLedger
 from infmon.model.steps.step_levels import LevelSample
 from infmon.report.doc import JournalLine, ReportDoc, StepEntry
 from infmon.report.perreq import PerRequestReport

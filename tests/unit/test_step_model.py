@@ -14,7 +14,8 @@ from infmon.model.records.request import ErrorKind, RequestRecord
 from infmon.model.records.stats import summarize
 from infmon.model.steps.book import EVENT_KINDS, JOURNAL_KIND, Level, StepBook, StepEvent
 from infmon.model.steps.evidence import ServerSample
-from infmon.model.steps.ledger import ClientCheck, StepLedger
+from infmon.model.steps.gathering import ClientCheck
+from infmon.model.steps.ledger import StepLedger
 from infmon.model.steps.tally import StepTally
 
 C = "closed"

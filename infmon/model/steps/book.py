@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict, TypeGuard
 import numpy as np
 
 if TYPE_CHECKING:
-    from infmon.model.steps.ledger import ClientCheckPayload
+    from infmon.model.steps.gathering import ClientCheckPayload
 
 Mode = Literal["closed", "rate", "replay"]
 CLOSED: Final = "closed"

@@ -8,20 +8,22 @@ measured time starts clean (``infmon.model.steps.book.starts_clean``: the ledger
 flight and says when), so those tokens are its own level's. A step that never started clean
 is a transition: shown, never in the knee. A step is *settled* once every request that could add to it has finished;
 its result is then computed once and kept, and its per-request figures are let go.
+
+The ledger is the one router of what happens to the steps: a record, a load window, a report's
+chunk columns and a scrape each go to their step here once, for the step's own figures (an
+open step's ``OpenStep``: ``infmon.model.steps.gathering``) and, when kept, for its level as a
+comparison of runs reads it (``keep_levels``: ``infmon.model.steps.step_levels``).
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from dataclasses import dataclass
 
 import numpy as np
 
 from infmon.model.base.loghist import LogHistogram
-from infmon.model.records.client_late import NO_CAUSE, LateCause, late_cause
 from infmon.model.records.columns import US, RecordColumns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
@@ -34,6 +36,12 @@ from infmon.model.steps.evidence import (
     ServerSample,
     evidence_of,
 )
+from infmon.model.steps.gathering import (
+    ClientCheck,
+    OpenStep,
+    chunks_between,
+    tokens_per_chunk,
+)
 from infmon.model.steps.knee import Knee, KneePoint, find_knee, slo_max_concurrency
 from infmon.model.steps.step_levels import SpecCounters, StepLevels, spec_counters
 from infmon.model.steps.tally import StepTally
@@ -45,59 +53,6 @@ MIN_REQUESTS = 20
 ``MIN_REQUESTS`` (sent in its measured time: finished, failed or cancelled at a quit) is shown
 but never feeds the knee (its figures are noise)."""
 MAX_SAMPLES = 20_000
-
-
-class ClientCheckPayload(TypedDict):
-    """``ClientCheck.payload()``: a step's client check in its journal ``step_end`` event."""
-
-    achieved_concurrency: float | None
-    loop_lag_p99_ms: float | None
-    send_lateness_p99_ms: float | None
-    late_cause: str
-    late_starved: bool
-    late_bound: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ClientCheck:
-    """The load client's own measurements over a step (recorded when it ends)."""
-
-    achieved_concurrency: float = NAN
-    loop_lag_p99_s: float = NAN
-    send_lateness_p99_s: float = NAN
-    """How late trace/schedule arrivals were sent, p99 (nan: not a replay)."""
-    late_cause: LateCause = NO_CAUSE
-    """Why the timestamps were late, when they were (``infmon.model.records.client_late``)."""
-
-    def payload(self) -> ClientCheckPayload:
-        def j(x: float) -> float | None:
-            return None if math.isnan(x) else round(x, 6)
-
-        return {
-            "achieved_concurrency": j(self.achieved_concurrency),
-            "loop_lag_p99_ms": j(self.loop_lag_p99_s * 1e3),
-            "send_lateness_p99_ms": j(self.send_lateness_p99_s * 1e3),
-            "late_cause": self.late_cause.text,
-            "late_starved": self.late_cause.starved,
-            "late_bound": self.late_cause.bound,
-        }
-
-    @classmethod
-    def from_payload(cls, d: Any) -> ClientCheck:
-        if not isinstance(d, dict):
-            return cls()
-        ach, lag, late = (d.get(k) for k in
-                          ("achieved_concurrency", "loop_lag_p99_ms", "send_lateness_p99_ms"))  # fmt: skip
-        return cls(
-            float(ach) if isinstance(ach, (int, float)) else NAN,
-            float(lag) / 1e3 if isinstance(lag, (int, float)) else NAN,
-            float(late) / 1e3 if isinstance(late, (int, float)) else NAN,
-            LateCause(
-                d.get("late_starved") is True,
-                str(d.get("late_cause") or ""),
-                d.get("late_bound") is True,
-            ),
-        )
 
 
 class StepResultEntry(StepStatsEntry, total=False):
@@ -174,62 +129,6 @@ class StepResult:
         return d
 
 
-@dataclass(slots=True)
-class _Sched:
-    """The load threads' CPU time and run-queue wait over the windows a step measured."""
-
-    cpu_s: float = 0.0
-    runq_s: float = 0.0
-    span_s: float = 0.0
-    users: str | None = None
-    worst: float = 0.0
-
-    def add(self, span_s: float, cpu_s: float, runq_s: float, users: str | None) -> None:
-        self.cpu_s, self.runq_s, self.span_s = (
-            self.cpu_s + cpu_s, self.runq_s + runq_s, self.span_s + span_s
-        )  # fmt: skip
-        if users and runq_s / span_s >= self.worst:
-            self.users, self.worst = users, runq_s / span_s
-
-    def cause(self) -> LateCause:
-        if self.span_s <= 0:
-            return NO_CAUSE
-        return late_cause(self.runq_s / self.span_s, self.cpu_s / self.span_s, self.users)
-
-
-@dataclass(slots=True)
-class _Open:
-    """A step still gathering: its tally, credited tokens, scrapes and the load's windows."""
-
-    tally: StepTally
-    tokens: float = 0.0
-    prompt_tokens: float = 0.0
-    samples: list[ServerSample] = field(default_factory=list)
-    check: ClientCheck | None = None
-    """As recorded when the step ended (a report); else measured from the windows."""
-    live_tokens: float = 0.0
-    """Tokens as their chunks arrived (the load's windows): the figure of a step not settled."""
-    metered: bool = False
-    area_s: float = 0.0
-    covered_s: dict[int, float] = field(default_factory=dict)
-    """Measured time each worker's windows covered (the workers' windows overlap in time)."""
-    lag: LogHistogram = field(default_factory=LogHistogram)
-    lateness: LogHistogram = field(default_factory=LogHistogram)
-    sched: _Sched = field(default_factory=lambda: _Sched())
-    sent: int = 0
-    figures: StepFigures | None = None
-    """Exact figures computed from the step's records at once (a report), over the tally's."""
-
-    def client_check(self) -> ClientCheck:
-        if self.check is not None:
-            return self.check
-        covered = max(self.covered_s.values(), default=0.0)
-        achieved = self.area_s / covered if covered > 0 else NAN
-        late = self.lateness.quantile(0.99) if self.lateness.count else NAN
-        lag = self.lag.quantile(0.99) if self.lag.count else NAN
-        return ClientCheck(achieved, lag, late, self.sched.cause())
-
-
 class StepLedger:
     """See the module docstring. Pure: time comes from the caller."""
 
@@ -247,7 +146,7 @@ class StepLedger:
         self.min_hold_s, self.min_requests = min_hold_s, min_requests
         self.exact_limit = exact_limit
         """Measured requests a step keeps exact latencies for (``StepTally``; None: all)."""
-        self._open: dict[int, _Open] = {}
+        self._open: dict[int, OpenStep] = {}
         self._settled: dict[int, StepResult] = {}
         self._inflight: dict[int, dict[int, int]] = {}
         """Each worker's requests in flight per step tag, as its last window said."""
@@ -267,7 +166,7 @@ class StepLedger:
             self.book.apply(ev)
             if ev.kind == "begin":
                 self._settled.pop(ev.index, None)
-                self._open[ev.index] = _Open(StepTally(self.slo, self.exact_limit))
+                self._open[ev.index] = OpenStep(StepTally(self.slo, self.exact_limit))
 
     def set_check(self, index: int, check: ClientCheck) -> None:
         """The client check recorded when the step ended (replaying a journal)."""
@@ -486,7 +385,7 @@ class StepLedger:
 
     # ---- internals ----------------------------------------------------------------------------
     def _result(
-        self, span: StepSpan, entry: _Open, *, settled: bool = False, now: float | None = None
+        self, span: StepSpan, entry: OpenStep, *, settled: bool = False, now: float | None = None
     ) -> StepResult:
         at = now if now is not None else (span.end_s or span.start_s)
         duration = span.measured_s(at)
@@ -515,12 +414,12 @@ class StepLedger:
         times = rec.chunk_times_s
         if not times:
             return
-        per_chunk = _tokens_per_chunk(rec)
+        per_chunk = tokens_per_chunk(rec)
         first, last = times[0], times[-1]
         for span, _, lo, hi in self._windows(first, last):
             entry = self._open.get(span.index)
             if entry is not None:
-                entry.tokens += _chunks_between(times, lo, hi, per_chunk)
+                entry.tokens += chunks_between(times, lo, hi, per_chunk)
                 if rec.prompt_tokens is not None and lo <= first < hi:
                     entry.prompt_tokens += rec.prompt_tokens
 
@@ -535,13 +434,3 @@ def _sending_s(span: StepSpan, fig: StepFigures, duration_s: float) -> float:
     if not rate or len(span.segments) != 1 or math.isnan(fig.last_sent_s):
         return duration_s
     return min(duration_s, fig.last_sent_s - span.measure_from_s + 1.0 / rate)
-
-
-def _tokens_per_chunk(rec: RequestRecord) -> float:
-    """A finished request's output tokens spread evenly over its chunks (a failed one: a
-    token a chunk, as far as it got); the journal's columns give the same figure."""
-    return rec.output_token_count / len(rec.chunk_times_s) if rec.ok else 1.0
-
-
-def _chunks_between(times: tuple[float, ...], lo: float, hi: float, per_chunk: float) -> float:
-    return (bisect_left(times, hi) - bisect_left(times, lo)) * per_chunk
