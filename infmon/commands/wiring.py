@@ -134,8 +134,8 @@ class RunWiring:
 
     def _measuring(self, t: float) -> int | None:
         """The step whose measured time holds ``t`` (None: a warm-up, a pause)."""
-        span = next(self.ledger.book.latest_started_by(t), None)
-        return span.index if span is not None and span.measures(t) else None
+        span = self.ledger.book.measuring(t)
+        return span.index if span is not None else None
 
 
 def wire_session(wiring: RunWiring, session: Session, clock: Clock) -> RunWiring:

@@ -384,6 +384,10 @@ class StepBook:
         for k in range(bisect_right(self._starts, t) - 1, -1, -1):
             yield self._steps[self._order[k]]
 
+    def measuring(self, t: float) -> StepSpan | None:
+        """The step whose measured time holds ``t`` (None: a warm-up, a pause, no step)."""
+        return next((s for s in self.latest_started_by(t) if s.measures(t)), None)
+
     def _clean(self, level: Level, index: int, inflight: Mapping[int, int] | None) -> bool:
         if inflight is None:
             return True

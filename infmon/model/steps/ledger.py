@@ -335,7 +335,7 @@ class StepLedger:
     def add_scrape(self, t: float, sample: ServerSample | None, spec: SpecCounters | None) -> None:
         """A scrape at ``t``, for the step measuring then: its figures (``sample``; None: not
         a good scrape) as the step's server evidence, its spec counters for the step's level."""
-        span = next((s for s in self.book.latest_started_by(t) if s.measures(t)), None)
+        span = self.book.measuring(t)
         if span is None:
             return
         entry = self._open.get(span.index)
