@@ -7,6 +7,12 @@ ledger once that step measured ``min_step_s`` (5 s). So the replay, fed the jour
 time, must name the same knee for the same reason by the sweep's stop, and not before the ledger
 could (the c=512 step's 5 s, one 250 ms window of slack). Its knee table must end with the figures
 the live screen showed (c=256 6,410 tok/s ◀ knee, c=512 6,571 tok/s).
+
+Before: the replay fed its records, windows and scrapes to the Session but not to its step ledger,
+so it never named a knee (every step "too short", 0 tok/s); earlier still, the ledger was fed but
+not the sends of a running step, so the c=512 step (10 s E2E) could be judged only once 20 of its
+requests had finished: the knee came at 91 s, 5 s after the live run's (the issue's 00:01:04 vs
+"knee not yet" at 00:01:09).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from infmon.commands.replay import load_replay
 from infmon.journal.reader import SessionReader
 from infmon.model.live.session import SessionConfig
 from infmon.model.live.session_replay import WINDOW_S, Replay
-from infmon.ui.panes import KneePane
+from infmon.ui.panes import EventsPane, KneePane
 from infmon.ui.replay import ReplayApp
 from tests.ui.test_gpu_pane import text_of
 
@@ -91,6 +97,7 @@ async def test_the_knee_pane_names_it_at_the_sweeps_stop(demo) -> None:
         await pilot.pause()
         pane = " ".join(text_of(app, KneePane).split())
         assert f"knee c={knee}" in pane and "◀ knee" in pane, pane
+        assert f"sweep stopped: knee at c={knee}" in " ".join(text_of(app, EventsPane).split())
         app.move_to(stop_t - 10.0)
         await pilot.pause()
         assert "knee not yet" in " ".join(text_of(app, KneePane).split())
