@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from textual import messages
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -373,6 +374,16 @@ class InfmonApp(App[None]):
     def quit_on_error(self) -> None:
         """The load can never start (the command says why, with status 2): leave at once."""
         self.exit_reason = self.exit_reason or "error"
+        self._quit()
+
+    def on_exit_app(self, message: messages.ExitApp) -> None:
+        """In a browser, textual-serve asks the app to quit when its page closes (and the web
+        driver does on a signal): a quit like ``q`` (the load stopped, the screen kept for the
+        report), not Textual's bare exit."""
+        if self._quitting or not self.is_web:
+            return
+        message.prevent_default()
+        self.exit_reason = self.exit_reason or "page closed"
         self._quit()
 
     async def action_quit(self, _variant: str = "") -> None:

@@ -9,19 +9,30 @@ banner is ours: textual-serve's prints the command line.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import logging
+import os
 import re
+import shlex
+import signal
+from asyncio.subprocess import Process
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from aiohttp.web_runner import GracefulExit
+from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
 log = logging.getLogger("infmon.serve")
+PAGES_STOP_S = 120.0
+"""How long a stopped server waits for its pages' monitors to write their reports."""
 
 REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=\"(?:https?:)?//[^\"]*\"[^>]*>", re.S)
 """A stylesheet from another host (textual-serve's page loads its font from Google's CDN)."""
@@ -74,6 +85,9 @@ class GuardedServer(Server):
         super().__init__(command, host=host, port=port, title="infmon")
         self.token, self.banner = token, banner
         self.hosts = allowed_hosts(host, port)
+        self.pages: set[asyncio.Task[object]] = set()
+        """The open pages' handlers (each runs a monitor until it has written its report)."""
+        self.stopping: asyncio.Task[None] | None = None
 
     def initialize_logging(self) -> None:
         """Plain log lines: textual-serve's show tracebacks with their local variables."""
@@ -125,12 +139,104 @@ class GuardedServer(Server):
         raise AssertionError("unreachable: an empty token never matches")
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """textual-serve's page, which also reads its monitor to the end: textual-serve stops
+        reading once the browser has gone, while the monitor is still quitting and writing its
+        report (its frames would fill the pipe, or its process be left to the server's end)."""
         self._check(request, request.match_info["token"], websocket=True)
-        return await super().handle_websocket(request)
+        websocket = web.WebSocketResponse(heartbeat=15)
+        width = to_int(request.query.get("width", "80"), 80)
+        height = to_int(request.query.get("height", "24"), 24)
+        await websocket.prepare(request)
+
+        async def close() -> None:
+            await websocket.close()
+
+        service = AppService(
+            self.command,
+            write_bytes=websocket.send_bytes,
+            write_str=websocket.send_str,
+            close=close,
+            download_manager=self.download_manager,
+            debug=self.debug,
+        )
+        page = asyncio.current_task()
+        assert page is not None  # aiohttp runs each handler in its own task
+        self.pages.add(page)
+        try:
+            await service.start(width, height)
+            with contextlib.suppress(ConnectionError):
+                await self._process_messages(websocket, service)
+        finally:
+            await service.stop()  # "quit" to the monitor; read while the page takes it
+            await _read_to_the_end(service._process)  # the page's process: kept nowhere else
+            self.pages.discard(page)
+            await websocket.close()
+        return websocket
+
+    def request_exit(self) -> None:
+        """Ctrl+C or SIGTERM: each page's monitor gets SIGTERM (as a stop of the whole group
+        gives it) and the server keeps reading them while they write their reports, then
+        stops; a second Ctrl+C stops it at once. Stopping the web server first would cancel
+        the pages and leave the monitors' output unread, their loop closed under them."""
+        if self.stopping is not None or not self.pages:
+            raise GracefulExit()
+        self.stopping = asyncio.get_running_loop().create_task(self._stop_pages())
+
+    async def _stop_pages(self) -> None:
+        pages = set(self.pages)
+        log.warning("stopping: %d page(s) writing their reports (Ctrl+C again: now)", len(pages))
+        for pid in page_processes(self.command):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+        _, left = await asyncio.wait(pages, timeout=PAGES_STOP_S)
+        if left:
+            log.warning("%d page(s) still writing after %.0f s: left", len(left), PAGES_STOP_S)
+        asyncio.get_running_loop().call_soon(_exit_now)
 
     async def handle_download(self, request: web.Request) -> web.StreamResponse:
         self._check(request, request.query.get("token", self.token), websocket=True)
         return await super().handle_download(request)
+
+
+def child_pids(pid: int | str = "self") -> set[int]:
+    """A process's children (Linux's /proc; elsewhere none are known)."""
+    out: set[int] = set()
+    for f in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            out |= {int(child) for child in f.read_text().split()}
+    return out
+
+
+def page_processes(command: str) -> set[int]:
+    """The pages' monitors: this process's children or grandchildren (textual-serve runs
+    ``command`` through a shell) whose command line is ``command``."""
+    argv = shlex.split(command)
+    kids = child_pids()
+    found = set()
+    for pid in kids | {g for k in kids for g in child_pids(k)}:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1] == [
+                a.encode() for a in argv
+            ]:
+                found.add(pid)
+    return found
+
+
+async def _read_to_the_end(process: Process | None) -> None:
+    """A page's monitor read until it closes its output (what it still draws goes nowhere)
+    and waited for."""
+    if process is None:
+        return
+    if process.stdout is not None:
+        with contextlib.suppress(OSError, ValueError):
+            while await process.stdout.read(1 << 16):
+                pass
+    await process.wait()
+    await asyncio.sleep(0)  # its pipes' ends taken in while the loop runs
+
+
+def _exit_now() -> None:
+    raise GracefulExit()  # a SystemExit: out of the loop, into aiohttp's orderly stop
 
 
 def serve(command: str, host: str, port: int, token: str, banner: str) -> None:
