@@ -20,8 +20,9 @@ from infmon.model.search.frontier import (
 
 FRONTIER_MIN_WIDTH = 40
 FRONTIER_MIN_HEIGHT = 8
-"""The chart takes the chart's place beside the table only with at least this much room; else
-the table's verdict lines list the probes (``FrontierView.summary``)."""
+"""The frontier takes the knee chart's place beside the narrowed table only with at least this
+much room (from 120×40); else the table's verdict lines list the probes
+(``FrontierView.summary``)."""
 
 GLYPH_VARS = {MEETS: "success", MISSES: "error", UNJUDGED: "muted"}
 

@@ -1,6 +1,8 @@
 """The knee: one row per held step (step, c, tok/s, throughput growth per doubling, TTFT p90,
 E2E p90), the knee row highlighted, revisits and steps too short to judge marked; beside it,
-where there is room to read it, tok/s and p90 E2E against load (one point per level)."""
+where there is room to read it, tok/s and p90 E2E against load (one point per level), or,
+while ``w`` runs a ``--search`` and until the operator moves the load, the search's frontier
+chart (``panes/frontier.py``) beside a narrowed table."""
 
 from __future__ import annotations
 
