@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from infmon.journal.events import BaselineSet, Note
 from infmon.model.records.measures import PromptLengths
 from infmon.model.steps.book import RATE, REPLAY
 from infmon.report.doc import EventMark, MemoryBudget, ReportDoc, StepEntry
@@ -149,11 +150,13 @@ def mark_text(e: EventMark) -> str:
     """An event of the report's list as its line reads: ``mark: the note`` (the journal keeps
     a mark's note under ``note``), ``baseline: step 3``, a step's level (``c=16``)."""
     kind = str(e.get("kind") or "")
-    if kind == "mark":
-        note = e.get("note") or e.get("label")
+    if (mark := Note.from_payload(e)) is not None and mark.kind == "mark" and mark.note:
+        return f"mark: {mark.note}"
+    if kind == "mark":  # no note (an old journal kept it under ``label``)
+        note = e.get("label")
         return f"mark: {note}" if note else "mark"
-    if kind == "baseline":
-        return f"baseline: step {e['step']}" if e.get("step") is not None else "baseline"
+    if (base := BaselineSet.from_payload(e)) is not None:
+        return f"baseline: step {base.step}" if base.step is not None else "baseline"
     if kind in ("step_begin", "step_start"):
         mode, level = e.get("mode"), e.get("level", e.get("concurrency", e.get("rate")))
         if not isinstance(level, (int, float)):

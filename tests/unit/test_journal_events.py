@@ -27,6 +27,7 @@ from infmon.journal.events import (
 )
 from infmon.journal.reader import SessionReader
 from infmon.model.steps.book import CLOSED, RATE
+from infmon.report.fmt import mark_text
 
 CAPS = {"stream_options": True, "vllm_fields": False, "per_request_metrics": True}
 CASES = [
@@ -93,3 +94,12 @@ def _lines(session: object) -> list[dict]:
 
 def _strip(line: dict) -> list[tuple[str, object]]:
     return [(k, v) for k, v in line.items() if k != "wall"]
+
+
+def test_the_reports_event_lines_read_the_typed_events():
+    """``mark_text`` reads a mark and a baseline back through ``from_payload``; an old
+    journal's mark (its note under ``label``) still reads."""
+    assert mark_text({"kind": "mark", **Note("mark", "FP8").to_payload()}) == "mark: FP8"
+    assert mark_text({"kind": "mark", "label": "fp8 on"}) == "mark: fp8 on"
+    assert mark_text({"kind": "baseline", **BaselineSet(3).to_payload()}) == "baseline: step 3"
+    assert mark_text({"kind": "baseline", **BaselineSet(None).to_payload()}) == "baseline"
