@@ -198,3 +198,39 @@ async def test_a_level_change_reaches_every_worker_within_one_window(fast_sim: s
         late[w] = first.t1 - t_set
     print(f"\nlevel change seen in each worker's window after {late} s")
     assert all(d <= 0.25 + 0.25 for d in late.values()), late  # applied within one window
+
+
+@pytest.mark.slow
+def test_a_survivor_saturated_by_the_re_split_marks_the_step_client_bound(tmp_path: Path) -> None:
+    """Issue 31: against the firehose (no engine: the client is the bottleneck) two workers at
+    c=64, one killed mid-step: the survivor takes all 64 streams, its own self-check after the
+    loss shows it saturated, and the step is marked client-bound with its Diagnosis line."""
+    session, out = tmp_path / "s", tmp_path / "out.json"
+    with running_sim("--firehose") as url:
+        proc = subprocess.Popen(
+            infmon_cmd(
+                "bench", url, "--workers", "2", "--concurrency", "64", "--step-duration", "6",
+                "--warmup", "0.5", "--output-tokens", "256", "--session-dir", str(session),
+                "--json", str(out), "--no-server-metrics",
+            ),
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        poll_until(lambda: _measuring_first_step(session), 60, "worker 1 measuring", proc)
+        workers = poll_until(lambda: w if len(w := _children(proc.pid)) == 2 else None, 10, "2")
+        os.kill(max(workers), signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=120)
+    sys.stdout.write(stdout + stderr)
+    assert "worker 1 lost" in stderr, stderr[-3000:]
+    (step,) = json.loads(out.read_text())["steps"]
+    (note,) = [n for n in step["client_notes"] if n.startswith("client-bound")]
+    assert step["client_late"] is True
+    assert (
+        "after worker 1 was lost the 1 surviving load worker took its share and saturated" in note
+    )
+    assert "client-bound: after worker 1 was lost" in stdout  # bench's table says it
+    report = (session / "report.md").read_text()
+    assert (
+        "c=64: client self-check: client-bound: after worker 1 was lost the 1 surviving load "
+        "worker took its share and saturated (" in report
+    )  # in Diagnosis
