@@ -153,7 +153,7 @@ imported_from  # unused variable (infmon/report/doc.py:368)
 # (``infmon scrape --json``, the journal's scrapes, report.json).
 engine_sleep_state  # unused variable (infmon/model/server/families.py:76)
 late_starved  # unused variable (infmon/model/steps/ledger.py:55)
-late_bound  # unused variable (infmon/model/steps/ledger.py:56)
+late_bound  # unused variable (infmon/model/steps/gathering.py:32)
 
 # Fields read by name: a dataclass's fields serialised whole (to_dict / JSON), TOML profile keys,
 # the bench scripts' result fields.

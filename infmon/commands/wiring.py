@@ -124,11 +124,11 @@ class RunWiring:
 
     def _client_check(self, index: int) -> ClientCheck:
         """The step's client check; marked client-bound when the workers left after a loss were
-        saturated (unless already starved by other processes: that cause comes first)."""
+        saturated (beside any other cause the self-check found)."""
         check = self.ledger.client_check(index)
-        bound = self.survivors.cause(index)
-        if bound.bound and not check.late_cause.starved:
-            check = replace(check, late_cause=bound)
+        bound = self.survivors.verdict(index)
+        if bound:
+            check = replace(check, late_cause=replace(check.late_cause, bound=bound))
             self.ledger.set_check(index, check)
         return check
 

@@ -209,7 +209,7 @@ def test_a_survivor_saturated_by_the_re_split_marks_the_step_client_bound(tmp_pa
     with running_sim("--firehose") as url:
         proc = subprocess.Popen(
             infmon_cmd(
-                "bench", url, "--workers", "2", "--concurrency", "64", "--step-duration", "6",
+                "bench", url, "--workers", "2", "--concurrency", "64", "--step-duration", "12",
                 "--warmup", "0.5", "--output-tokens", "256", "--session-dir", str(session),
                 "--json", str(out), "--no-server-metrics",
             ),

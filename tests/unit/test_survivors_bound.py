@@ -25,13 +25,14 @@ T0, WARMUP, LOSS_T, END = 100.0, 0.5, 103.0, 109.0
 WIN = 0.25
 
 
-def _window(worker: int, t0: float, busy: float, lag_s: float = 0.001) -> LoadWindow:
+def _window(worker: int, t0: float, busy: float, runq: float = 0.0) -> LoadWindow:
+    lag_s = 0.001
     lag = LogHistogram()
     lag.add_one(lag_s)
     return LoadWindow(
         worker, t0, t0 + WIN, sent=2, finished=2, failed=0, cancelled=0, inflight=4,
         tokens=128.0, inflight_area_s=4 * WIN, inflight_by_step=((1, 4),),
-        sent_by_step=((1, 10),), lag=lag.sparse(), cpu_s=busy * WIN, runq_s=0.0,
+        sent_by_step=((1, 10),), lag=lag.sparse(), cpu_s=busy * WIN, runq_s=runq * WIN,
     )  # fmt: skip
 
 
@@ -44,7 +45,7 @@ def _record(rid: int, sent: float) -> RequestRecord:
 
 
 def _run(
-    tmp_path: Path, *, lose: bool, busy_after: float, busy_before: float = 0.3
+    tmp_path: Path, *, lose: bool, busy_after: float, busy_before: float = 0.3, runq: float = 0.0
 ) -> tuple[dict, str]:
     clock = FakeClock(T0)
     journal = JournalWriter(tmp_path, clock)
@@ -62,7 +63,7 @@ def _run(
         after = t >= LOSS_T
         for worker in (0,) if (after and lose) else (0, 1):
             busy = busy_after if after else busy_before
-            wiring.window(_window(worker, t, busy))
+            wiring.window(_window(worker, t, busy, runq))
             for _ in range(2):
                 wiring.records(_record_batch(worker, rid, t))
                 rid += 1
@@ -93,6 +94,16 @@ def test_survivors_saturated_after_a_loss_mark_the_step_client_bound(tmp_path: P
     assert "c=8: client self-check: client-bound: after worker 1 was lost" in diagnosis
 
 
+def test_a_starved_step_whose_survivors_saturated_says_both(tmp_path: Path) -> None:
+    entry, diagnosis = _run(tmp_path, lose=True, busy_after=0.9, runq=0.1)
+    assert entry["client_late"] is True
+    notes = entry["client_notes"]
+    assert any(n.startswith("client timestamps are late (CPU starvation") for n in notes), notes
+    (bound,) = [n for n in notes if n.startswith("client-bound: after worker 1 was lost")]
+    assert "busy 90% of a core; a load thread waited for a CPU 10% of the time" in bound
+    assert "client self-check: client-bound: after worker 1 was lost" in diagnosis
+
+
 def test_survivors_that_kept_up_leave_the_step_unmarked(tmp_path: Path) -> None:
     entry, diagnosis = _run(tmp_path, lose=True, busy_after=0.4, busy_before=0.95)
     assert entry["client_late"] is False  # busy before the loss is not the survivors' state
@@ -114,12 +125,11 @@ def test_late_timestamps_after_a_loss_name_the_loop_lag() -> None:
     check.window(1, 0, 1.0, 1.25, lag, cpu_s=0.1)
     check.window(1, 1, 1.0, 1.25, None, cpu_s=0.05, runq_s=0.05)
     check.window(1, 2, 1.0, 1.25, None, cpu_s=0.25)  # the lost worker's late window
-    cause = check.cause(1)
-    assert cause.bound and not cause.starved
-    assert "after worker 2 was lost the 2 surviving load workers" in cause.text
-    assert "loop lag p99 2" in cause.text and "waited for a CPU 20% of the time" in cause.text
-    assert "busy" not in cause.text  # the lost worker's own window is not a survivor's
-    assert not check.cause(1).bound  # said once
+    verdict = check.verdict(1)
+    assert "after worker 2 was lost the 2 surviving load workers" in verdict
+    assert "loop lag p99 2" in verdict and "waited for a CPU 20% of the time" in verdict
+    assert "busy" not in verdict  # the lost worker's own window is not a survivor's
+    assert check.verdict(1) == ""  # said once
 
 
 @pytest.mark.parametrize("cpu", [0.84, 0.86])
@@ -127,4 +137,4 @@ def test_cpu_near_one_core_is_the_line(cpu: float) -> None:
     check = SurvivorCheck()
     check.lost(LossMark(0.0, 1, 1))
     check.window(1, 0, 0.0, 1.0, cpu_s=cpu)
-    assert check.cause(1).bound is (cpu >= 0.85)
+    assert bool(check.verdict(1)) is (cpu >= 0.85)

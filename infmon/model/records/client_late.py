@@ -23,11 +23,12 @@ class LateCause:
     """Why timestamps were late: ``starved`` (other processes had the CPU: the timestamps are
     late whatever the loop's lag says), or infmon's own work; ``text`` says it and the remedy.
     ``bound``: the load workers left after a worker loss were saturated by the re-split share
-    (``infmon.model.records.survivors``): the step measured the client as much as the server."""
+    (``infmon.model.records.survivors``), said how ("": they were not); it stands beside the
+    other causes: the step measured the client as much as the server."""
 
     starved: bool = False
     text: str = ""
-    bound: bool = False
+    bound: str = ""
 
 
 NO_CAUSE = LateCause()

@@ -125,7 +125,7 @@ class StepStats:
         for a CPU, or the workers left after a worker loss were saturated): the step's latencies
         carry the client's delay, its deltas are not tested."""
         cause = self.late_cause
-        return self.loop_lag_p99_s > CLIENT_LAG_LIMIT_S or cause.starved or cause.bound
+        return self.loop_lag_p99_s > CLIENT_LAG_LIMIT_S or cause.starved or bool(cause.bound)
 
     def to_dict(self) -> StepStatsEntry:
         d: StepStatsEntry = {}
@@ -457,6 +457,6 @@ def _client_notes(
         notes.append(f"event-loop lag p99 {lag_s * 1e3:.0f} ms: client timestamps are late{why}")
     elif cause.starved:
         notes.append(f"client timestamps are late ({cause.text})")
-    elif cause.bound:
-        notes.append(f"client-bound: {cause.text}")
+    if cause.bound:
+        notes.append(f"client-bound: {cause.bound}")
     return tuple(notes)

@@ -6,8 +6,8 @@ the server, and its figures must not be read as the server's (nor compared again
 survivors' own self-check says so, window by window: their loop lag (late timestamps), their
 load thread's CPU time (near one core: nothing left for more work) and its run-queue wait (no
 CPU free). From the first loss on, every step's windows measured after it are gathered per
-worker; at the step's end ``cause`` gives a ``LateCause`` with ``bound`` set when any survivor
-was saturated, naming what showed it. Pure: windows and losses come from the caller.
+worker; at the step's end ``verdict`` says, when any survivor was saturated, what showed it
+(``LateCause.bound``). Pure: windows and losses come from the caller.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from infmon.model.base.loghist import LogHistogram
-from infmon.model.records.client_late import NO_CAUSE, STARVED_SHARE, LateCause
+from infmon.model.records.client_late import STARVED_SHARE
 from infmon.model.records.stats import CLIENT_LAG_LIMIT_S
 
 SATURATED_CPU_SHARE = 0.85
@@ -91,12 +91,12 @@ class SurvivorCheck:
         if lag is not None:
             acc.lag.merge(lag)
 
-    def cause(self, step: int) -> LateCause:
-        """The step's verdict (once: its windows are let go): ``bound`` when a survivor was
-        saturated after the loss, else ``NO_CAUSE``."""
+    def verdict(self, step: int) -> str:
+        """The step's verdict (once: its windows are let go): how the survivors were saturated
+        after the loss, or "" when they were not."""
         acc = self._steps.pop(step, None)
         if acc is None or not acc.workers:
-            return NO_CAUSE
+            return ""
         shares = [s for s in acc.workers.values() if s.span_s > 0]
         cpu = max((s.cpu_s / s.span_s for s in shares), default=math.nan)
         runq = max((s.runq_s / s.span_s for s in shares), default=math.nan)
@@ -109,15 +109,11 @@ class SurvivorCheck:
         if runq >= STARVED_SHARE:
             shown.append(f"a load thread waited for a CPU {100 * runq:.0f}% of the time")
         if not shown:
-            return NO_CAUSE
+            return ""
         n = len(acc.workers)
-        return LateCause(
-            starved=False,
-            text=(
-                f"after worker {acc.loss.worker_id} was lost the {n} surviving load "
-                f"worker{'s' * (n != 1)} took its share and saturated ({'; '.join(shown)}): "
-                "the step measured the client as much as the server. Rerun with more --workers "
-                "(with Ray, --ray-restart replaces a lost actor)"
-            ),
-            bound=True,
+        return (
+            f"after worker {acc.loss.worker_id} was lost the {n} surviving load "
+            f"worker{'s' * (n != 1)} took its share and saturated ({'; '.join(shown)}): "
+            "the step measured the client as much as the server. Rerun with more --workers "
+            "(with Ray, --ray-restart replaces a lost actor)"
         )

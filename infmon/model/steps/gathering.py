@@ -29,7 +29,7 @@ class ClientCheckPayload(TypedDict):
     send_lateness_p99_ms: float | None
     late_cause: str
     late_starved: bool
-    late_bound: bool
+    late_bound: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ class ClientCheck:
             LateCause(
                 d.get("late_starved") is True,
                 str(d.get("late_cause") or ""),
-                d.get("late_bound") is True,
+                bound if isinstance(bound := d.get("late_bound"), str) else "",
             ),
         )
 
