@@ -505,21 +505,21 @@ def write_session_reports(
     names = ", ".join(p.name for p in written if p.suffix in (".md", ".html"))
     where = written[0].parent if written else directory
     say(f"reports: {names} in {where}", err=err)
-    energy = _energy(next((p for p in written if p.name == "report.json"), None))
+    energy = energy_of(where)
     if energy is not None:
         say(energy, err=err)
 
 
-def _energy(report_json: Path | None) -> str | None:
-    """The energy per step of the report just written (GPU power known), else None."""
+def energy_of(reports: Path) -> str | None:
+    """The energy per step of the report just written in ``reports`` (where GPU power was
+    known), else None."""
     import json
 
     from infmon.report.docjson import parse_report
     from infmon.report.gpu import energy_line
 
-    if report_json is None:
-        return None
+    path = reports / "report.json"
     try:
-        return energy_line(parse_report(json.loads(report_json.read_text()), str(report_json)))
-    except (OSError, ValueError):  # the reports' own failure is said above
+        return energy_line(parse_report(json.loads(path.read_text()), str(path)))
+    except (OSError, ValueError):  # no report there, or not one: the reports' own line says why
         return None

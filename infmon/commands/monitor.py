@@ -24,6 +24,7 @@ from infmon.commands.common import (
     add_load_arguments,
     config_from_args,
     default_session_dir,
+    energy_of,
     open_journal,
 )
 from infmon.commands.live import LiveController
@@ -269,6 +270,9 @@ def run_monitor(
                 print(
                     failed or f"infmon: session recorded in {place}; report: {out}", file=sys.stderr
                 )
+                energy = energy_of(Path(out).parent) if out.endswith(".md") else None
+                if energy is not None:  # where GPU power was known, as bench says it
+                    print(energy, file=sys.stderr)
         finally:
             if on_exit is not None:
                 on_exit()

@@ -50,8 +50,12 @@ def monitor(scenario: str, concurrency: int, session: Path, until: str) -> tuple
             later = t.screen()
             t.keys("q")
             t.wait_for("the report", lambda s: (session / "report.md").exists(), 60)
+            # where the GPU's power is known, the monitor says each step's energy as it ends
+            closing = t.wait_for("the energy line", lambda s: "energy per step (serving" in s, 30)
         finally:
             t.run("kill-server", check=False)
+    said = " ".join(closing.split())  # the terminal folds the line
+    assert f"energy per step (serving GPUs): c={concurrency} " in said and " J/token" in said
     return first, later
 
 
