@@ -179,6 +179,7 @@ def check_same(verdicts: list[Verdict]) -> None:
         assert (v.knee, v.kind) == (first.knee, first.kind), verdicts
 
 
+@pytest.mark.timeout(60 + RUNS * (WITHIN_S + 60))  # each run: its 120 s, a stop and a report
 def test_the_demo_names_the_same_knee_for_the_same_reason_run_after_run(tmp_path) -> None:
     check_same([demo_in_tmux(tmp_path / f"run{i}") for i in range(RUNS)])
 
