@@ -235,11 +235,12 @@ class StepRunner:
         until_last = spec.max_requests is not None or spec.replay
         if not until_last:
             self._apply(self.ledger.book.end(t_end))  # chunks after this are not the step's
-        last = asyncio.ensure_future(self._edge())
+            last = asyncio.ensure_future(self._edge())
         tick("drain")
         await engine.wait_idle(self.drain_timeout_s)
-        if until_last:  # measured until the last request ended
+        if until_last:  # measured until the last request ended: the server's edge is there too
             self._apply(self.ledger.book.end(max(t_end, self.ledger.last_end(index))))
+            last = asyncio.ensure_future(self._edge())
         self.ledger.settle(index)
         result = next(r for r in self.ledger.settled_results() if r.index == index)
         return result, edge_rate(*await _edges(first, last, grace_s=EDGE_GRACE_S))

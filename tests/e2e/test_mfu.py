@@ -27,7 +27,8 @@ def bench(url: str, session: Path, *extra: str, levels: str = "16") -> dict:
     run = subprocess.run(
         infmon_cmd(
             *("bench", url, "--concurrency", levels, "--step-requests", "16"),
-            *("--output-tokens", "32", "--warmup", "0", "--session-dir", str(session), *extra),
+            *("--output-tokens", "64", "--warmup", "0", "--metrics-interval", "0.25"),
+            *("--session-dir", str(session), *extra),
         ),
         cwd=REPO,
         capture_output=True,
