@@ -200,7 +200,11 @@ async def test_a_level_change_reaches_every_worker_within_one_window(fast_sim: s
     assert all(d <= 0.25 + 0.25 for d in late.values()), late  # applied within one window
 
 
+# unmet: in the lead's fresh-clone CI run (quiet host) the step's client notes held the
+# starvation note ("event-loop lag p99 82 ms … waited for a CPU 5%") but no client-bound one
+# after worker 1 was killed; it passed in session ray3's runs (issue 31's note)
 @pytest.mark.slow
+@pytest.mark.unmet
 def test_a_survivor_saturated_by_the_re_split_marks_the_step_client_bound(tmp_path: Path) -> None:
     """Issue 31: against the firehose (no engine: the client is the bottleneck) two workers at
     c=64, one killed mid-step: the survivor takes all 64 streams, its own self-check after the
