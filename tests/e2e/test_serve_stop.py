@@ -57,9 +57,9 @@ def steps_ended(session: Path) -> int:
     return int(n)
 
 
-async def open_page_until(page: str, session: Path, serve: subprocess.Popen) -> None:
-    """Open the page's WebSocket (as the browser does), hold it until the demo has begun its
-    second step, then close it (the tab closed)."""
+async def hold_page(page: str, session: Path, serve: subprocess.Popen, then=None) -> None:
+    """Open the page's WebSocket (as the browser does) and read it until the demo has begun its
+    second step; then close it (the tab closed), or keep it open while ``then()`` runs."""
     import aiohttp
 
     base, token = page.split("/?token=")
@@ -81,7 +81,10 @@ async def open_page_until(page: str, session: Path, serve: subprocess.Popen) -> 
                 lambda: steps_ended(session) >= 1, 90, "the demo's second step", serve
             ),
         )
-        await ws.close()
+        if then is None:
+            await ws.close()
+        else:
+            await loop.run_in_executor(None, then)
         reader.cancel()
 
 
@@ -97,7 +100,7 @@ def test_stopping_serve_as_its_page_closes_still_writes_the_report(tmp_path, sto
         stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
-        asyncio.run(open_page_until(_printed_url(banner, 30), session, serve))
+        asyncio.run(hold_page(_printed_url(banner, 30), session, serve))
         # the page's monitor quits and starts its report; serve is stopped meanwhile
         poll_until(lambda: "quit" in journal_kinds(session), 30, "the monitor's quit", serve)
         os.killpg(serve.pid, stop)
@@ -117,33 +120,6 @@ def test_stopping_serve_as_its_page_closes_still_writes_the_report(tmp_path, sto
     assert (session / "report.html").exists() and (session / "report.md").exists()
 
 
-async def hold_page_while(page: str, session: Path, serve: subprocess.Popen, then) -> None:
-    """The page open (its WebSocket read) while ``then()`` runs, once the demo began step 2."""
-    import aiohttp
-
-    base, token = page.split("/?token=")
-    ws_url = base.replace("http://", "ws://") + f"/ws/{token}?width=120&height=40"
-    async with (
-        aiohttp.ClientSession() as http,
-        http.ws_connect(ws_url, headers={"Origin": base}) as ws,
-    ):
-
-        async def drain() -> None:
-            async for _ in ws:
-                pass
-
-        reader = asyncio.create_task(drain())
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(
-            None,
-            lambda: poll_until(
-                lambda: steps_ended(session) >= 1, 90, "the demo's second step", serve
-            ),
-        )
-        await loop.run_in_executor(None, then)
-        reader.cancel()
-
-
 def test_stopping_serve_alone_with_a_page_open_writes_the_pages_report(tmp_path) -> None:
     """SIGTERM to `infmon serve` only (a service manager's stop): it stops each page's monitor
     and waits while it writes its report, then exits."""
@@ -161,7 +137,7 @@ def test_stopping_serve_alone_with_a_page_open_writes_the_pages_report(tmp_path)
         serve.wait(90)
 
     try:
-        asyncio.run(hold_page_while(_printed_url(banner, 30), session, serve, stop_serve_alone))
+        asyncio.run(hold_page(_printed_url(banner, 30), session, serve, stop_serve_alone))
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
