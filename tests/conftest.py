@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +19,28 @@ from infmon.sim.launch import running_simulator
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 """Real captures the tests read (each with its ``.source.txt``); a fresh clone has them all."""
+
+
+SYSTEM_TOOLS = ("tmux", "chromium", "prometheus")
+"""The Debian tools some tests drive. Without one, those tests are skipped and say how to
+install it; under CI (``CI`` set: ``.ci/run`` installs them) a missing one fails the run."""
+
+
+def system_tool(name: str) -> str:
+    """The path of ``name`` (one of ``SYSTEM_TOOLS``); the test is skipped without it."""
+    exe = shutil.which(name)
+    if exe is None:
+        pytest.skip(
+            f"{name} is not installed (apt-get install {name}: CI installs and requires it)"
+        )
+    return exe
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under CI every system tool must be there: a skipped browser test is not a pass."""
+    missing = [t for t in SYSTEM_TOOLS if shutil.which(t) is None]
+    if os.environ.get("CI") and missing:
+        pytest.exit(f"CI is set and {', '.join(missing)} not installed (.ci/run installs them)", 1)
 
 
 def default_sigint() -> None:

@@ -9,7 +9,6 @@ waits until the target's series are queryable and always stops it. If CI already
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -23,10 +22,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-import pytest
 
 from infmon.sim.launch import stop_process
-from tests.conftest import poll_until
+from tests.conftest import poll_until, system_tool
 
 JOB = "infmon-e2e"
 
@@ -100,9 +98,7 @@ def prometheus_for(
 ) -> Iterator[str]:
     """Run a real Prometheus scraping ``target_url``/metrics (and ``more_targets``, same path)
     every 1 s; yield its URL once series named like ``series`` are queryable."""
-    exe = shutil.which("prometheus")
-    if exe is None:
-        pytest.fail("prometheus is not installed (.ci/run apt-installs the Debian package)")
+    exe = system_tool("prometheus")
     target = urlsplit(target_url)
     netlocs = ", ".join(f"'{urlsplit(u).netloc}'" for u in (target_url, *more_targets))
     port = free_port()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, infmon_cmd
+from tests.conftest import REPO, infmon_cmd, system_tool
 from tests.e2e.test_tmux_demo import Tmux, sim_processes
 
 pytestmark = [
@@ -128,10 +128,9 @@ def demo_in_tmux(tmp: Path) -> Verdict:
 
 def demo_in_browser(tmp: Path) -> Verdict:
     from tests.e2e.conftest import free_port
-    from tests.e2e.test_serve_chromium import CHROMIUM, _printed_url, _wait_http
+    from tests.e2e.test_serve_chromium import _printed_url, _wait_http
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is required (apt-get install chromium)")
+    chromium = system_tool("chromium")
     pytest.importorskip("textual_serve", reason="infmon serve needs textual-serve")
     port, devtools = free_port(), free_port()
     tmp.mkdir(parents=True, exist_ok=True)
@@ -153,7 +152,7 @@ def demo_in_browser(tmp: Path) -> Verdict:
             f"--remote-debugging-port={devtools}", f"--user-data-dir={tmp / 'profile'}",
         ]  # fmt: skip
         chrome = subprocess.Popen(
-            [CHROMIUM, *flags, page], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [chromium, *flags, page], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
         knee, reason, took = wait_verdict(session, started, lambda: serve.poll() is None)

@@ -6,7 +6,6 @@ joins each pod with its GPU, and the neighbour on one of them (issue 22, must sh
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import tempfile
 import time
@@ -21,7 +20,7 @@ import pytest
 from infmon.sim.launch import stop_process
 from infmon.sources.exposition import parse_exposition
 from infmon.sources.gpu import dcgm_gpus
-from tests.conftest import REPO, infmon_cmd, running_sim
+from tests.conftest import REPO, infmon_cmd, running_sim, system_tool
 from tests.e2e.conftest import free_port, wait_for_scrape_after
 
 pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
@@ -59,9 +58,7 @@ def _ready(url: str) -> bool:
 
 @contextmanager
 def prometheus(config: str, timeout_s: float = 30.0) -> Iterator[str]:
-    exe = shutil.which("prometheus")
-    if exe is None:
-        pytest.fail("prometheus is not installed (.ci/run apt-installs the Debian package)")
+    exe = system_tool("prometheus")
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="infmon-prom-gpu-") as tmp:
         (Path(tmp) / "prometheus.yml").write_text(config)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,16 +11,15 @@ import pytest
 
 from infmon.journal import JournalWriter
 from infmon.report import write_reports
+from tests.conftest import system_tool
 from tests.synthetic import SyntheticServer, write_synthetic_session
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 EVIL = "<script>document.title='pwned';document.body.innerHTML='pwned'</script>"
 
 
 def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is required (apt-get install chromium)")
+    chromium = system_tool("chromium")
     flags = [
         "--headless",
         "--no-sandbox",
@@ -32,7 +30,7 @@ def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
         "--no-first-run",
         f"--user-data-dir={tmp / 'chrome-profile'}",
     ]
-    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([chromium, *flags, *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -146,11 +144,10 @@ def test_the_steps_table_fits_a_1300_px_window(wide_report, tmp_path):
     from tests.e2e.conftest import free_port
     from tests.e2e.test_serve_chromium import _wait_http
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is required (apt-get install chromium)")
+    chromium = system_tool("chromium")
     port = free_port()
     chrome = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--remote-debugging-port={port}", f"--user-data-dir={tmp_path / 'profile'}",
          "about:blank"],

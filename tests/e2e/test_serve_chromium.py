@@ -13,7 +13,6 @@ import base64
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, system_tool
 from tests.e2e.conftest import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ANSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]|\x1b\][^\x07]*\x07")
 
 
@@ -107,8 +105,7 @@ async def _browse(
 
 
 def test_the_monitor_in_a_browser_shows_throughput_and_the_kv_gauge(tmp_path) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is required (apt-get install chromium)")
+    chromium = system_tool("chromium")
     pytest.importorskip("textual_serve", reason="infmon serve needs textual-serve")
     port, devtools = free_port(), free_port()
     argv = ["serve", "--listen", f"127.0.0.1:{port}", "demo", "--session-dir", str(tmp_path / "s")]
@@ -136,7 +133,7 @@ def test_the_monitor_in_a_browser_shows_throughput_and_the_kv_gauge(tmp_path) ->
             f"--user-data-dir={tmp_path / 'profile'}",
         ]
         chrome = subprocess.Popen(
-            [CHROMIUM, *flags, "about:blank"],
+            [chromium, *flags, "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
