@@ -184,11 +184,21 @@ def _workload(text: Any) -> str:
     return value.lower() if value.lower() in ("corpus", "synthetic") else value
 
 
-def _nonneg_int(text: str | int) -> int:
+def _whole(text: object, what: str = "an integer") -> int:
+    """``text`` as an int: a whole number (TOML's ``64.0`` too), never a truncated ``2.7``,
+    an ``inf`` or a boolean."""
+    if not isinstance(text, (str, int, float)) or isinstance(text, bool):
+        raise ConfigError(f"not {what}: {text!r}")
+    if isinstance(text, float) and not text.is_integer():
+        raise ConfigError(f"not {what}: {text!r}")
     try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"not an integer: {text!r}") from None
+        return int(text)
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(f"not {what}: {text!r}") from None
+
+
+def _nonneg_int(text: str | int) -> int:
+    value = _whole(text)
     if value < 0:
         raise ConfigError(f"must be >= 0: {text!r}")
     return value
@@ -238,10 +248,7 @@ def _bool(text: str | bool) -> bool:
 
 
 def _positive_int(text: str | int) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"not an integer: {text!r}") from None
+    value = _whole(text)
     if value < 1:
         raise ConfigError(f"must be >= 1: {text!r}")
     return value
@@ -292,10 +299,7 @@ def parse_size_bytes(text: str | int) -> int:
 
 
 def _seed(text: Any) -> int:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"not an integer seed: {text!r}") from None
+    return _whole(text, "an integer seed")
 
 
 _PARSERS: dict[str, Callable[[Any], Any]] = {

@@ -101,6 +101,9 @@ def test_values_parse() -> None:
         ({"endpoint": "embeddings"}, "not one of"),
         ({"api_key_file": "/nonexistent/key"}, "cannot read API key file"),
         ({"api_key_file": "\x00"}, "cannot read API key file"),
+        ({"step_requests": float("inf")}, "not an integer"),  # hypothesis found it (TOML inf)
+        ({"step_requests": 2.7}, "not an integer"),  # not truncated to 2
+        ({"seed": True}, "not an integer seed"),
     ],  # hypothesis found a NUL once
 )
 def test_bad_values_are_one_line_errors(cli: dict, message: str) -> None:
