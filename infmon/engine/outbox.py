@@ -38,6 +38,12 @@ SLICE = 8
 """Records encoded in one turn of the loop before it serves its sockets again."""
 HOLD_MAX_S = 0.25
 """Longest a tick holds the records and the window while requests wait for a first token."""
+PASS_MAX = 512
+"""Most records one pass takes. A pass ends with the window's close; a saturated loop (records
+made faster than its slices encode them) once took ever more records a pass, and a window
+then spanned 8 s instead of ``window_s``: the controller heard the worker's lag, CPU and
+tokens seconds late, after the step had ended. Records left for the next pass count as in
+flight in the window (a window saying "nothing in flight" still comes after every record)."""
 
 
 class DriverView(Protocol):
@@ -111,6 +117,8 @@ class Outbox:
         self.endpoints: dict[int, int] | None = None
         """Request id → endpoint index (``SpreadClient.endpoint_of``), popped as encoded."""
         self._records: deque[RequestRecord] = deque()
+        self._queued: dict[int, int] = {}
+        """Records waiting in ``_records``, by step (in flight for the controller until sent)."""
         self._messages: list[object] = []
         self._hists = LatencyHists()
         self._flush_window = False
@@ -135,6 +143,7 @@ class Outbox:
     # ---- from the load loop (cheap) ----------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
         self._records.append(rec)
+        self._queued[rec.step] = self._queued.get(rec.step, 0) + 1
 
     def put(self, msg: object) -> None:
         """A control reply, sent after every record that finished before it."""
@@ -156,7 +165,7 @@ class Outbox:
 
     def drain_now(self) -> None:
         """Encode and send everything taken or waiting, in one go (at the end, and tests)."""
-        later = self._take()
+        later = self._take(None)
         work = self._pass
         if work is None:
             work = later
@@ -194,18 +203,34 @@ class Outbox:
         right after those records are made). Later, their chunks come between tokens."""
         return self.unanswered() > 0 and self.now() - self._last_pass_s < HOLD_MAX_S
 
-    def _take(self) -> _Pass:
+    def _take(self, most: int | None = PASS_MAX) -> _Pass:
         # What is in flight is read before the records are taken: the driver emits a record
         # before it stops counting the request, so a window that says "nothing in flight"
-        # comes after every record (a step settled on it misses none).
+        # comes after every record (a step settled on it misses none). Records left queued
+        # (more than ``PASS_MAX``) are added to it: they have not reached the controller.
         d = self.driver
-        inflight = (
-            (d.inflight, _items(getattr(d, "inflight_by_step", None))) if d is not None else (0, ())
+        inflight, by_step = (
+            (d.inflight, dict(getattr(d, "inflight_by_step", None) or {}))
+            if d is not None
+            else (0, {})
         )
-        records = list(self._records)
-        self._records.clear()
-        messages, self._messages = self._messages, []
-        return _Pass(inflight, records, messages)
+        queue, queued = self._records, self._queued
+        n = len(queue) if most is None else min(len(queue), most)
+        records = [queue.popleft() for _ in range(n)]
+        for rec in records:
+            if (left := queued[rec.step] - 1) > 0:
+                queued[rec.step] = left
+            else:
+                del queued[rec.step]
+        for step, n in queued.items():
+            inflight += n
+            by_step[step] = by_step.get(step, 0) + n
+        messages: list[object] = []
+        if queue:
+            self._again = True  # the rest in the pass that follows at once
+        else:  # a reply goes after every record that finished before it
+            messages, self._messages = self._messages, []
+        return _Pass((inflight, _items(by_step)), records, messages)
 
     def _step(self) -> None:
         """One slice of the current pass; the next slice after the loop has polled again."""

@@ -11,6 +11,7 @@ the outbox reads ``inflight`` before it takes the records.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from infmon.clock import MonotonicClock
 from infmon.engine.outbox import Outbox
@@ -82,3 +83,42 @@ async def test_the_driver_emits_while_the_request_is_still_in_flight() -> None:
     await d.stop(cancel_inflight=False)
     assert seen and all(n >= 1 for n in seen), seen
     assert d.inflight == 0
+
+
+class _Idle:
+    """A driver with nothing in flight: every request has been emitted as a record."""
+
+    sent = succeeded = 1200
+    failed = cancelled = inflight = 0
+
+    def inflight_area_s(self) -> float:
+        return 0.0
+
+
+async def test_a_backlog_is_sent_a_pass_at_a_time_with_a_window_after_each() -> None:
+    """Issue 31: a saturated worker (records made faster than its slices encode them) took
+    the whole backlog each pass and closed its window only at a pass's end: one window spanned
+    8 s, reached the controller after the step had ended, and a survivor's saturation went
+    unseen. A pass takes at most ``PASS_MAX`` records; each window counts those still queued as
+    in flight (so one saying "nothing in flight" comes after every record), and a control
+    reply still follows every record that finished before it."""
+    got: list[object] = []
+    box = Outbox(0, got.append, MonotonicClock().now, window_s=0.0)
+    box.driver = _Idle()
+    box.start()
+    for i in range(1200):
+        box.add_record(replace(_record(i), step=3))
+    box.put("reply")
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 10
+    while "reply" not in got:
+        assert loop.time() < end, "the backlog was not sent"
+        await asyncio.sleep(0)
+    box.close()
+    sent, windows = 0, []
+    for msg in got[: got.index("reply")]:
+        if isinstance(msg, RecordLines):
+            sent += len(msg.lines)
+        elif isinstance(msg, Window):
+            windows.append((sent, msg.inflight, msg.inflight_by_step))
+    assert windows[:3] == [(512, 688, ((3, 688),)), (1024, 176, ((3, 176),)), (1200, 0, ())]
