@@ -19,6 +19,7 @@ from infmon.journal.safefile import write_text_atomic
 from infmon.model.search.level_fit import Probe
 from infmon.model.search.policy import GOALS, Next, SearchSpec, Verdict
 from infmon.model.search.search_json import SearchDoc, search_doc, verdict_line
+from infmon.model.steps.book import RATE
 from infmon.model.steps.ledger import StepResult
 from infmon.report.frontier import frontier_chart
 
@@ -96,7 +97,7 @@ def search_from_args(args: argparse.Namespace, config: Config) -> SearchSpec | N
     goal = getattr(args, "search", None)
     if goal is None:
         return None
-    rate = args.search_by == "rate"
+    rate = args.search_by == RATE
     if goal == "slo" and config.slo.empty:
         raise CliError("--search slo needs --slo, e.g. --slo ttft=500ms,tpot=50ms")
     if goal == "knee" and rate:

@@ -25,7 +25,7 @@ from infmon.model.base.sanitize import clean
 from infmon.model.live.dashboard import DashboardSnapshot
 from infmon.model.live.session import Session
 from infmon.model.live.step_views import closing_text
-from infmon.model.steps.book import Level
+from infmon.model.steps.book import CLOSED, RATE, Level
 from infmon.ui.commands import (
     FOOTER,
     LevelCommands,
@@ -175,7 +175,7 @@ class InfmonApp(App[None]):
         variants = {
             "toggle_pause": "pause" if not paused else ("resume" if started else "start"),
             "toggle_sweep": w_variant(h.search if h else None, h is not None and bool(h.sweep)),
-            "toggle_mode": "closed" if h is None or h.load_mode != "rate" else "rate",
+            "toggle_mode": CLOSED if h is None or h.load_mode != RATE else RATE,
         }
         state = (variants, footer_keys(width or self.size.width, variants))
         if state != self._footer_state:

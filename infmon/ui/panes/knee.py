@@ -14,6 +14,7 @@ from textual.containers import Horizontal
 
 from infmon.model.compare.baseline import LevelComparison, delta_text
 from infmon.model.live.dashboard import KneeView, StepPoint
+from infmon.model.steps.book import RATE
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 from infmon.ui.panes.frontier import FRONTIER_MIN_HEIGHT, FRONTIER_MIN_WIDTH, frontier_text
@@ -185,7 +186,7 @@ class KneePane(Pane):
         is_knee = p.counted and k.knee_level is not None and p.level == k.knee_level
         cells = {
             "step": str(p.index),
-            "c": f"{p.level:g}" if p.mode != "rate" else f"{p.level:g}/s",
+            "c": f"{p.level:g}" if p.mode != RATE else f"{p.level:g}/s",
             "tok/s": f.num(p.output_tokens_per_s),
             "gain/×2": f.signed_pct(p.growth_per_doubling) if p.counted else "",
             "TTFT p90": f.ms(p.p90_ttft_s),
