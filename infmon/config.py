@@ -193,7 +193,7 @@ def _whole(text: object, what: str = "an integer") -> int:
         raise ConfigError(f"not {what}: {text!r}")
     try:
         return int(text)
-    except (TypeError, ValueError, OverflowError):
+    except ValueError:  # a string that is not an integer (types, inf and nan are out above)
         raise ConfigError(f"not {what}: {text!r}") from None
 
 

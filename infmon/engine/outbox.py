@@ -117,8 +117,6 @@ class Outbox:
         self.endpoints: dict[int, int] | None = None
         """Request id → endpoint index (``SpreadClient.endpoint_of``), popped as encoded."""
         self._records: deque[RequestRecord] = deque()
-        self._queued: dict[int, int] = {}
-        """Records waiting in ``_records``, by step (in flight for the controller until sent)."""
         self._messages: list[object] = []
         self._hists = LatencyHists()
         self._flush_window = False
@@ -143,7 +141,6 @@ class Outbox:
     # ---- from the load loop (cheap) ----------------------------------------------------------
     def add_record(self, rec: RequestRecord) -> None:
         self._records.append(rec)
-        self._queued[rec.step] = self._queued.get(rec.step, 0) + 1
 
     def put(self, msg: object) -> None:
         """A control reply, sent after every record that finished before it."""
@@ -214,17 +211,13 @@ class Outbox:
             if d is not None
             else (0, {})
         )
-        queue, queued = self._records, self._queued
-        n = len(queue) if most is None else min(len(queue), most)
-        records = [queue.popleft() for _ in range(n)]
-        for rec in records:
-            if (left := queued[rec.step] - 1) > 0:
-                queued[rec.step] = left
-            else:
-                del queued[rec.step]
-        for step, n in queued.items():
-            inflight += n
-            by_step[step] = by_step.get(step, 0) + n
+        queue = self._records
+        records = [
+            queue.popleft() for _ in range(len(queue) if most is None else min(len(queue), most))
+        ]
+        for rec in queue:  # left for the next pass (only when the loop fell behind)
+            inflight += 1
+            by_step[rec.step] = by_step.get(rec.step, 0) + 1
         messages: list[object] = []
         if queue:
             self._again = True  # the rest in the pass that follows at once
