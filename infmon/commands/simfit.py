@@ -9,11 +9,17 @@ report document) into typed observations happens here, on the commands side.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infmon.commands import CliError
+
+if TYPE_CHECKING:
+    from infmon.sim.fit import Observation
 
 DEFAULT_PROFILE = "sim-profile.toml"
 
@@ -41,6 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help=f"write the fitted profile here (default: {DEFAULT_PROFILE} in the first session)",
+    )
+    a(
+        "--targets",
+        choices=("auto", "server", "client"),
+        default="auto",
+        help="whose TTFT and TPOT to fit: the server's own per-request timings (vLLM "
+        "--enable-per-request-metrics: its engine clock, untouched by a busy client host), "
+        "the client's streams, or auto (default: the server's where every step carries them)",
     )
     a("--fitted", type=Path, metavar="FILE", help="--predict on a fitted profile (--fit's)")
     a(
@@ -87,42 +101,120 @@ def _acceptance(session_dir: Path) -> tuple[float, ...]:
     return tuple(sum(r[i] for r in rows) / len(rows) for i in range(k))
 
 
-def read_session(session_dir: Path) -> tuple[list[Any], dict[str, Any]]:
-    """The session's closed-loop steps as observations, and its server config."""
+SERVER_SHARE = 0.9
+"""A step's TTFT and TPOT come from the server's per-request timings only when at least this
+share of its measured requests carried them (the rest: a server without the flag, an error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTimed:
+    """One step's TTFT and TPOT as the server timed its requests (seconds)."""
+
+    ttft_mean_s: float
+    ttft_p50_s: float
+    tpot_mean_s: float
+
+
+def _server_timed(session_dir: Path) -> dict[int, ServerTimed]:
+    """Per step, the server's own per-request figures (vLLM ``--enable-per-request-metrics``):
+    TTFT = queued → first token, TPOT = its mean inter-token time; steps where under
+    ``SERVER_SHARE`` of the measured requests carried them are left out."""
+    from infmon.journal.reader import SessionReader
+
+    ttft: dict[int, list[float]] = {}
+    tpot: dict[int, list[float]] = {}
+    measured: dict[int, int] = {}
+    with SessionReader(session_dir) as reader:
+        for r in reader.iter_records():
+            if not r.ok or r.warmup:
+                continue
+            measured[r.step] = measured.get(r.step, 0) + 1
+            t = r.server
+            if t is None or not math.isfinite(t.server_ttft_ms):
+                continue
+            ttft.setdefault(r.step, []).append(t.server_ttft_ms / 1e3)
+            if (r.output_tokens or 0) >= 2 and math.isfinite(t.mean_itl_ms):
+                tpot.setdefault(r.step, []).append(t.mean_itl_ms / 1e3)
+    out = {}
+    for step, n in measured.items():
+        firsts, pers = ttft.get(step, []), tpot.get(step, [])
+        if len(firsts) >= SERVER_SHARE * n and len(pers) >= 2:
+            out[step] = ServerTimed(
+                statistics.fmean(firsts), statistics.median(firsts), statistics.fmean(pers)
+            )
+    return out
+
+
+def _client_step(session: str, st: Mapping[str, Any]) -> tuple[int, Observation] | None:
+    """One closed-loop step of a report document as the client measured it (None: not one)."""
+    from infmon.sim.fit import Observation
+
+    c, done = st.get("concurrency"), st.get("completed") or 0
+    prompt, output = _num(st.get("prompt_tokens")), _num(st.get("output_tokens"))
+    ttft_ms = st.get("ttft_ms") or {}
+    tpot, ttft = _num((st.get("tpot_ms") or {}).get("mean")), _num(ttft_ms.get("mean"))
+    p50, tok_s = _num(ttft_ms.get("p50")), _num(st.get("output_throughput_tok_s"))
+    if (
+        not c
+        or done < 2
+        or prompt is None
+        or output is None
+        or tpot is None
+        or ttft is None
+        or tok_s is None
+    ):
+        return None
+    obs = Observation(
+        session=session,
+        concurrency=int(c),
+        prompt_tokens=prompt / done,
+        output_tokens=output / done,
+        tpot_s=tpot / 1e3,
+        ttft_s=ttft / 1e3,
+        output_tok_s=tok_s,
+        ttft_p50_s=p50 / 1e3 if p50 is not None else math.nan,
+    )
+    return int(st.get("step") or 0), obs
+
+
+def read_session(
+    session_dir: Path, targets: str = "auto"
+) -> tuple[list[Observation], dict[str, Any]]:
+    """The session's closed-loop steps as observations, and its server config. ``targets``:
+    whose TTFT and TPOT (``auto``: the server's when every step carries them, else the
+    client's; ``server``: a step without them is an error)."""
     from infmon.journal import JournalReadError, is_session_dir
     from infmon.report import build_summary
-    from infmon.sim.fit import Observation
 
     if not is_session_dir(session_dir):
         raise CliError(f"{session_dir}: not a session directory")
     try:
         doc = build_summary(session_dir)
+        timed = _server_timed(session_dir) if targets != "client" else {}
     except JournalReadError as exc:
         raise CliError(str(exc)) from None
     name = Path(session_dir).name
     acceptance = _acceptance(session_dir)
-    out = []
-    for st in doc["steps"]:
-        c, done = st.get("concurrency"), st.get("completed") or 0
-        prompt, output = _num(st.get("prompt_tokens")), _num(st.get("output_tokens"))
-        tpot = _num((st.get("tpot_ms") or {}).get("mean"))
-        ttft = _num((st.get("ttft_ms") or {}).get("mean"))
-        tok_s = _num(st.get("output_throughput_tok_s"))
-        if not c or done < 2 or None in (prompt, output, tpot, ttft, tok_s):
-            continue
-        out.append(
-            Observation(
-                session=name,
-                concurrency=int(c),
-                prompt_tokens=prompt / done,  # type: ignore[operator]
-                output_tokens=output / done,  # type: ignore[operator]
-                tpot_s=tpot / 1e3,  # type: ignore[operator]
-                ttft_s=ttft / 1e3,  # type: ignore[operator]
-                output_tok_s=tok_s,  # type: ignore[arg-type]
-                speculative_k=len(acceptance),
-                acceptance=acceptance,
-            )
+    steps = [row for st in doc["steps"] if (row := _client_step(name, st)) is not None]
+    server = bool(steps) and all(step in timed for step, _ in steps)
+    if targets == "server" and not server:
+        raise CliError(
+            f"{session_dir}: --targets server, but not every step carries the server's "
+            "per-request timings (start vLLM with --enable-per-request-metrics)"
         )
+    out = []
+    for step, seen in steps:
+        srv = timed[step] if server else None
+        o = seen
+        if srv is not None:
+            o = replace(
+                seen,
+                tpot_s=srv.tpot_mean_s,
+                ttft_s=srv.ttft_mean_s,
+                ttft_p50_s=srv.ttft_p50_s,
+                source="server",
+            )
+        out.append(replace(o, speculative_k=len(acceptance), acceptance=acceptance))
     return out, dict(doc["server"])
 
 
@@ -161,7 +253,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
     obs, servers = [], []
     for d in args.fit:
-        o, server = read_session(d)
+        o, server = read_session(d, args.targets)
         obs += o
         servers.append(server)
     if not obs:
@@ -191,7 +283,14 @@ def render_fit(result: Any) -> list[str]:
     c = result.cost
     lines = [
         f"fitted {len(PARAMS)} costs in {result.iterations} iterations; "
-        f"relative scatter {c.rms_rel:.1%}"
+        f"relative scatter {c.rms_rel:.1%}",
+        "  TTFT and TPOT: "
+        + {
+            "server": "the server's own per-request timings (engine clock: queued → first "
+            "token, mean inter-token time)",
+            "client": "the client's streams (a busy client host makes them late: "
+            "--targets server with vLLM's --enable-per-request-metrics)",
+        }.get(c.targets, c.targets),
     ]
     for i, name in enumerate(PARAMS):
         src = c.sources[i]
@@ -317,6 +416,8 @@ def render_forecast(f: Any) -> list[str]:
         f"{s.output_tokens}{spec} (95% band):",
         f"  TPOT ms       {f.tpot_s.text(1e3)}",
         f"  TTFT ms p50   {f.ttft_p50_s.text(1e3)}   mean {f.ttft_mean_s.text(1e3)}",
+        f"    from the scheduler's queue (as vLLM's per-request timings count it): p50 "
+        f"{f.queue_ttft_p50_s.text(1e3)}   mean {f.queue_ttft_mean_s.text(1e3)}",
         f"  output tok/s  {f.output_tok_s.text(1.0, 1)}",
         f"  largest batch {f.batch_max}; preemptions {f.preemptions}",
     ]

@@ -77,6 +77,9 @@ class FittedCost:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 2048
     notes: tuple[str, ...] = field(default_factory=tuple)
+    targets: str = "client"
+    """Whose TTFT and TPOT the costs were fitted to: ``client``, ``server`` (vLLM's own
+    per-request timings) or ``client, server`` (sessions of both kinds)."""
 
     def __post_init__(self) -> None:
         if len(self.values) != len(PARAMS):

@@ -66,6 +66,11 @@ class Observation:
     output_tok_s: float
     speculative_k: int = 0
     acceptance: tuple[float, ...] = ()  # marginal per position (vLLM's per-position counters)
+    source: str = "client"
+    """Whose TTFT and TPOT: ``client`` (the streams as read) or ``server`` (vLLM's own
+    per-request timings on its engine clock: queued → first token, mean inter-token time)."""
+    ttft_p50_s: float = float("nan")
+    """The median TTFT from the same source (NaN: not known)."""
 
     @property
     def shape(self) -> Shape:
@@ -112,8 +117,17 @@ class FitResult:
     unseen: tuple[str, ...] = ()  # costs no replayed step used: a neutral guess, not fitted
 
 
-def _rows(vec: LevelVectors) -> list[np.ndarray]:
-    return [vec.tpot, vec.ttft_mean, vec.time_per_token]
+def from_queue(ttft: np.ndarray) -> np.ndarray:
+    """A TTFT cost vector from the scheduler's queue on, as vLLM's per-request timings count it:
+    without the API server's ``request_s`` before it (every request waits it exactly once)."""
+    out = ttft.copy()
+    out[I_REQUEST] -= 1.0
+    return out
+
+
+def _rows(vec: LevelVectors, source: str = "client") -> list[np.ndarray]:
+    ttft = from_queue(vec.ttft_mean) if source == "server" else vec.ttft_mean
+    return [vec.tpot, ttft, vec.time_per_token]
 
 
 def initial_values(obs: list[Observation]) -> np.ndarray:
@@ -172,7 +186,7 @@ def _design(
     vecs = [replay(base, cost, o.shape, by_kind) for o in obs]
     rows = []
     for o, vec in zip(obs, vecs, strict=True):
-        for row, y in zip(_rows(vec), o.targets(), strict=True):
+        for row, y in zip(_rows(vec, o.source), o.targets(), strict=True):
             rows.append(row / y)
     return np.asarray(rows), vecs
 
@@ -302,7 +316,7 @@ def _residuals(
 ) -> tuple[Residual, ...]:
     out = []
     for o, vec in zip(obs, vecs, strict=True):
-        fitted = [float(r @ values) for r in _rows(vec)]
+        fitted = [float(r @ values) for r in _rows(vec, o.source)]
         measured = o.targets()
         fitted[2], m2 = 1.0 / fitted[2], 1.0 / measured[2]  # tokens/s as measured
         for name, f, m in zip(FIGURES, fitted, (measured[0], measured[1], m2), strict=True):
@@ -352,6 +366,7 @@ def _cost(
         max_model_len=base.max_model_len,
         max_num_seqs=base.max_num_seqs,
         max_num_batched_tokens=base.max_num_batched_tokens,
+        targets=", ".join(sorted({o.source for o in obs})),
     )
 
 

@@ -32,6 +32,8 @@ def dumps(cost: FittedCost) -> str:
         "# infmon sim --fit: this server's step costs, fitted to its recorded sessions",
         f"kind = {_toml_str(KIND)}",
         f"rms_rel = {_num(cost.rms_rel)}  # the fit's relative scatter",
+        f"targets = {_toml_str(cost.targets)}  # whose TTFT and TPOT: client streams or the"
+        " server's per-request timings",
         "",
         "[server]  # limits as the sessions recorded them (KV from cache_config_info)",
         f"kv_capacity_tokens = {cost.kv_capacity_tokens}",
@@ -104,6 +106,7 @@ def load(path: Path) -> FittedCost:
             cov=tuple(tuple(float(x) for x in row) for row in matrix),
             sources=tuple(str(_get(doc, where, "params", n, "sessions")) for n in PARAMS),
             rms_rel=float(_get(doc, where, "rms_rel")),
+            targets=str(doc.get("targets", "client")),
             fitted_range=rng,
             acceptance=tuple(float(a) for a in _get(doc, where, "spec", "acceptance")),
             speculative_k=int(_get(doc, where, "spec", "speculative_k")),

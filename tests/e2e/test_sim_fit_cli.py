@@ -118,3 +118,47 @@ def test_a_drafter_what_if_needs_its_cost(session, tmp_path):
     )
     assert spec.returncode == 0, spec.stderr
     assert "spec k=3" in spec.stdout and "speculative decoding k=3" in spec.stdout
+
+
+@pytest.fixture(scope="module")
+def timed_session(tmp_path_factory):
+    """The same levels against a simulator that sends its per-request timings (vLLM's
+    ``--enable-per-request-metrics``): each record carries the server's own queue, prefill and
+    inter-token times."""
+    out = tmp_path_factory.mktemp("fit-timed") / "timed"
+    with running_sim("--scenario", "baseline", "--enable-per-request-metrics") as url:
+        proc = run(
+            "bench", url, "--concurrency", "1,2,4", "--step-duration", "4s", "--warmup", "1s",
+            "--prompt-tokens", "64", "--output-tokens", "24", "--ignore-eos",
+            "--session-dir", str(out),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_targets_server_fits_the_servers_own_timings(timed_session, session, tmp_path):
+    """``--targets server`` fits TTFT (from the scheduler's queue) and TPOT to the server's
+    per-request timings; the decode step it finds is the one the client's streams give (the
+    simulator's client is not starved), and the profile says whose figures it fitted."""
+    prof_s, prof_c = tmp_path / "server.toml", tmp_path / "client.toml"
+    srv = run(
+        "sim", "--fit", str(timed_session), "--targets", "server", "--profile-out", str(prof_s)
+    )
+    assert srv.returncode == 0, srv.stderr
+    assert "the server's own per-request timings" in srv.stdout
+    cli = run(
+        "sim", "--fit", str(timed_session), "--targets", "client", "--profile-out", str(prof_c)
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "the client's streams" in cli.stdout
+    by_server, by_client = fitio.load(prof_s), fitio.load(prof_c)
+    assert (by_server.targets, by_client.targets) == ("server", "client")
+    assert 'targets = "server"' in prof_s.read_text()
+    step = by_server.value("step_s") + by_server.value("weights_s")
+    assert step == pytest.approx(by_client.value("step_s") + by_client.value("weights_s"), rel=0.1)
+    assert by_server.rms_rel < 0.1
+    auto = run("sim", "--fit", str(timed_session), "--profile-out", str(tmp_path / "a.toml"))
+    assert "the server's own per-request timings" in auto.stdout  # auto: the server's when sent
+    untimed = run("sim", "--fit", str(session), "--targets", "server")
+    assert untimed.returncode != 0
+    assert "--enable-per-request-metrics" in untimed.stderr

