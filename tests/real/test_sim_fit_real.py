@@ -22,7 +22,10 @@ from infmon.sim import fitio
 from infmon.sim.forecast import forecast
 from tests.real.harness import explain, infmon, rs
 
-pytestmark = [pytest.mark.real_server]
+# unmet: the ±15% bound missed on this machine (server's figures: forecast ÷ measured TPOT 1.84 /
+# 1.55, TTFT p50 1.31 / 0.88, tok/s 3.20 / 2.16 at c=8 / 16): the closed loop's pace here is set
+# by vLLM's API process and the client starving beside its CPU engine, not by the engine's steps
+pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
 TOLERANCE = 0.15
