@@ -389,7 +389,11 @@ def _journal_target(
         "vllm_fields": target.vllm_fields,
         "per_request_metrics": target.per_request_metrics,
     }
-    journal.write(TargetResolved(config.url, target.model, target.endpoint, caps, urls))
+    journal.write(
+        TargetResolved(
+            config.url, target.model, target.endpoint, caps, urls, target.load_thread or None
+        )
+    )
 
 
 def _print_intro(config: Config, target: Target, wide: bool, urls: tuple[str, ...] = ()) -> None:
@@ -401,6 +405,8 @@ def _print_intro(config: Config, target: Target, wide: bool, urls: tuple[str, ..
     say(f"target: {where} · model {target.model}")
     say(f"endpoint: {config.endpoint} · output length {length}")
     say(per_request_line(target.per_request_metrics))
+    if target.load_thread:
+        say(f"load thread: {target.load_thread}")
     if config.step_requests is not None:
         say(
             f"each step sends exactly {config.step_requests} measured requests "

@@ -62,6 +62,7 @@ _LOAD_KEYS = (
     "warmup",
     "ignore_eos",
     "per_request_metrics",
+    "load_priority",
     "connect_timeout",
     "read_timeout",
     "stall_timeout",
@@ -262,6 +263,13 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="require the server's own per-request timings on every response (vLLM: start it "
         "with --enable-per-request-metrics; its API has no per-request switch)",
+    )
+    g.add_argument(
+        "--load-priority",
+        choices=("realtime", "normal"),
+        default=None,
+        help="the load worker's thread: realtime (default: SCHED_RR 1 where root, "
+        "CAP_SYS_NICE or `ulimit -r 1` allow, so a busy host cannot delay its reads) or normal",
     )
 
 

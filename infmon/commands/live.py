@@ -106,7 +106,12 @@ class LiveController:
         self.session.set_server_info(model=t.model)
         caps = {"stream_options": t.stream_options, "vllm_fields": t.vllm_fields}
         url = self.engine.config.url
-        self.journal.write(TargetResolved(url, t.model, t.endpoint, caps, tuple(self.engine.urls)))
+        urls = tuple(self.engine.urls)
+        self.journal.write(
+            TargetResolved(url, t.model, t.endpoint, caps, urls, t.load_thread or None)
+        )
+        if t.load_thread:
+            self.session.add_event(self.clock.now(), "load", f"load thread: {t.load_thread}")
         if self.sweep_at_start:
             self.press("sweep")
         while True:

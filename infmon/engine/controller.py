@@ -478,6 +478,9 @@ class LoadEngine(ReplacingEngine):
                 first.vllm_fields,
                 first.workload,
                 all(r.per_request_metrics for r in self._readies.values()),
+                " · ".join(
+                    dict.fromkeys(r.load_thread for r in self._readies.values() if r.load_thread)
+                ),
             )
             self.ready.set()
 

@@ -122,6 +122,8 @@ class Ready:
     """What the worker sends: workload kind, sizing (exact or approximate), seed, trace."""
     per_request_metrics: bool = False
     """The server's answers carry its own per-request timings (vLLM)."""
+    load_thread: str = ""
+    """How its load thread is scheduled (real-time or normal, and why), one line."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,8 @@ class Target:
     workload: WorkloadInfo | None = None
     per_request_metrics: bool = False
     """Every response carries the server's own per-request timings (vLLM)."""
+    load_thread: str = ""
+    """How the workers' load threads are scheduled (``Ready.load_thread``; empty: not said)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from infmon.load.driver import LoadDriver
 from infmon.load.feed import Feed, WorkloadError
 from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
+from infmon.load.runtime import realtime_load_thread
 from infmon.model.steps.book import CLOSED, REPLAY
 
 Control = p.SetLevel | p.Arrivals | p.Pause | p.Resume | p.LimitSends | p.Flush
@@ -59,8 +60,12 @@ class WorkerCore:
         clock: Clock | None = None,
         client_factory: Callable[[Config, Clock], Any] | None = None,
         workload_factory: Callable[[Config], Awaitable[Any]] | None = None,
+        own_process: bool = False,
     ) -> None:
         self.clock = clock or MonotonicClock()
+        self.own_process = own_process
+        """The loop is a worker process's only thread (not a controller's, a UI's or Ray's):
+        it may take real-time priority (``Config.load_priority``)."""
         self.client_factory = client_factory or StreamingClient
         """Builds the stream client (tests inject a scripted one in process)."""
         self.workload_factory = workload_factory
@@ -188,12 +193,22 @@ class WorkerCore:
                 caps.vllm_fields,
                 workload=workload.info() if isinstance(workload, Feed) else None,
                 per_request_metrics=caps.per_request_metrics,
+                load_thread=self._load_thread(msg.config),
             )
         )
         self._ready.set()
         for pending in self._pending:
             self._apply(pending)
         self._pending.clear()
+
+    def _load_thread(self, config: Config) -> str:
+        """Take real-time priority for this loop's thread where asked and allowed; say how it
+        runs (called on the loop, before the first level)."""
+        if not self.own_process:
+            return "normal priority (real time is taken only by a local load worker process)"
+        if config.load_priority == "normal":
+            return "normal priority (--load-priority normal)"
+        return realtime_load_thread()[1]
 
     def _client(self, msg: p.Start) -> Any:
         """The stream client: one endpoint's, or a ``SpreadClient`` over several endpoints (and
@@ -358,7 +373,7 @@ async def serve(ctrl_fd: int, data_fd: int, parent: int | None = None) -> None:
         asyncio.Protocol, os.fdopen(data_fd, "wb", buffering=0)
     )
     writer = _PipeWriter(transport)
-    core = WorkerCore(writer)
+    core = WorkerCore(writer, own_process=True)
     watch = asyncio.ensure_future(_until_orphaned(parent or os.getppid(), reader))
     try:
         while True:

@@ -343,6 +343,8 @@ class TargetResolved:
     capabilities: Mapping[str, bool]
     """``stream_options``, ``vllm_fields``, ``per_request_metrics`` (bench's)."""
     urls: tuple[str, ...] = ()
+    load_thread: str | None = None
+    """How the load threads were scheduled (real-time or normal, and why)."""
 
     @property
     def kind(self) -> str:
@@ -350,6 +352,8 @@ class TargetResolved:
 
     def to_payload(self) -> dict[str, JSON]:
         more: dict[str, JSON] = {"urls": list(self.urls)} if self.urls else {}
+        if self.load_thread:
+            more["load_thread"] = self.load_thread
         caps: dict[str, JSON] = dict(self.capabilities)
         return {
             **more,
@@ -373,4 +377,5 @@ class TargetResolved:
             if isinstance(caps, Mapping)
             else {},
             tuple(str(u) for u in urls) if isinstance(urls, list) else (),
+            _text(line.get("load_thread")),
         )

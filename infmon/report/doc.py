@@ -53,6 +53,8 @@ class TargetInfo(TypedDict, total=False):
     endpoint: str | None
     endpoints: list[EndpointCount]
     """Only with more than one endpoint: each one's requests."""
+    load_thread: str
+    """How the load threads were scheduled (real-time or normal, and why); absent: not said."""
 
 
 class SessionInfo(TypedDict, total=False):

@@ -265,6 +265,11 @@ def render_html(doc: ReportDoc, screenshot_svg: str | None = None) -> str:
         ),
         f"<p>{html_text(str(target.get('model') or '—'))} at {html_text(str(target.get('url') or '—'))}"
         f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed</p>",
+        *(
+            [f"<p>Load thread: {html_text(str(target['load_thread']))}</p>"]
+            if target.get("load_thread")
+            else []
+        ),
         "<h2>Server</h2>",
         _table(["", "value"], [list(r) for r in server_rows(doc)]),
         "<h2>Steps</h2>",

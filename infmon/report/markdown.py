@@ -62,6 +62,11 @@ def render_markdown(doc: ReportDoc) -> str:
         f" · {num(s.get('requests'))} requests, {num(s.get('failed'))} failed"
         + (f", {num(s['cancelled'])} cancelled" if s.get("cancelled") else ""),
         "",
+        *(
+            [f"Load thread: {md_escape(str(target['load_thread']))}", ""]
+            if target.get("load_thread")
+            else []
+        ),
         *_workload_lines(doc.get("workload") or {}),
         "## Server",
         "",

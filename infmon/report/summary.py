@@ -132,6 +132,8 @@ def _target(
                 out["model"] = ev.model
             if ev.endpoint is not None:
                 out["endpoint"] = ev.endpoint
+            if ev.load_thread:
+                out["load_thread"] = ev.load_thread
             urls = list(ev.urls) or urls
     if len(urls) > 1:
         counts = reader.endpoint_counts() if reader is not None else {}

@@ -56,6 +56,11 @@ CASES = [
         {"urls": ["http://a", "http://b"], "url": "http://a", "model": "m", "endpoint": "chat", "capabilities": CAPS},
     ),
     (TargetResolved(None, None, "completions", {}), "target", {"url": None, "model": None, "endpoint": "completions", "capabilities": {}}),
+    (
+        TargetResolved("http://a", "m", "chat", CAPS, (), "real-time (SCHED_RR 1)"),
+        "target",
+        {"load_thread": "real-time (SCHED_RR 1)", "url": "http://a", "model": "m", "endpoint": "chat", "capabilities": CAPS},
+    ),
 ]  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from infmon.journal import JournalWriter
+from infmon.journal.events import TargetResolved
 from infmon.load.feed import WorkloadInfo as Workload
 from infmon.model.base.jsontypes import JSON
 from infmon.report import build_summary, write_reports
@@ -34,6 +35,7 @@ from infmon.report.doc import (
 )
 from infmon.report.docjson import ReportFormatError, parse_report
 from infmon.report.gpu import attach
+from infmon.report.markdown import md_escape
 from tests.synthetic import SyntheticServer, write_synthetic_session
 from tests.unit.test_gpu_steps import gpus_of_page, scrape, sim_page, timeline
 
@@ -41,7 +43,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CONDITIONAL = {
     ReportDoc: {"gpu", "imported_from", "per_request", "server_detail"},
     SessionInfo: {"journal", "reports_dir"},
-    TargetInfo: {"endpoints"},
+    TargetInfo: {"endpoints", "load_thread"},
     StepEntry: {"concurrency", "rate", "transition", "gpu", "efficiency"},
     QualityInfo: {"baseline", "compared", "length_ratio", "first_divergence", "baseline_accuracy"},
 }
@@ -208,3 +210,19 @@ def test_an_older_report_of_the_schema_parses_with_its_top_level_completed():
 def test_a_file_that_is_not_a_report_is_refused_with_its_reason(raw, reason):
     with pytest.raises(ReportFormatError, match=f"^x.json: {reason}"):
         parse_report(raw, "x.json")
+
+
+def test_the_load_threads_scheduling_is_in_every_report(tmp_path):
+    """bench and the monitor journal how the load thread ran (issue 25: the header *and* the
+    report say whether real-time priority was taken, and why not); every format carries it."""
+    path = tmp_path / "session"
+    write_synthetic_session(path, concurrencies=(1,), step_duration_s=2.0)
+    said = "normal priority: real-time not permitted (root, CAP_SYS_NICE or `ulimit -r 1` …)"
+    with JournalWriter(path, autoflush=False) as j:
+        j.write(TargetResolved("http://x", "m", "completions", {}, (), said))
+    doc = build_summary(path)
+    assert doc["target"]["load_thread"] == said
+    write_reports(path, tmp_path / "out")
+    assert f"Load thread: {md_escape(said)}" in (tmp_path / "out" / "report.md").read_text()
+    assert "Load thread: normal priority" in (tmp_path / "out" / "report.html").read_text()
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["target"]["load_thread"]
