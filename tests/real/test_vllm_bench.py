@@ -395,9 +395,6 @@ def _unpinned_block(vllm: rs.Server, tmp: Path, prompts: Path) -> dict[str, list
     return runs
 
 
-# unmet: TPOT ÷ server's 0.947 vs vllm bench serve's 0.956 at load 11-15; 0.444 vs 0.695 beside a
-# running test suite (issue 25's note)
-@pytest.mark.unmet
 @pytest.mark.timeout(1800)  # ~1.5 min a block on a quiet host; ~6 on a shared one (load 16)
 def test_unpinned_infmon_adds_no_more_than_vllm_bench_serve(vllm: rs.Server, tmp_path: Path):
     """Issue 25: nothing pinned, server and clients share the cores (as a user runs them).
