@@ -13,7 +13,7 @@ the operator's rights allow it (root, ``CAP_SYS_NICE``, or ``ulimit -r 1``). On 
 cores a server keeps busy (vLLM's CPU engine beside the client, a bastion running other jobs)
 a normal thread that sleeps between reads waits for a core when its data arrives: measured
 beside the real vLLM of ``bench/real_truth.py`` (2 cores, c=16), a 2 ms sleep woke late by
-p90 37-87 ms, p99 85-445 ms; the same sleep in SCHED_RR 1 by p99 0.06-0.11 ms (``nice -10``
+p90 3-87 ms, p99 85-445 ms; the same sleep in SCHED_RR 1 by p99 0.06-0.11 ms (``nice -10``
 did not help: each session is its own scheduling group, and nice only ranks within one). The
 thread uses the CPU its load needs either way (about 2% of a core at c=16 here); real time only
 changes when it gets it, and the kernel caps real-time threads at 95% of a core.
