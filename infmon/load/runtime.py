@@ -15,7 +15,7 @@ a normal thread that sleeps between reads waits for a core when its data arrives
 beside the real vLLM of ``bench/real_truth.py`` (2 cores, c=16), a 2 ms sleep woke late by
 p90 3-87 ms, p99 85-445 ms; the same sleep in SCHED_RR 1 by p99 0.06-0.11 ms (``nice -10``
 did not help: each session is its own scheduling group, and nice only ranks within one). The
-thread uses the CPU its load needs either way (about 2% of a core at c=16 here); real time only
+thread uses the CPU its load needs either way (4% of a core at c=4, 12% at c=16 here); real time only
 changes when it gets it, and the kernel caps real-time threads at 95% of a core.
 """
 
