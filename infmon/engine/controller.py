@@ -19,6 +19,7 @@ import asyncio
 import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +418,10 @@ class LoadEngine(ReplacingEngine):
             self._on_ready(msg)
         elif isinstance(msg, p.Waiting):
             self.on_event("error", f"load waits: {msg.error}")
+        elif isinstance(msg, p.LoadThread):
+            if self.target is not None:
+                self.target = replace(self.target, load_thread=msg.text)
+            self.on_event("load_thread", msg.text)
         elif isinstance(msg, p.BudgetSpent):
             self._spent.add(msg.worker_id)
             self._check_all()

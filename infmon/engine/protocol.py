@@ -127,6 +127,14 @@ class Ready:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadThread:
+    """The load thread's scheduling changed (real time given up under its own load): one line."""
+
+    worker_id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Waiting:
     """Discovery failed and will be retried (``Start.retry_s``)."""
 
@@ -191,6 +199,7 @@ Message = (
     | ClockOffset
     | Stop
     | Ready
+    | LoadThread
     | Waiting
     | RecordLines
     | Window

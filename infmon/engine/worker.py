@@ -32,7 +32,8 @@ from infmon.load.driver import LoadDriver
 from infmon.load.feed import Feed, WorkloadError
 from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
-from infmon.load.runtime import realtime_load_thread
+from infmon.load.runtime import REALTIME_BUSY_SHARE, normal_priority, realtime_load_thread
+from infmon.load.selfcheck import thread_sched
 from infmon.model.steps.book import CLOSED, REPLAY
 
 Control = p.SetLevel | p.Arrivals | p.Pause | p.Resume | p.LimitSends | p.Flush
@@ -83,6 +84,7 @@ class WorkerCore:
         self.workload: Any = None
         """The work source (a ``Feed`` in real runs)."""
         self.spread: SpreadClient | None = None
+        self._realtime_watch: asyncio.Task[None] | None = None
         """Several endpoints, or several workers (records labelled with the whole level)."""
         self.fed: FedArrivals | None = None
         """The arrival times the controller sends, in a fed rate step."""
@@ -208,7 +210,33 @@ class WorkerCore:
             return "normal priority (real time is taken only by a local load worker process)"
         if config.load_priority == "normal":
             return "normal priority (--load-priority normal)"
-        return realtime_load_thread()[1]
+        took, text = realtime_load_thread()
+        if took:
+            self._realtime_watch = asyncio.get_running_loop().create_task(self._watch_realtime())
+        return text
+
+    async def _watch_realtime(self, every_s: float = 1.0) -> None:
+        """Once a second: a real-time thread whose own load kept it busy over
+        ``REALTIME_BUSY_SHARE`` of that second goes back to normal priority, and says so."""
+        last = thread_sched()
+        while last is not None:
+            t0 = self.clock.now()
+            await asyncio.sleep(every_s)
+            now = thread_sched()
+            if now is None:
+                return
+            busy = (now[0] - last[0]) / max(self.clock.now() - t0, 1e-9)
+            last = now
+            if busy > REALTIME_BUSY_SHARE and normal_priority():
+                send = self.outbox.put if self.outbox is not None else self.deliver
+                send(
+                    p.LoadThread(
+                        self.worker_id,
+                        f"normal priority since its load kept it busy {100 * busy:.0f}% of a "
+                        "second (real time would take that CPU from the server, not share it)",
+                    )
+                )
+                return
 
     def _client(self, msg: p.Start) -> Any:
         """The stream client: one endpoint's, or a ``SpreadClient`` over several endpoints (and
@@ -287,6 +315,8 @@ class WorkerCore:
         d.set_arrivals(self.fed, msg.max_concurrency)
 
     async def _stop(self, cancel: bool) -> None:
+        if self._realtime_watch is not None:
+            self._realtime_watch.cancel()
         if self._start_task is not None and not self._start_task.done():
             self._start_task.cancel()
             await asyncio.gather(self._start_task, return_exceptions=True)

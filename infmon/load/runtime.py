@@ -27,6 +27,10 @@ import gc
 import os
 
 REALTIME_PRIORITY = 1
+REALTIME_BUSY_SHARE = 0.5
+"""A real-time load thread busy more than this share of a second goes back to normal priority:
+its load is then CPU-bound, and real time would take that CPU from whatever else runs here (a
+server on the same cores) instead of sharing it."""
 
 
 def tune_for_load() -> list[str]:
@@ -60,3 +64,15 @@ def realtime_load_thread() -> tuple[bool, str]:
     except OSError as exc:
         return False, f"normal priority: real-time refused ({exc.strerror or exc})"
     return True, "real-time (SCHED_RR 1): it reads the moment data arrives, however busy the host"
+
+
+def normal_priority() -> bool:
+    """The calling thread back in ``SCHED_OTHER`` (always permitted); whether it took."""
+    setter = getattr(os, "sched_setscheduler", None)
+    if setter is None:
+        return False
+    try:
+        setter(0, os.SCHED_OTHER, os.sched_param(0))
+    except OSError:
+        return False
+    return True
