@@ -271,10 +271,7 @@ async def _bench(
     wiring = RunWiring(journal, ledger)
     links = make_links(opts.scale, session_dir, opts.in_process)
 
-    def on_event(kind: str, text: str) -> None:
-        if kind != "load_thread":
-            say(f"infmon: {text}", err=True)
-            return
+    def load_thread_changed(text: str) -> None:
         say(f"load thread: {text}", err=True)  # real time given up: the report says it too
         if engine.target is not None:
             _journal_target(journal, config, engine.target, opts.scale.urls)
@@ -284,7 +281,8 @@ async def _bench(
         clock,
         on_records=wiring.records,
         on_window=wiring.window,
-        on_event=lambda kind, text: on_event(kind, text),
+        on_event=lambda kind, text: say(f"infmon: {text}", err=True),
+        on_load_thread=load_thread_changed,
         on_lost=wiring.lost,
         in_process=opts.in_process,
         log_dir=session_dir,

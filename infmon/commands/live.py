@@ -102,16 +102,8 @@ class LiveController:
             if self.on_fatal is not None:
                 self.on_fatal()
             return
-        t = self.target
-        self.session.set_server_info(model=t.model)
-        caps = {"stream_options": t.stream_options, "vllm_fields": t.vllm_fields}
-        url = self.engine.config.url
-        urls = tuple(self.engine.urls)
-        self.journal.write(
-            TargetResolved(url, t.model, t.endpoint, caps, urls, t.load_thread or None)
-        )
-        if t.load_thread:
-            self.session.add_event(self.clock.now(), "load", f"load thread: {t.load_thread}")
+        self.session.set_server_info(model=self.target.model)
+        self.target_resolved()
         if self.sweep_at_start:
             self.press("sweep")
         while True:
@@ -122,6 +114,21 @@ class LiveController:
         """The first step: the dial's level, paused or not."""
         state = self.dial.state
         self._apply(DialChange(level=state.level, paused=state.paused), initial=True)
+
+    def target_resolved(self) -> None:
+        """Journal the target as the engine holds it and say how its load thread runs: at start,
+        and again when a worker gives up real time (the report's line follows)."""
+        t = self.engine.target
+        if t is None:
+            return
+        caps = {"stream_options": t.stream_options, "vllm_fields": t.vllm_fields}
+        urls = tuple(self.engine.urls)
+        url = self.engine.config.url
+        self.journal.write(
+            TargetResolved(url, t.model, t.endpoint, caps, urls, t.load_thread or None)
+        )
+        if t.load_thread:
+            self.session.add_event(self.clock.now(), "load", f"load thread: {t.load_thread}")
 
     def tick(self) -> None:
         now = self.clock.now()

@@ -43,7 +43,7 @@ from infmon.commands.wiring import RunWiring, wire_session
 from infmon.commands.wrapup import HeldSignals, WrapUp
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
-from infmon.journal.events import Ended, TargetResolved
+from infmon.journal.events import Ended
 from infmon.model.live.dial import DialState, LoadDial
 from infmon.model.live.session import Session, SessionConfig
 from infmon.model.search.live_search import LiveSearch
@@ -165,23 +165,13 @@ def build_monitor(
     wiring.on_snapshot.append(reach.observe)
     links = make_links(scale, session_dir, in_process)
 
-    def on_event(kind: str, text: str) -> None:
-        if kind != "load_thread":
-            session.add_event(clock.now(), kind, text)
-            return
-        session.add_event(clock.now(), "load", f"load thread: {text}")
-        t = engine.target
-        if t is not None:  # the report's load-thread line follows the change
-            caps = {"stream_options": t.stream_options, "vllm_fields": t.vllm_fields}
-            urls = tuple(engine.urls)
-            journal.write(TargetResolved(config.url, t.model, t.endpoint, caps, urls, text))
-
     engine = LoadEngine(
         config,
         clock,
         on_records=wiring.records,
         on_window=wiring.window,
-        on_event=lambda kind, text: on_event(kind, text),
+        on_event=lambda kind, text: session.add_event(clock.now(), kind, text),
+        on_load_thread=lambda text: controller.target_resolved(),
         on_lost=wiring.lost,
         retry_s=RETRY_S,
         log_dir=session_dir,

@@ -69,10 +69,13 @@ class LoadEngine(ReplacingEngine):
         burstiness: float = 1.0,
         replacement: Replacement | None = None,
         on_joined: Callable[[WorkerJoin], None] = lambda join: None,
+        on_load_thread: Callable[[str], None] = lambda text: None,
     ) -> None:
         self.config, self.clock = config, clock
         self.on_records, self.on_window, self.on_event = on_records, on_window, on_event
         self.on_lost, self.on_joined, self.replacement = on_lost, on_joined, replacement
+        self.on_load_thread = on_load_thread
+        """A worker's load thread changed its scheduling (``target.load_thread`` is the new line)."""
         self.retry_s = retry_s
         self.urls, self.spread, self.burstiness = tuple(urls), spread, burstiness
         self.links: list[WorkerLink] = (
@@ -421,7 +424,7 @@ class LoadEngine(ReplacingEngine):
         elif isinstance(msg, p.LoadThread):
             if self.target is not None:
                 self.target = replace(self.target, load_thread=msg.text)
-            self.on_event("load_thread", msg.text)
+            self.on_load_thread(msg.text)
         elif isinstance(msg, p.BudgetSpent):
             self._spent.add(msg.worker_id)
             self._check_all()
