@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -116,32 +115,24 @@ class ServerTimed:
 
 
 def _server_timed(session_dir: Path) -> dict[int, ServerTimed]:
-    """Per step, the server's own per-request figures (vLLM ``--enable-per-request-metrics``):
-    TTFT = queued → first token, TPOT = its mean inter-token time; steps where under
-    ``SERVER_SHARE`` of the measured requests carried them are left out."""
-    from infmon.journal.reader import SessionReader
+    """Per step, the server's own per-request figures (vLLM ``--enable-per-request-metrics``;
+    the anatomy's ``split_columns``): TTFT = queued → first token, TPOT = its mean inter-token
+    time; steps where under ``SERVER_SHARE`` of the measured requests carried them are left out."""
+    import numpy as np
 
-    ttft: dict[int, list[float]] = {}
-    tpot: dict[int, list[float]] = {}
-    measured: dict[int, int] = {}
-    with SessionReader(session_dir) as reader:
-        for r in reader.iter_records():
-            if not r.ok or r.warmup:
-                continue
-            measured[r.step] = measured.get(r.step, 0) + 1
-            t = r.server
-            if t is None or not math.isfinite(t.server_ttft_ms):
-                continue
-            ttft.setdefault(r.step, []).append(t.server_ttft_ms / 1e3)
-            if (r.output_tokens or 0) >= 2 and math.isfinite(t.mean_itl_ms):
-                tpot.setdefault(r.step, []).append(t.mean_itl_ms / 1e3)
+    from infmon.journal.reader import SessionReader
+    from infmon.model.records.anatomy import split_columns
+
     out = {}
-    for step, n in measured.items():
-        firsts, pers = ttft.get(step, []), tpot.get(step, [])
-        if len(firsts) >= SERVER_SHARE * n and len(pers) >= 2:
-            out[step] = ServerTimed(
-                statistics.fmean(firsts), statistics.median(firsts), statistics.fmean(pers)
-            )
+    with SessionReader(session_dir) as reader:
+        for step, cols in reader.iter_step_columns():
+            split = split_columns(cols.take(~cols.warmup))
+            firsts = (split.queue + split.prefill) / 1e3
+            pers = split.server_itl[~np.isnan(split.server_itl)] / 1e3  # 1-token outputs: none
+            if len(firsts) >= SERVER_SHARE * (len(firsts) + split.without) and len(pers) >= 2:
+                out[step] = ServerTimed(
+                    float(firsts.mean()), float(np.median(firsts)), float(pers.mean())
+                )
     return out
 
 
