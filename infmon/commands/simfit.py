@@ -49,11 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--targets",
-        choices=("auto", "server", "client"),
+        choices=("auto", "both", "server", "client"),
         default="auto",
         help="whose TTFT and TPOT to fit: the server's own per-request timings (vLLM "
         "--enable-per-request-metrics: its engine clock, untouched by a busy client host), "
-        "the client's streams, or auto (default: the server's where every step carries them)",
+        "the client's streams, both, or auto (default: both "
+        "where every step carries the server's, else the client's)",
     )
     a("--fitted", type=Path, metavar="FILE", help="--predict on a fitted profile (--fit's)")
     a(
@@ -188,22 +189,26 @@ def read_session(
     acceptance = _acceptance(session_dir)
     steps = [row for st in doc["steps"] if (row := _client_step(name, st)) is not None]
     server = bool(steps) and all(step in timed for step, _ in steps)
-    if targets == "server" and not server:
+    if targets in ("server", "both") and not server:
         raise CliError(
-            f"{session_dir}: --targets server, but not every step carries the server's "
+            f"{session_dir}: --targets {targets}, but not every step carries the server's "
             "per-request timings (start vLLM with --enable-per-request-metrics)"
         )
     out = []
     for step, seen in steps:
         srv = timed[step] if server else None
         o = seen
-        if srv is not None:
+        if srv is not None and targets == "server":
             o = replace(
                 seen,
                 tpot_s=srv.tpot_mean_s,
                 ttft_s=srv.ttft_mean_s,
                 ttft_p50_s=srv.ttft_p50_s,
                 source="server",
+            )
+        elif srv is not None:  # both: the client's, and the engine's under them
+            o = replace(
+                seen, server_tpot_s=srv.tpot_mean_s, server_ttft_s=srv.ttft_mean_s, source="both"
             )
         out.append(replace(o, speculative_k=len(acceptance), acceptance=acceptance))
     return out, dict(doc["server"])
@@ -281,6 +286,8 @@ def render_fit(result: Any) -> list[str]:
             "token, mean inter-token time)",
             "client": "the client's streams (a busy client host makes them late: "
             "--targets server with vLLM's --enable-per-request-metrics)",
+            "both": "the client's streams and the server's own per-request timings (their "
+            "gap: the API server's request_s)",
         }.get(c.targets, c.targets),
     ]
     for i, name in enumerate(PARAMS):
@@ -308,22 +315,34 @@ def render_fit(result: Any) -> list[str]:
             f"{', '.join(f'{a:.3f}' for a in c.acceptance)}"
         )
     lines.append("residuals per step (fitted / measured - 1):")
-    lines.append("  session                 c  prompt output   TPOT ms      TTFT ms      tok/s")
-    rows: dict[tuple[str, int, float], dict[str, Any]] = {}
+    rows: dict[int, dict[str, Any]] = {}
     for r in result.residuals:
-        o = r.observation
-        rows.setdefault((o.session, o.concurrency, o.prompt_tokens), {"o": o})[r.figure] = r
-    for (session, conc, _), row in rows.items():
+        rows.setdefault(id(r.observation), {"o": r.observation})[r.figure] = r
+    shown = [(f, h, s) for f, h, s in RESIDUAL_COLUMNS if any(f in row for row in rows.values())]
+    lines.append(
+        "  session                 c  prompt output" + "".join(f"  {h:>15}" for _, h, _ in shown)
+    )
+    for row in rows.values():
         o = row["o"]
         cells = [
-            f"{row[f].measured * s:8.2f} {row[f].relative:+6.1%}"
-            for f, s in (("tpot", 1e3), ("ttft", 1e3), ("tok_s", 1.0))
+            f"{row[f].measured * s:8.2f} {row[f].relative:+6.1%}" if f in row else " " * 15
+            for f, _, s in shown
         ]
         lines.append(
-            f"  {session[:20]:20} {conc:4} {o.prompt_tokens:7.0f} "
+            f"  {o.session[:20]:20} {o.concurrency:4} {o.prompt_tokens:7.0f} "
             f"{o.output_tokens:6.0f}  " + "  ".join(cells)
         )
     return lines
+
+
+RESIDUAL_COLUMNS = (
+    ("tpot", "TPOT ms", 1e3),
+    ("ttft", "TTFT ms", 1e3),
+    ("tok_s", "tok/s", 1.0),
+    ("server_tpot", "server TPOT ms", 1e3),
+    ("server_ttft", "srv queue→1st", 1e3),
+)
+"""The residual table's columns: figure, header, scale."""
 
 
 def render_holdout(left: list[Any]) -> list[str]:

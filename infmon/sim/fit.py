@@ -42,7 +42,9 @@ RIDGE = 1e-6
 PRIOR_PRECISION = 1.0
 """The covariance's prior: one cost explains about one figure at most (unit variance on the
 normalised scale), so a cost the data leaves open gets a band of its own size, not infinity."""
-FIGURES = ("tpot", "ttft", "tok_s")
+FIGURES = ("tpot", "ttft", "tok_s", "server_tpot", "server_ttft")
+"""What an observation can carry: the client's mean TPOT and TTFT, output tokens/s, and the
+server's own (vLLM's per-request timings: inter-token time, queued → first token)."""
 SPLITS = (0.9, 0.5, 0.1)
 RUNS = 1
 """Starts carried on to convergence (the best after one step each)."""
@@ -67,10 +69,14 @@ class Observation:
     speculative_k: int = 0
     acceptance: tuple[float, ...] = ()  # marginal per position (vLLM's per-position counters)
     source: str = "client"
-    """Whose TTFT and TPOT: ``client`` (the streams as read) or ``server`` (vLLM's own
-    per-request timings on its engine clock: queued → first token, mean inter-token time)."""
+    """Whose TTFT and TPOT: ``client`` (the streams as read), ``server`` (vLLM's own
+    per-request timings on its engine clock: queued → first token, mean inter-token time), or
+    ``both`` (``tpot_s`` and ``ttft_s`` the client's, ``server_*`` the server's: the engine's
+    steps are pinned by the server's, and the client's TTFT adds the API server's time)."""
     ttft_p50_s: float = float("nan")
-    """The median TTFT from the same source (NaN: not known)."""
+    """The median TTFT from the same source (the client's with ``both``; NaN: not known)."""
+    server_tpot_s: float = float("nan")
+    server_ttft_s: float = float("nan")
 
     @property
     def shape(self) -> Shape:
@@ -82,9 +88,23 @@ class Observation:
             conditional_acceptance(self.acceptance),
         )
 
-    def targets(self) -> tuple[float, float, float]:
-        """Mean TPOT, mean TTFT, seconds per output token: each linear in the costs."""
-        return (self.tpot_s, self.ttft_s, 1.0 / self.output_tok_s)
+    def targets(self) -> tuple[tuple[str, float], ...]:
+        """(figure, value) of each measured figure linear in the costs: mean TPOT, mean TTFT,
+        seconds per output token (the reciprocal of ``tok_s``'s value)."""
+        server = self.source == "server"
+        out: tuple[tuple[str, float], ...] = (
+            ("server_tpot" if server else "tpot", self.tpot_s),
+            ("server_ttft" if server else "ttft", self.ttft_s),
+            ("tok_s", 1.0 / self.output_tok_s),
+        )
+        if self.source == "both":
+            out += (("server_tpot", self.server_tpot_s), ("server_ttft", self.server_ttft_s))
+        return out
+
+    def measured(self, figure: str) -> float:
+        """A figure as measured (``tok_s`` in tokens/s)."""
+        value = dict(self.targets())[figure]
+        return 1.0 / value if figure == "tok_s" else value
 
 
 def conditional_acceptance(marginal: tuple[float, ...]) -> tuple[float, ...]:
@@ -125,9 +145,17 @@ def from_queue(ttft: np.ndarray) -> np.ndarray:
     return out
 
 
-def _rows(vec: LevelVectors, source: str = "client") -> list[np.ndarray]:
-    ttft = from_queue(vec.ttft_mean) if source == "server" else vec.ttft_mean
-    return [vec.tpot, ttft, vec.time_per_token]
+def vector(vec: LevelVectors, figure: str) -> np.ndarray:
+    """A figure's cost vector (``tok_s``: seconds per output token). The server's TTFT and
+    TPOT run on its engine clock (queued → first token, emitted token to token), the client's
+    as it reads the streams."""
+    return {
+        "tpot": vec.tpot,
+        "ttft": vec.ttft_mean,
+        "tok_s": vec.time_per_token,
+        "server_tpot": vec.tpot,
+        "server_ttft": from_queue(vec.ttft_mean),
+    }[figure]
 
 
 def initial_values(obs: list[Observation]) -> np.ndarray:
@@ -186,8 +214,8 @@ def _design(
     vecs = [replay(base, cost, o.shape, by_kind) for o in obs]
     rows = []
     for o, vec in zip(obs, vecs, strict=True):
-        for row, y in zip(_rows(vec, o.source), o.targets(), strict=True):
-            rows.append(row / y)
+        for figure, y in o.targets():
+            rows.append(vector(vec, figure) / y)
     return np.asarray(rows), vecs
 
 
@@ -316,11 +344,11 @@ def _residuals(
 ) -> tuple[Residual, ...]:
     out = []
     for o, vec in zip(obs, vecs, strict=True):
-        fitted = [float(r @ values) for r in _rows(vec, o.source)]
-        measured = o.targets()
-        fitted[2], m2 = 1.0 / fitted[2], 1.0 / measured[2]  # tokens/s as measured
-        for name, f, m in zip(FIGURES, fitted, (measured[0], measured[1], m2), strict=True):
-            out.append(Residual(o, name, m, f))
+        for figure, _ in o.targets():
+            fitted = float(vector(vec, figure) @ values)
+            if figure == "tok_s":
+                fitted = 1.0 / fitted
+            out.append(Residual(o, figure, o.measured(figure), fitted))
     return tuple(out)
 
 

@@ -113,28 +113,25 @@ class HeldOut:
     observation: Observation
     forecast: Forecast
 
-    @property
-    def ttft(self) -> Band:
-        """The forecast TTFT the observation's source counts (the server's: from its queue)."""
+    def band(self, figure: str) -> Band:
+        """The forecast of a figure the observation carries (``fit.FIGURES``)."""
         f = self.forecast
-        return f.queue_ttft_mean_s if self.observation.source == "server" else f.ttft_mean_s
+        return {
+            "tpot": f.tpot_s,
+            "ttft": f.ttft_mean_s,
+            "tok_s": f.output_tok_s,
+            "server_tpot": f.tpot_s,
+            "server_ttft": f.queue_ttft_mean_s,
+        }[figure]
 
     def errors(self) -> dict[str, float]:
-        """Relative error of each figure (forecast / measured - 1)."""
-        o, f = self.observation, self.forecast
-        return {
-            "tpot": f.tpot_s.value / o.tpot_s - 1,
-            "ttft": self.ttft.value / o.ttft_s - 1,
-            "tok_s": f.output_tok_s.value / o.output_tok_s - 1,
-        }
+        """Relative error of each figure the observation carries (forecast / measured - 1)."""
+        o = self.observation
+        return {k: self.band(k).value / o.measured(k) - 1 for k, _ in o.targets()}
 
     def inside_band(self) -> dict[str, bool]:
-        o, f = self.observation, self.forecast
-        return {
-            "tpot": f.tpot_s.contains(o.tpot_s),
-            "ttft": self.ttft.contains(o.ttft_s),
-            "tok_s": f.output_tok_s.contains(o.output_tok_s),
-        }
+        o = self.observation
+        return {k: self.band(k).contains(o.measured(k)) for k, _ in o.targets()}
 
 
 def holdout(

@@ -158,7 +158,14 @@ def test_targets_server_fits_the_servers_own_timings(timed_session, session, tmp
     assert step == pytest.approx(by_client.value("step_s") + by_client.value("weights_s"), rel=0.1)
     assert by_server.rms_rel < 0.1
     auto = run("sim", "--fit", str(timed_session), "--profile-out", str(tmp_path / "a.toml"))
-    assert "the server's own per-request timings" in auto.stdout  # auto: the server's when sent
+    assert auto.returncode == 0, auto.stderr
+    # auto: both where the server sends its timings; their gap is the API server's
+    assert "the client's streams and the server's own per-request timings" in auto.stdout
+    assert "server TPOT ms" in auto.stdout
+    by_both = fitio.load(tmp_path / "a.toml")
+    assert by_both.targets == "both"
+    both_step = by_both.value("step_s") + by_both.value("weights_s")
+    assert both_step == pytest.approx(step, rel=0.1)
     untimed = run("sim", "--fit", str(session), "--targets", "server")
     assert untimed.returncode != 0
     assert "--enable-per-request-metrics" in untimed.stderr

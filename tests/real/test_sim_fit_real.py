@@ -2,16 +2,19 @@
 --fit`, then the fitted server's forecast at c=8 and c=16 against a bench run at those levels:
 mean TPOT, TTFT p50 and output tokens/s each within 15%.
 
-The vLLM runs with ``--enable-per-request-metrics``, so both sessions carry the server's own
-per-request timings (its engine clock), and ``--fit`` fits TTFT and TPOT to those, and the check
-reads them: on this 2-core host vLLM's CPU engine starves the client, whose streams run late
-(issue 25: the client's TPOT 0.4-0.9 of the server's), which no cost model of the server should
-chase. Output tokens/s (tokens over the step) is the client's. The client's own figures are
-printed beside, for the record.
+Each bench runs its levels in three rounds (``--repeat 3``): on this 2-core host one 15 s step
+of the same level varies by up to ±15% in tokens/s from round to round (vLLM's CPU processes
+spin on both cores and the host's scheduler decides who runs), so one step is not a figure to
+hold a forecast to within 15%. The fit takes every round; the check is the rounds' mean.
+
+The vLLM runs with ``--enable-per-request-metrics``, so ``--fit``'s default targets are both the
+client's streams and the server's own timings: the engine's steps are pinned by the server's
+figures, and the client's TTFT adds the API server's time.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,9 +25,9 @@ from infmon.sim import fitio
 from infmon.sim.forecast import forecast
 from tests.real.harness import explain, infmon, rs
 
-# unmet: the ±15% bound missed on this machine (server's figures: forecast ÷ measured TPOT 1.84 /
-# 1.55, TTFT p50 1.31 / 0.88, tok/s 3.20 / 2.16 at c=8 / 16): the closed loop's pace here is set
-# by vLLM's API process and the client starving beside its CPU engine, not by the engine's steps
+# unmet: the ±15% bound missed on this machine (2 Dec, evening, rounds' means, forecast ÷
+# measured at c=8 / 16: TPOT 1.01 / 1.04, tok/s 1.02 / 1.02, but TTFT p50 0.79 / 0.63; on a
+# slower hour, rounds of one level drift 20-50% and the misses grow): see README
 pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
@@ -42,6 +45,8 @@ def bench(url: str, tmp: Path, name: str, levels: str) -> Path:
         levels,
         "--step-duration",
         "15s",
+        "--repeat",
+        "3",
         "--session-dir",
         str(session),
         cwd=tmp,
@@ -62,45 +67,45 @@ def vllm_timed(real_setup, server_logs: Path) -> Iterator[rs.Server]:
         yield server
 
 
-@pytest.mark.timeout(1200)  # vLLM's start (~1-4 min here) and 5 bench steps of 15 s
+@pytest.mark.timeout(1500)  # vLLM's start (~1-4 min here) and 3 rounds of 5 bench steps of 15 s
 def test_fit_at_1_2_4_forecasts_8_and_16(vllm_timed: rs.Server, tmp_path: Path) -> None:
     fit_session = bench(vllm_timed.url, tmp_path, "fit", "1,2,4")
     check_session = bench(vllm_timed.url, tmp_path, "check", "8,16")
     profile = tmp_path / "vllm.toml"
     proc = infmon(
-        "sim", "--fit", str(fit_session), "--targets", "server", "--profile-out", str(profile),
-        cwd=tmp_path,
+        "sim", "--fit", str(fit_session), "--profile-out", str(profile), cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, explain(proc)
     print(proc.stdout)
     cost = fitio.load(profile)
-    assert cost.targets == "server"
-    measured, server = read_session(check_session, "server")
-    client = {o.concurrency: o for o in read_session(check_session, "client")[0]}
+    assert cost.targets == "both"
+    measured, server = read_session(check_session)
     base = base_config([server], _Args())  # type: ignore[arg-type]
     rows, misses = [], []
-    for obs in measured:
-        f = forecast(base, cost, obs.shape)
-        seen = client[obs.concurrency]
-        rows.append(
-            f"c={obs.concurrency} the client's own: TPOT {seen.tpot_s * 1e3:.2f} ms, "
-            f"TTFT p50 {seen.ttft_p50_s * 1e3:.2f} ms (the server's: "
-            f"{obs.tpot_s * 1e3:.2f}, {obs.ttft_p50_s * 1e3:.2f})"
-        )
+    for c in sorted({o.concurrency for o in measured}):
+        rounds = [o for o in measured if o.concurrency == c]
+        f = forecast(base, cost, rounds[0].shape)
         pairs = {
-            "TPOT ms": (f.tpot_s, 1e3, obs.tpot_s * 1e3),
-            "TTFT p50 ms": (f.queue_ttft_p50_s, 1e3, obs.ttft_p50_s * 1e3),
-            "output tok/s": (f.output_tok_s, 1.0, obs.output_tok_s),
+            "TPOT ms": (f.tpot_s, 1e3, [o.tpot_s * 1e3 for o in rounds]),
+            "TTFT p50 ms": (f.ttft_p50_s, 1e3, [o.ttft_p50_s * 1e3 for o in rounds]),
+            "output tok/s": (f.output_tok_s, 1.0, [o.output_tok_s for o in rounds]),
+            "server TTFT ms (queue → first token)": (
+                f.queue_ttft_mean_s,
+                1e3,
+                [o.server_ttft_s * 1e3 for o in rounds],
+            ),
         }
-        for name, (band, scale, meas) in pairs.items():
+        for name, (band, scale, each) in pairs.items():
+            meas = statistics.fmean(each)
             ratio = band.value * scale / meas
             inside = abs(band.value * scale - meas) <= band.half_width * scale
             rows.append(
-                f"c={obs.concurrency} {name}: forecast {band.text(scale)} measured {meas:.2f} "
-                f"ratio {ratio:.2f}{'' if inside else ' (outside the band)'}"
+                f"c={c} {name}: forecast {band.text(scale)} measured {meas:.2f} (rounds "
+                f"{', '.join(f'{x:.2f}' for x in each)}) ratio {ratio:.2f}"
+                f"{'' if inside else ' (outside the band)'}"
             )
-            if abs(ratio - 1) > TOLERANCE:
+            if abs(ratio - 1) > TOLERANCE and not name.startswith("server"):
                 misses.append(rows[-1])
     print("\n".join(rows))
-    assert sorted(o.concurrency for o in measured) == [8, 16]
+    assert sorted({o.concurrency for o in measured}) == [8, 16]
     assert not misses, "\n".join(misses)
