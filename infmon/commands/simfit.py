@@ -113,6 +113,7 @@ class ServerTimed:
     ttft_mean_s: float
     ttft_p50_s: float
     tpot_mean_s: float
+    prefill_mean_s: float  # scheduled → first token (the step that prefilled it)
 
 
 def _server_timed(session_dir: Path) -> dict[int, ServerTimed]:
@@ -132,7 +133,10 @@ def _server_timed(session_dir: Path) -> dict[int, ServerTimed]:
             pers = split.server_itl[~np.isnan(split.server_itl)] / 1e3  # 1-token outputs: none
             if len(firsts) >= SERVER_SHARE * (len(firsts) + split.without) and len(pers) >= 2:
                 out[step] = ServerTimed(
-                    float(firsts.mean()), float(np.median(firsts)), float(pers.mean())
+                    float(firsts.mean()),
+                    float(np.median(firsts)),
+                    float(pers.mean()),
+                    float(split.prefill.mean() / 1e3),
                 )
     return out
 
@@ -208,7 +212,11 @@ def read_session(
             )
         elif srv is not None:  # both: the client's, and the engine's under them
             o = replace(
-                seen, server_tpot_s=srv.tpot_mean_s, server_ttft_s=srv.ttft_mean_s, source="both"
+                seen,
+                server_tpot_s=srv.tpot_mean_s,
+                server_ttft_s=srv.ttft_mean_s,
+                server_prefill_s=srv.prefill_mean_s,
+                source="both",
             )
         out.append(replace(o, speculative_k=len(acceptance), acceptance=acceptance))
     return out, dict(doc["server"])
@@ -287,7 +295,7 @@ def render_fit(result: Any) -> list[str]:
             "client": "the client's streams (a busy client host makes them late: "
             "--targets server with vLLM's --enable-per-request-metrics)",
             "both": "the client's streams and the server's own per-request timings (their "
-            "gap: the API server's request_s)",
+            "gap: the API server's, request_s and frontend_stream_s)",
         }.get(c.targets, c.targets),
     ]
     for i, name in enumerate(PARAMS):
@@ -341,6 +349,7 @@ RESIDUAL_COLUMNS = (
     ("tok_s", "tok/s", 1.0),
     ("server_tpot", "server TPOT ms", 1e3),
     ("server_ttft", "srv queue→1st", 1e3),
+    ("server_prefill", "srv prefill ms", 1e3),
 )
 """The residual table's columns: figure, header, scale."""
 

@@ -6,7 +6,13 @@ compute_token_s x query tokens)``: host work per step and per running sequence, 
 pass, memory-bound (the weights and every scheduled context's KV) or compute-bound (prefill
 chunks, verification, big batches) whichever is slower, as vLLM's kernels are. With speculative
 decoding each of the ``k`` drafting passes adds ``draft_pass_s + draft_seq_s x drafting
-sequences``. A request reaches the scheduler ``request_s`` after it is sent (the API server).
+sequences``. A request reaches the scheduler ``request_s`` after it is sent (the API server),
+plus ``frontend_stream_s`` for every other stream open (``c - 1`` in a closed loop of ``c``
+users): the API server's one event loop serves a new request between rounds of every open
+stream's chunks, so its wait grows with the streams in flight. vLLM's per-request timings show
+it: on the real vLLM here the client's TTFT minus the server's (queue → first token) was 4, 6,
+8, 11 and 21 ms at c = 1, 2, 4, 8, 16, its median close to its mean. Only a fit that has both
+clocks (``--targets both``) can tell it from the engine's queue.
 
 Every cost is linear in the parameters once it is known which side of the ``max`` a step is on,
 so ``features`` gives the step's time as a vector: the fit sums these into each observation and
@@ -31,6 +37,7 @@ PARAMS = (
     "kv_token_s",
     "compute_token_s",
     "request_s",
+    "frontend_stream_s",
     "draft_pass_s",
     "draft_seq_s",
 )
@@ -43,10 +50,21 @@ DESCRIBE = {
     "kv_token_s": "memory-bound pass: per KV token of context read",
     "compute_token_s": "compute-bound pass: per query token (prefill, verification)",
     "request_s": "API server per request (template, tokeniser) before scheduling",
+    "frontend_stream_s": "API server's event loop: a new request's wait per other stream open",
     "draft_pass_s": "speculative decoding: one drafting pass",
     "draft_seq_s": "speculative decoding: one drafting pass, per drafting sequence",
 }
-I_STEP, I_SEQ, I_WEIGHTS, I_KV, I_COMPUTE, I_REQUEST, I_DRAFT, I_DRAFT_SEQ = range(len(PARAMS))
+(
+    I_STEP,
+    I_SEQ,
+    I_WEIGHTS,
+    I_KV,
+    I_COMPUTE,
+    I_REQUEST,
+    I_FRONT_STREAM,
+    I_DRAFT,
+    I_DRAFT_SEQ,
+) = range(len(PARAMS))
 
 
 @dataclass(frozen=True, slots=True)

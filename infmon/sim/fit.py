@@ -22,6 +22,7 @@ import numpy as np
 
 from infmon.sim.costmodel import (
     I_COMPUTE,
+    I_FRONT_STREAM,
     I_KV,
     I_REQUEST,
     I_SEQ,
@@ -42,9 +43,10 @@ RIDGE = 1e-6
 PRIOR_PRECISION = 1.0
 """The covariance's prior: one cost explains about one figure at most (unit variance on the
 normalised scale), so a cost the data leaves open gets a band of its own size, not infinity."""
-FIGURES = ("tpot", "ttft", "tok_s", "server_tpot", "server_ttft")
+FIGURES = ("tpot", "ttft", "tok_s", "server_tpot", "server_ttft", "server_prefill")
 """What an observation can carry: the client's mean TPOT and TTFT, output tokens/s, and the
-server's own (vLLM's per-request timings: inter-token time, queued → first token)."""
+server's own (vLLM's per-request timings: inter-token time, queued → first token, and of that
+the prefill: scheduled → first token, the step that prefilled it)."""
 SPLITS = (0.9, 0.5, 0.1)
 RUNS = 1
 """Starts carried on to convergence (the best after one step each)."""
@@ -77,6 +79,7 @@ class Observation:
     """The median TTFT from the same source (the client's with ``both``; NaN: not known)."""
     server_tpot_s: float = float("nan")
     server_ttft_s: float = float("nan")
+    server_prefill_s: float = float("nan")
 
     @property
     def shape(self) -> Shape:
@@ -99,6 +102,8 @@ class Observation:
         )
         if self.source == "both":
             out += (("server_tpot", self.server_tpot_s), ("server_ttft", self.server_ttft_s))
+            if self.server_prefill_s > 0:
+                out += (("server_prefill", self.server_prefill_s),)
         return out
 
     def measured(self, figure: str) -> float:
@@ -137,14 +142,6 @@ class FitResult:
     unseen: tuple[str, ...] = ()  # costs no replayed step used: a neutral guess, not fitted
 
 
-def from_queue(ttft: np.ndarray) -> np.ndarray:
-    """A TTFT cost vector from the scheduler's queue on, as vLLM's per-request timings count it:
-    without the API server's ``request_s`` before it (every request waits it exactly once)."""
-    out = ttft.copy()
-    out[I_REQUEST] -= 1.0
-    return out
-
-
 def vector(vec: LevelVectors, figure: str) -> np.ndarray:
     """A figure's cost vector (``tok_s``: seconds per output token). The server's TTFT and
     TPOT run on its engine clock (queued → first token, emitted token to token), the client's
@@ -154,7 +151,8 @@ def vector(vec: LevelVectors, figure: str) -> np.ndarray:
         "ttft": vec.ttft_mean,
         "tok_s": vec.time_per_token,
         "server_tpot": vec.tpot,
-        "server_ttft": from_queue(vec.ttft_mean),
+        "server_ttft": vec.queue_ttft_mean,
+        "server_prefill": vec.prefill,
     }[figure]
 
 
@@ -169,6 +167,8 @@ def initial_values(obs: list[Observation]) -> np.ndarray:
     v[I_KV] = tpot / 1e5
     v[I_COMPUTE] = tpot / 256
     v[I_REQUEST] = ttft / 3
+    if _timed_both(obs):
+        v[I_FRONT_STREAM] = ttft / 30
     return v
 
 
@@ -203,9 +203,20 @@ def covariance(a: np.ndarray, idx: list[int], s: float) -> np.ndarray:
     return cov
 
 
+def _timed_both(obs: list[Observation]) -> bool:
+    """Whether some level carries both clocks' TTFT: only then is the API server's wait per
+    open stream told apart from the engine's queue (which also grows with the streams)."""
+    return any(o.source == "both" for o in obs)
+
+
 def _free(obs: list[Observation]) -> list[int]:
     spec = any(o.speculative_k for o in obs)
-    return [i for i, name in enumerate(PARAMS) if spec or name not in SPEC_PARAMS]
+    both = _timed_both(obs)
+    return [
+        i
+        for i, name in enumerate(PARAMS)
+        if (spec or name not in SPEC_PARAMS) and (both or name != "frontend_stream_s")
+    ]
 
 
 def _design(
@@ -361,11 +372,14 @@ def _cost(
     free: list[int],
 ) -> FittedCost:
     spec = [o for o in obs if o.speculative_k]
-    sessions = sorted({o.session for o in obs})
-    spec_sessions = sorted({o.session for o in spec})
+    by_kind = {
+        "": sorted({o.session for o in obs}),
+        "spec": sorted({o.session for o in spec}),
+        "both": sorted({o.session for o in obs if o.source == "both"}),
+    }
+    kind = {name: "spec" for name in SPEC_PARAMS} | {"frontend_stream_s": "both"}
     sources = tuple(
-        ", ".join(spec_sessions if name in SPEC_PARAMS else sessions) if i in free else ""
-        for i, name in enumerate(PARAMS)
+        ", ".join(by_kind[kind.get(name, "")]) if i in free else "" for i, name in enumerate(PARAMS)
     )
     rng = FittedRange(
         concurrency=(min(o.concurrency for o in obs), max(o.concurrency for o in obs)),

@@ -81,6 +81,23 @@ def _get(doc: dict[str, Any], where: str, *keys: str) -> Any:
     return cur
 
 
+LATER = frozenset({"frontend_stream_s"})
+"""Costs added after the first profiles: a profile without one reads as none, not fitted."""
+
+
+def _covariance(
+    order: list[str], matrix: list[list[float]], where: str
+) -> tuple[tuple[float, ...], ...]:
+    """The covariance over ``PARAMS`` from the file's own ``order`` (zero for a cost it lacks)."""
+    if len(matrix) != len(order) or any(len(row) != len(order) for row in matrix):
+        raise ProfileError(f"{where}: fitted profile's covariance is not {len(order)} square")
+    at = {str(n): i for i, n in enumerate(order)}
+    return tuple(
+        tuple(float(matrix[at[a]][at[b]]) if a in at and b in at else 0.0 for b in PARAMS)
+        for a in PARAMS
+    )
+
+
 def load(path: Path) -> FittedCost:
     where = str(path)
     try:
@@ -100,11 +117,23 @@ def load(path: Path) -> FittedCost:
             spec_k=tuple(int(k) for k in _get(doc, where, "range", "spec_k")),
         )
         server = _get(doc, where, "server")
-        matrix = _get(doc, where, "covariance", "matrix")
+        params = _get(doc, where, "params")
+        values, sources = [], []
+        for n in PARAMS:
+            if n in LATER and n not in params:  # a profile from before it: none, not fitted
+                values.append(0.0)
+                sources.append("")
+                continue
+            values.append(float(_get(doc, where, "params", n, "value")))
+            sources.append(str(_get(doc, where, "params", n, "sessions")))
         return FittedCost(
-            values=tuple(float(_get(doc, where, "params", n, "value")) for n in PARAMS),
-            cov=tuple(tuple(float(x) for x in row) for row in matrix),
-            sources=tuple(str(_get(doc, where, "params", n, "sessions")) for n in PARAMS),
+            values=tuple(values),
+            cov=_covariance(
+                _get(doc, where, "covariance", "order"),
+                _get(doc, where, "covariance", "matrix"),
+                where,
+            ),
+            sources=tuple(sources),
             rms_rel=float(_get(doc, where, "rms_rel")),
             targets=str(doc.get("targets", "client")),
             fitted_range=rng,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infmon.sim.costmodel import PARAMS, FittedCost
-from infmon.sim.fit import FitResult, Observation, fit, from_queue, with_cost
+from infmon.sim.fit import FitResult, Observation, fit, with_cost
 from infmon.sim.levels import Shape, replay
 from infmon.sim.roofline import EngineConfig
 
@@ -50,6 +50,8 @@ class Forecast:
     queue_ttft_mean_s: Band
     """TTFT from the scheduler's queue on (vLLM's per-request timings): no API server time."""
     queue_ttft_p50_s: Band
+    prefill_s: Band
+    """Mean time from a request's first step to its first token (vLLM: scheduled → first)."""
     batch_max: int
     preemptions: int
     outside: tuple[str, ...]  # how the question leaves the fitted range (empty: inside)
@@ -72,8 +74,9 @@ def forecast(base: EngineConfig, cost: FittedCost, shape: Shape) -> Forecast:
         ttft_mean_s=_band(vec.ttft_mean, cost),
         ttft_p50_s=_band(vec.ttft_p50, cost),
         output_tok_s=Band(tok_s, tok_s * per_token.stderr / per_token.value),
-        queue_ttft_mean_s=_band(from_queue(vec.ttft_mean), cost),
-        queue_ttft_p50_s=_band(from_queue(vec.ttft_p50), cost),
+        queue_ttft_mean_s=_band(vec.queue_ttft_mean, cost),
+        queue_ttft_p50_s=_band(vec.queue_ttft_p50, cost),
+        prefill_s=_band(vec.prefill, cost),
         batch_max=vec.batch_max,
         preemptions=vec.preemptions,
         outside=outside_range(cost, shape, vec.batch_max)
@@ -82,8 +85,13 @@ def forecast(base: EngineConfig, cost: FittedCost, shape: Shape) -> Forecast:
 
 
 def _unfitted(cost: FittedCost, used: np.ndarray) -> tuple[str, ...]:
-    """Costs this forecast uses that no fitted session determined."""
-    names = [n for i, n in enumerate(PARAMS) if used[i] > 0 and not cost.sources[i]]
+    """Costs this forecast uses that no fitted session determined (one at zero adds nothing:
+    the API server's wait per open stream where no session carried the server's timings)."""
+    names = [
+        n
+        for i, n in enumerate(PARAMS)
+        if used[i] > 0 and not cost.sources[i] and cost.values[i] != 0
+    ]
     return (f"it uses costs no session fitted: {', '.join(names)}",) if names else ()
 
 
@@ -122,6 +130,7 @@ class HeldOut:
             "tok_s": f.output_tok_s,
             "server_tpot": f.tpot_s,
             "server_ttft": f.queue_ttft_mean_s,
+            "server_prefill": f.prefill_s,
         }[figure]
 
     def errors(self) -> dict[str, float]:

@@ -16,10 +16,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from infmon.sim.costmodel import I_REQUEST, PARAMS, FittedCost, features
+from infmon.sim.costmodel import (
+    I_FRONT_STREAM,
+    I_REQUEST,
+    PARAMS,
+    FittedCost,
+    features,
+)
 from infmon.sim.engine import Engine, Sequence
 from infmon.sim.roofline import EngineConfig
 
+Stamps = dict[int, tuple[float, np.ndarray]]
+"""Per request: a moment, as seconds and as a cost vector."""
 MIN_MEASURED = 16
 """Requests measured after the ramp, at least (and twice the concurrency)."""
 
@@ -61,6 +69,14 @@ class LevelVectors:
     time_per_token: np.ndarray  # 1 / output throughput
     batch_max: int
     preemptions: int
+    queue_ttft_mean: np.ndarray
+    """TTFT from the scheduler's queue to the engine's first token (vLLM's per-request
+    timings): without the API server's time either side."""
+    queue_ttft_p50: np.ndarray
+    queue: np.ndarray
+    """Mean time from the scheduler's queue to the request's first step (vLLM: queue time)."""
+    prefill: np.ndarray
+    """Mean time from that step's start to the first token (vLLM: scheduled → first token)."""
 
 
 def level_config(base: EngineConfig, cost: FittedCost, shape: Shape) -> EngineConfig:
@@ -80,24 +96,24 @@ def level_config(base: EngineConfig, cost: FittedCost, shape: Shape) -> EngineCo
 class _Replay:
     def __init__(self, cfg: EngineConfig, shape: Shape, by_kind: bool = False) -> None:
         self.cfg, self.shape, self.by_kind = cfg, shape, by_kind
-        self.values = cfg.fitted.vector if cfg.fitted is not None else np.zeros(len(PARAMS))
+        fitted = cfg.fitted
+        self.values = fitted.vector if fitted is not None else np.zeros(len(PARAMS))
         self.request_s = (
-            cfg.fitted.value("request_s")
-            if cfg.fitted is not None
-            else cfg.engine.request_overhead_s
+            fitted.value("request_s") if fitted is not None else cfg.engine.request_overhead_s
         )
+        self.stream_s = fitted.value("frontend_stream_s") if fitted is not None else 0.0
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
         self.engine = Engine(cfg)
         self.zero = np.zeros(len(PARAMS))
-        self.request = np.zeros(len(PARAMS))
-        self.request[I_REQUEST] = 1.0
+        self.unit = np.eye(len(PARAMS))
         self.pending: list[tuple[float, int]] = []  # (ready_s, n)
         self.sent: list[np.ndarray] = []
-        self.first: dict[int, np.ndarray] = {}
-        self.finish: dict[int, np.ndarray] = {}
-        self.finish_s: dict[int, float] = {}
-        self.first_s: dict[int, float] = {}
         self.sent_s: list[float] = []
+        self.arrive: Stamps = {}  # at the scheduler
+        self.scheduled: Stamps = {}  # its first step starts
+        self.starts: dict[float, np.ndarray] = {}  # every step's start: seconds → vector
+        self.first: Stamps = {}  # token 1
+        self.finish: Stamps = {}  # the last
         self.now, self.now_v = 0.0, self.zero.copy()
         self.batch_max = self.preemptions = self.drafts = 0
         self.accepted_per_pos: list[int] = []
@@ -105,10 +121,14 @@ class _Replay:
         self.window_tokens = 0
 
     def send(self, at_s: float, at_v: np.ndarray) -> None:
-        n = len(self.sent)
+        """A request sent at ``at``: it reaches the scheduler after the API server's
+        ``request_s`` and a round of its event loop over the other users' streams."""
+        n, open_streams = len(self.sent), self.shape.concurrency - 1
         self.sent.append(at_v.copy())
         self.sent_s.append(at_s)
-        heapq.heappush(self.pending, (at_s + self.request_s, n))
+        wait = self.unit[I_REQUEST] + open_streams * self.unit[I_FRONT_STREAM]
+        self.arrive[n] = (at_s + self.request_s + open_streams * self.stream_s, at_v + wait)
+        heapq.heappush(self.pending, (self.arrive[n][0], n))
         if n >= self.shape.concurrency:
             self.window.append((at_s, at_v.copy()))
 
@@ -128,12 +148,12 @@ class _Replay:
             if not self.engine.has_work:
                 if not self.pending:
                     break
-                ready, n = self.pending[0]
-                self.now, self.now_v = ready, self.sent[n] + self.request
+                self.now, self.now_v = self.arrive[self.pending[0][1]]
                 continue
             self._step()
 
     def _step(self) -> None:
+        self.starts[self.now] = self.now_v
         out = self.engine.step(self.now)
         if out.load is not None and self.cfg.fitted is not None:
             self.now_v = self.now_v + features(self.values, out.load, self.k, self.by_kind)
@@ -147,15 +167,17 @@ class _Replay:
             self.accepted_per_pos[i] += n
         if self.window and len(self.sent) < self.shape.total_requests:
             self.window_tokens += out.generation_tokens
+        now = (self.now, self.now_v.copy())
         for seq, _ in out.emitted:
             n = int(seq.handle)  # type: ignore[call-overload]
             if n not in self.first:
-                self.first[n], self.first_s[n] = self.now_v.copy(), self.now - self.sent_s[n]
+                self.first[n] = now
+                self.scheduled[n] = (seq.scheduled_s, self.starts[seq.scheduled_s])
         for seq in out.finished:
             n = int(seq.handle)  # type: ignore[call-overload]
-            self.finish[n], self.finish_s[n] = self.now_v.copy(), self.now
+            self.finish[n] = now
             if len(self.sent) < self.shape.total_requests:
-                self.send(self.now, self.now_v)
+                self.send(*now)
 
     def measured(self) -> list[int]:
         c = self.shape.concurrency
@@ -164,37 +186,55 @@ class _Replay:
     def figures(self) -> Figures:
         """The level in plain numbers, as a bench sees it."""
         o, measured = self.shape.output_tokens, self.measured()
-        tpot = float(
-            np.mean([(self.finish_s[n] - self.sent_s[n] - self.first_s[n]) for n in measured])
-        ) / max(o - 1, 1)
-        ttfts = [self.first_s[n] for n in measured]
+        tpot = float(np.mean([self.finish[n][0] - self.first[n][0] for n in measured]))
+        ttfts = [self.first[n][0] - self.sent_s[n] for n in measured]
         if len(self.window) >= 2 and self.window_tokens:
             tok_s = self.window_tokens / (self.window[-1][0] - self.window[0][0])
         else:
-            tok_s = o * len(self.finish) / max(self.finish_s.values())
+            tok_s = o * len(self.finish) / max(t for t, _ in self.finish.values())
         acc = tuple(n / self.drafts for n in self.accepted_per_pos) if self.drafts else ()
-        return Figures(tpot, float(np.mean(ttfts)), float(np.percentile(ttfts, 50)), tok_s, acc)
+        return Figures(
+            tpot / max(o - 1, 1),
+            float(np.mean(ttfts)),
+            float(np.percentile(ttfts, 50)),
+            tok_s,
+            acc,
+        )
 
     def vectors(self) -> LevelVectors:
         o, measured = self.shape.output_tokens, self.measured()
-        ttfts = {n: self.first[n] - self.sent[n] for n in measured}
-        order = sorted(measured, key=lambda n: self.first_s[n])
-        mid = order[(len(order) - 1) // 2]
-        tpot = np.mean([(self.finish[n] - self.first[n]) / max(o - 1, 1) for n in measured], 0)
+        sent = {n: (self.sent_s[n], self.sent[n]) for n in measured}
+        ttft_mean, ttft_p50 = _spans(sent, self.first, measured)
+        queue_mean, queue_p50 = _spans(self.arrive, self.first, measured)
+        waits = _spans(self.arrive, self.scheduled, measured)[0]
+        prefills = _spans(self.scheduled, self.first, measured)[0]
         if len(self.window) >= 2 and self.window_tokens:
             span = self.window[-1][1] - self.window[0][1]
             per_token = span / self.window_tokens
         else:  # too few requests for a window: the whole run
-            end = max(self.finish.values(), key=lambda v: float(v @ self.values))
+            end = max(self.finish.values(), key=lambda sv: sv[0])[1]
             per_token = end / max(1, o * len(self.finish))
         return LevelVectors(
-            tpot=tpot,
-            ttft_p50=ttfts[mid],
-            ttft_mean=np.mean(list(ttfts.values()), 0),
+            tpot=_spans(self.first, self.finish, measured)[0] / max(o - 1, 1),
+            ttft_p50=ttft_p50,
+            ttft_mean=ttft_mean,
             time_per_token=per_token,
             batch_max=self.batch_max,
             preemptions=self.preemptions,
+            queue_ttft_mean=queue_mean,
+            queue_ttft_p50=queue_p50,
+            queue=waits,
+            prefill=prefills,
         )
+
+
+def _spans(start: Stamps, end: Stamps, which: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """From ``start`` to ``end`` over the requests ``which``: the mean vector, and the vector of
+    the median request (by time)."""
+    order = sorted(which, key=lambda n: end[n][0] - start[n][0])
+    mid = order[(len(order) - 1) // 2]
+    mean = np.mean([end[n][1] - start[n][1] for n in which], 0)
+    return mean, end[mid][1] - start[mid][1]
 
 
 def measure(cfg: EngineConfig, shape: Shape) -> Figures:

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from infmon.sim import fitio
+from infmon.sim.costmodel import PARAMS
 from tests.conftest import REPO, infmon_cmd, running_sim
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a 4-level bench, then fits: ~45 s
@@ -164,8 +165,14 @@ def test_targets_server_fits_the_servers_own_timings(timed_session, session, tmp
     assert "server TPOT ms" in auto.stdout
     by_both = fitio.load(tmp_path / "a.toml")
     assert by_both.targets == "both"
-    both_step = by_both.value("step_s") + by_both.value("weights_s")
-    assert both_step == pytest.approx(step, rel=0.1)
+    # the client's figures fit as well as with the client's alone; the server's queue wait
+    # (a request arriving mid-step waits for it to end: half a step on average) the replay,
+    # whose closed loop sends in step with the steps, gets wrong by up to a quarter: README
+    table = auto.stdout.split("residuals per step")[1].split("profile:")[0]
+    for line in table.splitlines()[2:]:
+        client = [float(x.rstrip("%")) for x in line.split()[4:10][1::2]]  # TPOT, TTFT, tok/s
+        assert all(abs(r) < 10 for r in client), line
+    assert by_both.sources[PARAMS.index("frontend_stream_s")] == timed_session.name
     untimed = run("sim", "--fit", str(session), "--targets", "server")
     assert untimed.returncode != 0
     assert "--enable-per-request-metrics" in untimed.stderr

@@ -47,6 +47,27 @@ def test_toml_round_trip_keeps_every_number(tmp_path):
     assert back.kv_capacity_tokens == 65536
 
 
+def test_a_profile_from_before_the_api_servers_stream_wait_still_loads(tmp_path):
+    """Profiles written before ``frontend_stream_s`` existed (eight costs, an 8 x 8 covariance)
+    read as that cost at zero, not fitted; every other number in its place."""
+    import re
+
+    old = [n for n in PARAMS if n != "frontend_stream_s"]
+    i = PARAMS.index("frontend_stream_s")
+    text = fitio.dumps(cost())
+    text = re.sub(r"\n\[params\.frontend_stream_s\][^\[]*", "\n", text)
+    text = text.replace(', "frontend_stream_s"', "")
+    cov = np.delete(np.delete(np.asarray(cost().cov), i, 0), i, 1)
+    rows = ", ".join("[" + ", ".join(repr(float(x)) for x in r) + "]" for r in cov)
+    text = re.sub(r"matrix = .*", f"matrix = [{rows}]", text)
+    path = tmp_path / "old.toml"
+    path.write_text(text)
+    back = fitio.load(path)
+    assert back.value("frontend_stream_s") == 0.0 and back.sources[i] == ""
+    assert [back.value(n) for n in old] == [cost().value(n) for n in old]
+    assert back.stderr("step_s") == pytest.approx(cost().stderr("step_s"))
+
+
 def test_a_file_that_is_not_a_fitted_profile_is_refused(tmp_path):
     path = tmp_path / "x.toml"
     path.write_text('name = "A100"\n')
