@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 
 import pytest
 
+from infmon.commands.simfit import base_config, read_session
 from infmon.sim import fitio
 from infmon.sim.costmodel import PARAMS
+from infmon.sim.fit import fit
 from tests.conftest import REPO, infmon_cmd, running_sim
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a 4-level bench, then fits: ~45 s
@@ -137,6 +140,14 @@ def timed_session(tmp_path_factory):
     return out
 
 
+def residuals(session_dir, targets: str) -> dict[tuple[int, str], float]:
+    """The fit's relative residual per (level, figure), as `sim --fit` computes them."""
+    obs, server = read_session(session_dir, targets)
+    args = argparse.Namespace(max_num_seqs=None, max_num_batched_tokens=None)
+    result = fit(base_config([server], args), obs)
+    return {(r.observation.concurrency, r.figure): r.relative for r in result.residuals}
+
+
 def test_targets_server_fits_the_servers_own_timings(timed_session, session, tmp_path):
     """``--targets server`` fits TTFT (from the scheduler's queue) and TPOT to the server's
     per-request timings; the decode step it finds is the one the client's streams give (the
@@ -157,7 +168,11 @@ def test_targets_server_fits_the_servers_own_timings(timed_session, session, tmp
     assert 'targets = "server"' in prof_s.read_text()
     step = by_server.value("step_s") + by_server.value("weights_s")
     assert step == pytest.approx(by_client.value("step_s") + by_client.value("weights_s"), rel=0.1)
-    assert by_server.rms_rel < 0.1
+    # every figure within 10% but the server's queue wait (a request arriving mid-step waits
+    # for its end, half a step on average; the replay's closed loop sends in step with the
+    # steps and gets it wrong by up to a quarter here: README)
+    for (c, figure), rel in residuals(timed_session, "server").items():
+        assert abs(rel) < (0.3 if figure == "server_ttft" else 0.1), (c, figure, rel)
     auto = run("sim", "--fit", str(timed_session), "--profile-out", str(tmp_path / "a.toml"))
     assert auto.returncode == 0, auto.stderr
     # auto: both where the server sends its timings; their gap is the API server's
@@ -165,13 +180,10 @@ def test_targets_server_fits_the_servers_own_timings(timed_session, session, tmp
     assert "server TPOT ms" in auto.stdout
     by_both = fitio.load(tmp_path / "a.toml")
     assert by_both.targets == "both"
-    # the client's figures fit as well as with the client's alone; the server's queue wait
-    # (a request arriving mid-step waits for it to end: half a step on average) the replay,
-    # whose closed loop sends in step with the steps, gets wrong by up to a quarter: README
-    table = auto.stdout.split("residuals per step")[1].split("profile:")[0]
-    for line in table.splitlines()[2:]:
-        client = [float(x.rstrip("%")) for x in line.split()[4:10][1::2]]  # TPOT, TTFT, tok/s
-        assert all(abs(r) < 10 for r in client), line
+    for (c, figure), rel in residuals(timed_session, "both").items():  # the same, both clocks
+        assert abs(rel) < (0.3 if figure in ("server_ttft", "server_prefill") else 0.1), (
+            c, figure, rel,
+        )  # fmt: skip
     assert by_both.sources[PARAMS.index("frontend_stream_s")] == timed_session.name
     untimed = run("sim", "--fit", str(session), "--targets", "server")
     assert untimed.returncode != 0
