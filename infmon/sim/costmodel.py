@@ -43,6 +43,10 @@ PARAMS = (
 )
 """The parameter vector's order."""
 SPEC_PARAMS = ("draft_pass_s", "draft_seq_s")
+NONE_UNLESS_FITTED = frozenset({"frontend_stream_s"})
+"""Costs whose absence means none, not an unknown: a fit without both clocks folds the API
+server's wait per stream into ``request_s`` and the engine's costs, and a profile written before
+the cost existed did the same. Unfitted, such a cost is zero and a forecast need not flag it."""
 DESCRIBE = {
     "step_s": "host work per engine step (scheduler, input preparation, sampler)",
     "seq_s": "host work per running sequence and step",

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infmon.sim.costmodel import DESCRIBE, PARAMS, FittedCost, FittedRange
+from infmon.sim.costmodel import DESCRIBE, NONE_UNLESS_FITTED, PARAMS, FittedCost, FittedRange
 from infmon.sim.profiles import ProfileError
 
 if sys.version_info >= (3, 11):
@@ -81,10 +81,6 @@ def _get(doc: dict[str, Any], where: str, *keys: str) -> Any:
     return cur
 
 
-LATER = frozenset({"frontend_stream_s"})
-"""Costs added after the first profiles: a profile without one reads as none, not fitted."""
-
-
 def _covariance(
     order: list[str], matrix: list[list[float]], where: str
 ) -> tuple[tuple[float, ...], ...]:
@@ -120,7 +116,7 @@ def load(path: Path) -> FittedCost:
         params = _get(doc, where, "params")
         values, sources = [], []
         for n in PARAMS:
-            if n in LATER and n not in params:  # a profile from before it: none, not fitted
+            if n in NONE_UNLESS_FITTED and n not in params:  # a profile from before it
                 values.append(0.0)
                 sources.append("")
                 continue

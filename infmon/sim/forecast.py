@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infmon.sim.costmodel import PARAMS, FittedCost
+from infmon.sim.costmodel import NONE_UNLESS_FITTED, PARAMS, FittedCost
 from infmon.sim.fit import FitResult, Observation, fit, with_cost
 from infmon.sim.levels import Shape, replay
 from infmon.sim.roofline import EngineConfig
@@ -85,12 +85,12 @@ def forecast(base: EngineConfig, cost: FittedCost, shape: Shape) -> Forecast:
 
 
 def _unfitted(cost: FittedCost, used: np.ndarray) -> tuple[str, ...]:
-    """Costs this forecast uses that no fitted session determined (one at zero adds nothing:
-    the API server's wait per open stream where no session carried the server's timings)."""
+    """Costs this forecast uses that no fitted session determined (not one whose absence
+    means none: ``NONE_UNLESS_FITTED``)."""
     names = [
         n
         for i, n in enumerate(PARAMS)
-        if used[i] > 0 and not cost.sources[i] and cost.values[i] != 0
+        if used[i] > 0 and not cost.sources[i] and n not in NONE_UNLESS_FITTED
     ]
     return (f"it uses costs no session fitted: {', '.join(names)}",) if names else ()
 

@@ -73,8 +73,6 @@ class LevelVectors:
     """TTFT from the scheduler's queue to the engine's first token (vLLM's per-request
     timings): without the API server's time either side."""
     queue_ttft_p50: np.ndarray
-    queue: np.ndarray
-    """Mean time from the scheduler's queue to the request's first step (vLLM: queue time)."""
     prefill: np.ndarray
     """Mean time from that step's start to the first token (vLLM: scheduled → first token)."""
 
@@ -206,7 +204,6 @@ class _Replay:
         sent = {n: (self.sent_s[n], self.sent[n]) for n in measured}
         ttft_mean, ttft_p50 = _spans(sent, self.first, measured)
         queue_mean, queue_p50 = _spans(self.arrive, self.first, measured)
-        waits = _spans(self.arrive, self.scheduled, measured)[0]
         prefills = _spans(self.scheduled, self.first, measured)[0]
         if len(self.window) >= 2 and self.window_tokens:
             span = self.window[-1][1] - self.window[0][1]
@@ -223,7 +220,6 @@ class _Replay:
             preemptions=self.preemptions,
             queue_ttft_mean=queue_mean,
             queue_ttft_p50=queue_p50,
-            queue=waits,
             prefill=prefills,
         )
 
