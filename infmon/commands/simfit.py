@@ -298,6 +298,17 @@ def render_fit(result: Any) -> list[str]:
             "gap: the API server's, request_s and frontend_stream_s)",
         }.get(c.targets, c.targets),
     ]
+    if result.api_scatter:
+        each = ", ".join(f"{a} {x:.1%}" for a, x in result.api_scatter)
+        how = (
+            "one event loop: requests sent together are taken one after another"
+            if c.api_server == "serial"
+            else "each request's work its own, however many arrive together"
+        )
+        lines.append(
+            f"  API server: {c.api_server} ({how}); scatter of each: {each} (serial is kept "
+            "when at least 10% smaller)"
+        )
     for i, name in enumerate(PARAMS):
         src = c.sources[i]
         if name in result.unseen:

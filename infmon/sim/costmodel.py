@@ -43,6 +43,8 @@ PARAMS = (
 )
 """The parameter vector's order."""
 SPEC_PARAMS = ("draft_pass_s", "draft_seq_s")
+API_SERVERS = ("concurrent", "serial")
+"""The API server's two shapes a fit chooses between by its residual (``FittedCost.api_server``)."""
 NONE_UNLESS_FITTED = frozenset({"frontend_stream_s"})
 """Costs whose absence means none, not an unknown: a fit without both clocks folds the API
 server's wait per stream into ``request_s`` and the engine's costs, and a profile written before
@@ -102,6 +104,10 @@ class FittedCost:
     targets: str = "client"
     """Whose TTFT and TPOT the costs were fitted to: ``client``, ``server`` (vLLM's own
     per-request timings) or ``client, server`` (sessions of both kinds)."""
+    api_server: str = "concurrent"
+    """How the API server's ``request_s`` of work per request is done: ``concurrent`` (a
+    request's wait is its own) or ``serial`` (one event loop: requests sent together are taken
+    one after another, so a closed loop's lockstep waves spread out). The fit tries both."""
 
     def __post_init__(self) -> None:
         if len(self.values) != len(PARAMS):

@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from infmon.sim.costmodel import DESCRIBE, NONE_UNLESS_FITTED, PARAMS, FittedCost, FittedRange
+from infmon.sim.costmodel import (
+    API_SERVERS,
+    DESCRIBE,
+    NONE_UNLESS_FITTED,
+    PARAMS,
+    FittedCost,
+    FittedRange,
+)
 from infmon.sim.profiles import ProfileError
 
 if sys.version_info >= (3, 11):
@@ -34,6 +41,8 @@ def dumps(cost: FittedCost) -> str:
         f"rms_rel = {_num(cost.rms_rel)}  # the fit's relative scatter",
         f"targets = {_toml_str(cost.targets)}  # whose TTFT and TPOT: client streams or the"
         " server's per-request timings",
+        f"api_server = {_toml_str(cost.api_server)}  # its work per request: concurrent, or"
+        " serial (one event loop takes requests one after another)",
         "",
         "[server]  # limits as the sessions recorded them (KV from cache_config_info)",
         f"kv_capacity_tokens = {cost.kv_capacity_tokens}",
@@ -132,6 +141,7 @@ def load(path: Path) -> FittedCost:
             sources=tuple(sources),
             rms_rel=float(_get(doc, where, "rms_rel")),
             targets=str(doc.get("targets", "client")),
+            api_server=_api_server(doc.get("api_server", "concurrent"), where),
             fitted_range=rng,
             acceptance=tuple(float(a) for a in _get(doc, where, "spec", "acceptance")),
             speculative_k=int(_get(doc, where, "spec", "speculative_k")),
@@ -145,3 +155,10 @@ def load(path: Path) -> FittedCost:
         raise
     except (KeyError, TypeError, ValueError) as exc:
         raise ProfileError(f"{where}: fitted profile is malformed ({exc})") from None
+
+
+def _api_server(value: object, where: str) -> str:
+    """A profile's API server shape; a profile from before the choice was concurrent."""
+    if value not in API_SERVERS:
+        raise ProfileError(f"{where}: api_server is {value!r}, not one of {', '.join(API_SERVERS)}")
+    return str(value)

@@ -100,6 +100,7 @@ class _Replay:
             fitted.value("request_s") if fitted is not None else cfg.engine.request_overhead_s
         )
         self.stream_s = fitted.value("frontend_stream_s") if fitted is not None else 0.0
+        self.api_serial = fitted is not None and fitted.api_server == "serial"
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
         self.engine = Engine(cfg)
         self.zero = np.zeros(len(PARAMS))
@@ -113,6 +114,7 @@ class _Replay:
         self.first: Stamps = {}  # token 1
         self.finish: Stamps = {}  # the last
         self.now, self.now_v = 0.0, self.zero.copy()
+        self.api_free: tuple[float, np.ndarray] = (0.0, self.zero.copy())
         self.batch_max = self.preemptions = self.drafts = 0
         self.accepted_per_pos: list[int] = []
         self.window: list[tuple[float, np.ndarray]] = []  # (time, vector) of the measured sends
@@ -124,6 +126,9 @@ class _Replay:
         n, open_streams = len(self.sent), self.shape.concurrency - 1
         self.sent.append(at_v.copy())
         self.sent_s.append(at_s)
+        if self.api_serial and at_s < self.api_free[0]:  # still on an earlier request
+            at_s, at_v = self.api_free
+        self.api_free = (at_s + self.request_s, at_v + self.unit[I_REQUEST])
         wait = self.unit[I_REQUEST] + open_streams * self.unit[I_FRONT_STREAM]
         self.arrive[n] = (at_s + self.request_s + open_streams * self.stream_s, at_v + wait)
         heapq.heappush(self.pending, (self.arrive[n][0], n))

@@ -59,6 +59,7 @@ def truth(cfg) -> dict[str, float]:
 
 def test_recovers_per_step_and_per_token_costs(cfg, result):
     c, t = result.cost, truth(cfg)
+    assert c.api_server == "concurrent", result.api_scatter  # the simulator's API server
     assert c.value("step_s") + c.value("weights_s") == pytest.approx(t["decode_step_s"], rel=0.05)
     assert c.value("kv_token_s") == pytest.approx(t["kv_token_s"], rel=0.05)
     assert c.value("compute_token_s") == pytest.approx(t["compute_token_s"], rel=0.05)
