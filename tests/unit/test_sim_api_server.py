@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from infmon.sim import fitio
-from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange
-from infmon.sim.fit import Observation, fit, vector
-from infmon.sim.levels import Shape, _Replay, level_config, replay
+from infmon.sim.costmodel import FittedCost
+from infmon.sim.fit import fit
+from infmon.sim.levels import Shape, _Replay, level_config
 from infmon.sim.profiles import ProfileError
 from infmon.sim.scenarios import SCENARIOS, build_config
+from tests.unit.test_sim_fit_both import observe, truth
 
 TRUTH = {
     "step_s": 1.0e-3,
@@ -40,15 +41,7 @@ def base():
 
 
 def cost(api: str) -> FittedCost:
-    n = len(PARAMS)
-    return FittedCost(
-        values=tuple(TRUTH.get(p, 0.0) for p in PARAMS),
-        cov=tuple(tuple(0.0 for _ in range(n)) for _ in range(n)),
-        sources=tuple("truth" for _ in PARAMS),
-        rms_rel=0.0,
-        fitted_range=FittedRange((1, 4), (32.0, 32.0), (32.0, 32.0), 4),
-        api_server=api,
-    )
+    return truth(TRUTH, api)
 
 
 def arrivals_per_step(base, api: str, c: int) -> float:
@@ -64,20 +57,8 @@ def test_a_serial_api_server_spreads_the_closed_loops_waves(base):
     assert arrivals_per_step(base, "serial", 8) < 2.0
 
 
-def observe(base, c: int) -> Observation:
-    truth = cost("serial")
-    vec = replay(base, truth, Shape(c, 32, 32))
-    f = {k: float(vector(vec, k) @ truth.vector) for k in ("tpot", "ttft", "tok_s")}
-    f |= {k: float(vector(vec, k) @ truth.vector) for k in ("server_ttft", "server_prefill")}
-    return Observation(
-        "serial", c, 32, 32, f["tpot"], f["ttft"], 1.0 / f["tok_s"],
-        source="both", server_tpot_s=f["tpot"], server_ttft_s=f["server_ttft"],
-        server_prefill_s=f["server_prefill"],
-    )  # fmt: skip
-
-
 def test_the_fit_tells_a_serial_api_server_and_recovers_its_costs(base):
-    result = fit(base, [observe(base, c) for c in LEVELS])
+    result = fit(base, [observe(base, c, cost("serial"), "serial") for c in LEVELS])
     c = result.cost
     assert c.api_server == "serial"
     scatter = dict(result.api_scatter)

@@ -36,24 +36,27 @@ def base():
     return replace(build_config(SCENARIOS["baseline"]), enable_prefix_caching=False)
 
 
-def truth() -> FittedCost:
+def truth(values: dict[str, float] = TRUTH, api_server: str = "concurrent") -> FittedCost:
+    """Known costs (``values``, the rest zero) as a profile with no uncertainty."""
     n = len(PARAMS)
     return FittedCost(
-        values=tuple(TRUTH.get(p, 0.0) for p in PARAMS),
+        values=tuple(values.get(p, 0.0) for p in PARAMS),
         cov=tuple(tuple(0.0 for _ in range(n)) for _ in range(n)),
         sources=tuple("truth" for _ in PARAMS),
         rms_rel=0.0,
         fitted_range=FittedRange((1, 8), (32.0, 32.0), (32.0, 32.0), 8),
+        api_server=api_server,
     )
 
 
-def observe(base, c: int) -> Observation:
-    cost = truth()
+def observe(base, c: int, cost: FittedCost | None = None, session: str = "both") -> Observation:
+    """The level's figures, both clocks, exactly as the replay prices them under ``cost``."""
+    cost = cost or truth()
     vec = replay(base, cost, Shape(c, 32, 32))
     fig = {f: float(vector(vec, f) @ cost.vector) for f in ("tpot", "ttft", "tok_s")}
     fig |= {f: float(vector(vec, f) @ cost.vector) for f in ("server_ttft", "server_prefill")}
     return Observation(
-        "both", c, 32, 32, fig["tpot"], fig["ttft"], 1.0 / fig["tok_s"],
+        session, c, 32, 32, fig["tpot"], fig["ttft"], 1.0 / fig["tok_s"],
         source="both", server_tpot_s=fig["tpot"], server_ttft_s=fig["server_ttft"],
         server_prefill_s=fig["server_prefill"],
     )  # fmt: skip
