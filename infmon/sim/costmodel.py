@@ -44,7 +44,7 @@ PARAMS = (
 """The parameter vector's order."""
 SPEC_PARAMS = ("draft_pass_s", "draft_seq_s")
 API_SERVERS = ("concurrent", "serial")
-"""The API server's two shapes a fit chooses between by its residual (``FittedCost.api_server``)."""
+"""The API server's two shapes a fit chooses between by their scatter (``FittedCost.api_server``)."""
 NONE_UNLESS_FITTED = frozenset({"frontend_stream_s"})
 """Costs whose absence means none, not an unknown: a fit without both clocks folds the API
 server's wait per stream into ``request_s`` and the engine's costs, and a profile written before
