@@ -283,6 +283,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def render_fit(result: Any) -> list[str]:
     from infmon.sim.costmodel import DESCRIBE, PARAMS
+    from infmon.sim.fit import SERIAL_MARGIN
 
     c = result.cost
     lines = [
@@ -307,7 +308,7 @@ def render_fit(result: Any) -> list[str]:
         )
         lines.append(
             f"  API server: {c.api_server} ({how}); scatter of each: {each} (serial is kept "
-            "when at least 10% smaller)"
+            f"when at least {1 - SERIAL_MARGIN:.0%} smaller)"
         )
     for i, name in enumerate(PARAMS):
         src = c.sources[i]

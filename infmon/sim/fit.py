@@ -42,8 +42,8 @@ NOISE_FLOOR = 0.01
 SERIAL_MARGIN = 0.9
 """A serial API server is kept only when it fits with a scatter at least 10% smaller than a
 concurrent one: on a simulator session (a concurrent API server) the two came within 4% of
-each other, on the real vLLM here serial scattered 0.53-0.78x as much on four sessions and
-forecast the held-out c=8/16 better on each one checked."""
+each other; on the real vLLM here serial scattered 0.53-0.78x as much in four fits of three
+sessions and forecast the held-out c=8/16 better on each session checked."""
 RIDGE = 1e-6
 """Relative weight of the neutral split for directions the data leaves open (the estimate)."""
 PRIOR_PRECISION = 1.0
@@ -248,17 +248,17 @@ def fit(base: EngineConfig, obs: list[Observation], max_iterations: int = 30) ->
     obs = [o for o in obs if o.tpot_s > 0 and o.ttft_s > 0 and o.output_tok_s > 0]
     if len(obs) < 2:
         raise FitError("a fit needs at least two measured levels (TPOT, TTFT and tokens/s)")
-    fits = [_fit_api(base, obs, api, max_iterations) for api in API_SERVERS]
-    best = fits[0][0]  # concurrent, unless serial is clearly the better account of the data
-    if fits[1][0].scale < SERIAL_MARGIN * best.scale:
-        best = fits[1][0]
+    fits = {api: _fit_api(base, obs, api, max_iterations) for api in API_SERVERS}
+    best = fits["concurrent"][0]  # unless serial is clearly the better account of the data
+    if fits["serial"][0].scale < SERIAL_MARGIN * best.scale:
+        best = fits["serial"][0]
     return FitResult(
         best.cost,
         best.residuals(),
-        sum(n for _, n in fits),
+        sum(n for _, n in fits.values()),
         best.zeroed,
         best.unseen,
-        tuple((f.api, f.scale) for f, _ in fits),
+        tuple((api, f.scale) for api, (f, _) in fits.items()),
     )
 
 
@@ -272,9 +272,8 @@ def _fit_api(
         if not start.improve(prior):
             break
     best: _State | None = None
-    for state in _starts(base, obs, start.values, prior, api)[
-        : RUNS if api == API_SERVERS[0] else None
-    ]:
+    starts = _starts(base, obs, start.values, prior, api)
+    for state in starts if api == "serial" else starts[:RUNS]:
         for _ in range(max_iterations):
             if not state.improve(prior):
                 break

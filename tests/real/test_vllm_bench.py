@@ -306,9 +306,8 @@ def _block(vllm: rs.Server, tmp_path: Path, attempt: int, client_cpus, prompts: 
     return runs
 
 
-@pytest.mark.timeout(
-    1200
-)  # ~4 min quiet a block of 20 runs, each `vllm bench serve` importing vLLM anew
+# ~2-4 min a block of 20 runs when quiet (each `vllm bench serve` imports vLLM anew), 3 at most
+@pytest.mark.timeout(1200)
 def test_agrees_with_vllm_bench_serve(vllm: rs.Server, tmp_path: Path) -> None:
     """`vllm bench serve` and `infmon bench`: same server, same load, one after the other.
 

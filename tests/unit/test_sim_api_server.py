@@ -4,7 +4,7 @@ every request's ``request_s`` at once, ``serial`` (vLLM's one event loop) one af
 A closed loop with fixed lengths sends in waves: every stream of a wave finishes in the same
 step and sends again at once. With a concurrent API server the wave reaches the engine together,
 prefills together and decodes in lockstep with the engine idle between waves, which no real vLLM
-does: on the real one here its steps fitted with a 9.6-17% scatter, serial with 5.6-10%. Serial
+does: on the real one here it fitted with a 9.6-16.4% scatter, serial with 5.6-9.0%. Serial
 spreads a wave by ``request_s`` a request, so prefills land among other streams' decodes.
 
 Observations are the replay's own figures under known costs, so the truth is exact.
