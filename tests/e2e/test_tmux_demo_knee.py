@@ -3,7 +3,9 @@
 
 In tmux at 120×40: the demo starts sweeping at once (header ``sweep N/M · c=K · S s left``),
 and within 90 s of launch the knee pane names a knee. Then ``q``: the screen says it is
-quitting at once, and the shell shows a one-paragraph summary that names the same knee.
+quitting at once, and the shell shows a one-paragraph summary that names the same knee, or
+says it withdrawn and why (a level starved by the host reads flat, and the next one, read by
+the time the summary is written, grew past it: round 3's CI).
 """
 
 from __future__ import annotations
@@ -78,5 +80,11 @@ def test_demo_names_a_knee_within_90_s_without_a_key(tmp_path) -> None:
     assert re.search(
         r"infmon: .*\d+ steps, [\d,]+ requests \(0 failed, [\d,]+ cancelled\)", summary
     )
-    assert re.search(rf"Peak [\d,]+ tok/s at c=\d+; knee (?:≈ )?c={knee}\b", summary), summary
+    # the same knee, or, when a later level outgrew it before the quit, that knee said
+    # withdrawn with the doubling that grew (a starved level reads flat, its next one grows)
+    named = re.search(rf"Peak [\d,]+ tok/s at c=\d+; knee (?:≈ )?c={knee}\b", summary)
+    withdrawn = re.search(
+        rf"; knee (?:≈ )?c={knee} withdrawn: c=\d+ grew \+\d+% per doubling from c=\d+", summary
+    )
+    assert named or withdrawn, summary
     assert "writing the report" in summary

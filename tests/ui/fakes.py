@@ -191,9 +191,15 @@ def new_session(clock: FakeClock, slo: SLO | None = None) -> Session:
 
 
 def populated_session(
-    clock: FakeClock, *, spec: bool = False, steps=(1, 2, 4, 8, 16), step_s: float = 20.0
+    clock: FakeClock,
+    *,
+    spec: bool = False,
+    steps=(1, 2, 4, 8, 16),
+    step_s: float = 20.0,
+    per_s: dict[int, int] | None = None,
 ) -> Session:
-    """A session that ran a sweep: deterministic records, a window and a scrape a second."""
+    """A session that ran a sweep: deterministic records, a window and a scrape a second;
+    ``per_s`` sets a level's requests a second (default ``min(level, 8)``: 8 at most run)."""
     session = new_session(clock, SLO(ttft_s=0.5))
     feed = ServerFeed()
     wiring = feeder(session, clock)
@@ -205,16 +211,16 @@ def populated_session(
             session.ledger.book.begin(Level(CLOSED, level), start, "sweep", 2.0), start
         )
         index = session.ledger.book.next_index - 1
-        per_s = min(level, 8)
+        rate = (per_s or {}).get(level, min(level, 8))
         planned = [
-            ended(record(i + n, 0.0, level, step=index), start + (n + 0.5) / per_s)
-            for n in range(int(step_s) * per_s)
+            ended(record(i + n, 0.0, level, step=index), start + (n + 0.5) / rate)
+            for n in range(int(step_s) * rate)
         ]
         i += len(planned)
         for sec in range(int(step_s)):
             t0 = clock.now()
             clock.advance(1.0)
-            recs = planned[sec * per_s : (sec + 1) * per_s]
+            recs = planned[sec * rate : (sec + 1) * rate]
             wiring.records(RecordBatch(0, recs))
             wiring.window(window_of(recs, t0, clock.now(), level, index, streams=planned))
             snap = feed.scrape(

@@ -120,3 +120,36 @@ def test_short_steps_and_revisits_do_not_feed_the_knee() -> None:
     assert find_knee(s) is None  # the revisit of c=4 (last) counts only as the first eligible one
     s[2]["eligible"] = True
     assert find_knee(s) is None
+
+
+def _pts(cs, tputs, p50s_ms):
+    return [knee_point(s) for s in steps(cs, tputs, p50s_ms)]
+
+
+def test_a_knee_outgrown_is_withdrawn_with_the_doubling_that_grew() -> None:
+    watch = rule.KneeWatch()
+    flat = _pts([1, 2, 4, 8], [100, 200, 400, 410], [1000, 1000, 1000, 1500])
+    assert watch.update(rule.find_knee(flat), flat) is None and watch.named.concurrency == 4
+    grew = _pts([1, 2, 4, 8, 16], [100, 200, 400, 410, 800], [1000, 1000, 1000, 1500, 1600])
+    gone = watch.update(rule.find_knee(grew), grew)
+    assert gone is not None and watch.withdrawn == gone and watch.named is None
+    assert gone.text == "knee ≈ c=4 withdrawn: c=16 grew +95% per doubling from c=8"
+    assert watch.update(None, grew) is None and watch.withdrawn is not None  # said once
+    # a knee named above it (c=16 flattened too): c=4's withdrawal is still said
+    higher = _pts([1, 2, 4, 8, 16, 32], [100, 200, 400, 410, 800, 810], [1] * 3 + [2, 3, 4])
+    knee = rule.find_knee(higher)
+    assert knee is not None and knee.concurrency == 16
+    assert watch.update(knee, higher) is None and watch.withdrawn.knee.concurrency == 4
+    # named again at its own level: no longer withdrawn
+    assert watch.update(rule.Knee(4, "capped", True, "server"), higher) is None
+    assert watch.withdrawn is None
+
+
+def test_a_knee_moving_up_withdraws_the_old_one_and_one_moving_down_does_not() -> None:
+    watch = rule.KneeWatch()
+    watch.update(rule.Knee(8, "", False, "throughput"), [])
+    gone = watch.update(rule.Knee(16, "", False, "throughput"), [])
+    assert gone is not None and gone.knee.concurrency == 8
+    assert gone.why == "its step at c=8 is no longer counted"
+    assert watch.update(rule.Knee(4, "capped", True, "server"), []) is None
+    assert watch.withdrawn is None and watch.named.concurrency == 4

@@ -225,6 +225,9 @@ class KneeView:
     knee_confirmed: bool = False
     """False while the knee is only a candidate: "knee ≈ c=N (confirming)"."""
     knee_reason: str = ""
+    withdrawn: str = ""
+    """A knee named earlier that the figures no longer hold, and why (``knee ≈ c=128 withdrawn:
+    c=256 grew +21% per doubling from c=128``); empty: none, or named again."""
     kv_fill_level: float = NAN
     """Where the KV cache fills at the workload's mean prompt + output tokens."""
     knee_limit: str = ""

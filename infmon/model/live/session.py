@@ -49,6 +49,7 @@ from infmon.model.server.gpu_state import GpuState
 from infmon.model.server.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.server.snapshot import ServerSnapshot
 from infmon.model.steps.book import CLOSED, StepEvent
+from infmon.model.steps.knee import Knee, KneeWatch
 from infmon.model.steps.ledger import StepLedger, StepResult
 from infmon.model.steps.slo_verdict import slo_verdict
 from infmon.model.steps.step_levels import LevelSample
@@ -110,6 +111,8 @@ class Session:
         self.health = health or ServerHealth()
         self.windows = LiveWindows(keep_s=max(c.window_s, c.throughput_window_s) + 5)
         self.server = ServerState()
+        self.knee_watch = KneeWatch()
+        """The knee as shown: one the figures stop holding is said withdrawn, not dropped."""
         self.method = LiveBaseline(self.ledger)
         """Levels against a baseline run, spec decoding per level, KV against the knee."""
         self.gpus = GpuState()
@@ -340,14 +343,24 @@ class Session:
 
     def closing(self, now: float) -> Closing:
         """The session in one paragraph (what the monitor prints when it quits)."""
+        knee = self._watch_knee(now)
         return closing(
             self.ledger.results(now),
-            self.ledger.knee(now),
+            knee,
             self.ledger.slo_limit(now),
             (self.succeeded, self.failed, self.cancelled),
             now - self.start_s,
             not self.config.slo.empty,
+            withdrawn=self.knee_watch.withdrawn,
         )
+
+    def _watch_knee(self, now: float) -> Knee | None:
+        """The knee now; a knee shown earlier that this one withdraws is said in the events."""
+        knee = self.ledger.knee(now)
+        gone = self.knee_watch.update(knee, self.ledger.knee_points(now))
+        if gone is not None:
+            self.add_event(now, "diagnosis", gone.text)
+        return knee
 
     # ---- internals ----------------------------------------------------------------------------
     def _settle(self) -> None:
@@ -539,7 +552,8 @@ class Session:
         return baseline_view(base, running, now)
 
     def _knee_view(self, now: float) -> KneeView:
-        knee = self.ledger.knee(now)
+        knee = self._watch_knee(now)
+        withdrawn = self.knee_watch.withdrawn
         results = [r for r in self.ledger.results(now) if r.span.level.mode == CLOSED]
         fill, limit = self.method.knee_limit(knee, self.ledger.knee_points(now), self.facts())
         view = self.method.view
@@ -551,6 +565,7 @@ class Session:
             baseline_index=self._baseline,
             knee_confirmed=knee.confirmed if knee else False,
             knee_reason=knee.reason if knee else "",
+            withdrawn=withdrawn.text if withdrawn is not None else "",
             kv_fill_level=fill,
             knee_limit=limit.text,
             baseline=view.levels if view is not None else (),

@@ -16,7 +16,7 @@ from infmon.model.live.series import SampleSeries
 from infmon.model.live.windows import LiveWindows
 from infmon.model.records.measures import SLO
 from infmon.model.steps.book import CLOSED, RATE
-from infmon.model.steps.knee import Knee, growth_per_doubling
+from infmon.model.steps.knee import Knee, Withdrawn, growth_per_doubling
 from infmon.model.steps.ledger import StepResult
 from infmon.model.steps.slo_verdict import slo_verdict
 
@@ -118,6 +118,8 @@ class Closing:
     slo_set: bool
     slo_text: str = ""
     """The SLO verdict: ``c=32``, ``≥ 64, not reached``, ``none met``."""
+    withdrawn: Withdrawn | None = None
+    """A knee shown during the session that the figures no longer hold."""
 
     @property
     def requests(self) -> int:
@@ -131,6 +133,7 @@ def closing(
     counts: tuple[int, int, int],
     elapsed_s: float,
     slo_set: bool,
+    withdrawn: Withdrawn | None = None,
 ) -> Closing:
     """The peak is the best eligible step (a step too short to judge is not a peak)."""
     judged = [r for r in results if r.eligible and not math.isnan(r.stats.output_throughput_tok_s)]
@@ -147,6 +150,7 @@ def closing(
         cancelled=counts[2],
         slo_set=slo_set,
         slo_text=slo_verdict([r for r in results if r.span.level.mode == CLOSED], slo_set).text(),
+        withdrawn=withdrawn,
     )
 
 
@@ -166,6 +170,8 @@ def closing_text(c: Closing) -> str:
         knee = "no knee yet (throughput still growing)"
     else:
         knee = f"knee {c.knee.label}" + (f" ({c.knee.reason})" if c.knee.reason else "")
+    if c.withdrawn is not None:  # shown on screen earlier: the summary says where it went
+        knee += f"; {c.withdrawn.text}"
     if not c.slo_set:
         slo = "no SLO set"
     else:

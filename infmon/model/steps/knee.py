@@ -13,7 +13,8 @@ One rule, used by bench, the live pane, the sweep and every report:
 The earlier of the two is the knee. It is *confirmed* when a level past it shows saturation or
 a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". Steps too short to
 judge (``eligible`` false) and revisits of a level are left out: one point per level, the first
-eligible step at it. The rule reads ``KneePoint``s: a live or bench step gives its own
+eligible step at it. A knee the live pane showed and the figures stop holding is said
+withdrawn (``KneeWatch``), with the doubling that grew. The rule reads ``KneePoint``s: a live or bench step gives its own
 (``StepResult.knee_point``), a report's ``steps[]`` entry its (``report.stepstats.knee_point``).
 """
 
@@ -166,3 +167,58 @@ def slo_max_concurrency(
             break
         best = int(p.concurrency)
     return best
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """A knee once named that the figures no longer hold: a later level regained growth, or a
+    step's figures, read while it ran, moved once it had run longer."""
+
+    knee: Knee
+    why: str
+    """``c=256 grew +21% per doubling from c=128``."""
+
+    @property
+    def text(self) -> str:
+        mark = "" if self.knee.confirmed else "≈ "
+        return f"knee {mark}c={self.knee.concurrency} withdrawn: {self.why}"
+
+
+class KneeWatch:
+    """The knee as the live session has shown it: remembers the last knee named, so that one
+    the figures stop showing is said withdrawn (pane, events, closing summary), never silently
+    dropped. A knee named at or below a withdrawn one's level (named again, or the server's
+    evidence came in below it) ends the withdrawal; one named above it does not."""
+
+    def __init__(self) -> None:
+        self.named: Knee | None = None
+        self.withdrawn: Withdrawn | None = None
+
+    def update(self, knee: Knee | None, points: Sequence[KneePoint | None]) -> Withdrawn | None:
+        """Take the knee of ``points`` (``find_knee``); returns a withdrawal when this update
+        made one (to be said once), else None. A withdrawal stays said, its why with the
+        figures as they stand, until a knee is named at or below its level."""
+        named, pts = self.named, points_of(points)
+        self.named = knee
+        gone = self.withdrawn
+        if named is not None and (knee is None or knee.concurrency > named.concurrency):
+            self.withdrawn = Withdrawn(named, _why_withdrawn(named.concurrency, pts))
+            return self.withdrawn
+        if gone is not None and knee is not None and knee.concurrency <= gone.knee.concurrency:
+            self.withdrawn = None
+        elif gone is not None:
+            self.withdrawn = Withdrawn(gone.knee, _why_withdrawn(gone.knee.concurrency, pts))
+        return None
+
+
+def _why_withdrawn(level: int, pts: list[KneePoint]) -> str:
+    """What the figures say now above a withdrawn knee: the first doubling from it up that
+    grew by ``GROWTH_PER_DOUBLING`` or more."""
+    if not any(p.concurrency == level for p in pts):
+        return f"its step at c={level} is no longer counted"
+    above = [p for p in pts if p.concurrency >= level]
+    for a, b in itertools.pairwise(above):
+        g = growth_per_doubling(a.concurrency, a.tok_s, b.concurrency, b.tok_s)
+        if not math.isnan(g) and g >= GROWTH_PER_DOUBLING:
+            return f"c={b.concurrency:g} grew {g:+.0%} per doubling from c={a.concurrency:g}"
+    return f"the levels from c={level} up no longer show throughput flat while latency rises"

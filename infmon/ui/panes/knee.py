@@ -114,6 +114,9 @@ class KneePane(Pane):
             kv = f"KV fills c≈{f.num(k.kv_fill_level)}"
             sep = "  " if text.cell_len + 2 + len(kv) <= width else "\n"
             text.append(f"{sep}{kv}", self.style("kv-high"))
+        if k.withdrawn:  # a knee shown earlier is said gone, with why
+            text.append("\n")
+            text.append_text(self._wrapped(Text(k.withdrawn, style=self.style("warning")), width))
         if k.knee_limit:  # a reason is wrapped, never cut
             text.append("\n")
             text.append_text(self._wrapped(Text(f"limit: {k.knee_limit}", style=muted), width))
