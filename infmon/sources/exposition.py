@@ -11,8 +11,13 @@ escaped (``infmon.model.base.sanitize``), so nothing downstream sees them raw.
 The parser's cost is bounded too (``TooComplex``), checked before parsing in one linear pass:
 lines (4 per allowed series, plus 10,000: 16 MB of blank lines held 240 MB and 6.6 s), the
 longest line (64 KiB) and labels per series (128; the parser is quadratic in them: 256k labels
-on one series took 62 s); and during parsing, a deadline (``deadline_s``, checked every 32
-lines).
+on one series took 62 s); and during parsing, a budget of the parsing thread's own CPU time
+(``cpu_s``, checked every 32 lines): a page that costs that much is too complex whatever the
+host. The budget is CPU, not wall time: on a host whose cores the server's processes fill, the
+scrape thread waits for a core and a 10 ms parse took over 5 s of wall time (a real vLLM on this
+2-core machine at c=1), which a wall-clock deadline misread as a hostile page and reported
+as the server's metrics unusable. A parse that gets almost no CPU for ``STARVED_S`` is
+stopped as ``ParseStarved``, which says it is the host, not the page.
 """
 
 from __future__ import annotations
@@ -50,6 +55,15 @@ class ExpositionError(ValueError):
 class TooComplex(ExpositionError):
     """The page is beyond what the parser is given (lines, a line's length, labels per series,
     time): rejected, with the reason."""
+
+
+class ParseStarved(ExpositionError):
+    """The parse got next to no CPU for ``STARVED_S`` of wall time: this host is too busy to
+    give infmon's scrape thread a core (the page is not at fault)."""
+
+
+STARVED_S = 60.0
+"""Wall time after which a parse still within its CPU budget is stopped as ``ParseStarved``."""
 
 
 class TooManySeries(ExpositionError):
@@ -128,11 +142,12 @@ def count_series(text: str) -> int:
 
 
 def parse_exposition(
-    text: str | bytes, max_series: int | None = MAX_SERIES, deadline_s: float | None = None
+    text: str | bytes, max_series: int | None = MAX_SERIES, cpu_s: float | None = None
 ) -> Page:
     """Parse a ``/metrics`` page; raise ``ExpositionError`` if it is not exposition text,
     ``TooManySeries`` if it has more than ``max_series`` series (None: no cap), ``TooComplex``
-    past the other bounds or when ``time.monotonic()`` passes ``deadline_s``."""
+    past the other bounds or once parsing has taken ``cpu_s`` of this thread's CPU time (None:
+    no budget), ``ParseStarved`` when it got next to none for ``STARVED_S``."""
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -147,11 +162,11 @@ def parse_exposition(
     # long values. Otherwise a clean page has clean names and values: no per-label pass.
     plain = is_clean(text, multiline=True) and "\\n" not in text and not _has_long_line(text)
     try:
-        families = list(parser(_Lines(text, deadline_s)))  # type: ignore[arg-type]
+        families = list(parser(_Lines(text, cpu_s)))  # type: ignore[arg-type]
         samples = [
             Sample(s.name, s.labels, float(s.value)) for fam in families for s in fam.samples
         ]
-    except TooComplex:
+    except (TooComplex, ParseStarved):
         raise
     except Exception as exc:  # the parsers raise ValueError, KeyError, IndexError…
         first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
@@ -187,11 +202,14 @@ _LONG_LINE = re.compile(f"(?m)^[^\n]{{{MAX_LINE_CHARS + 1}}}")
 
 
 class _Lines:
-    """The page's lines for the parser, with the parse deadline checked as they are read."""
+    """The page's lines for the parser, its CPU budget and its wall cap checked as they are
+    read (the parse runs in one thread: ``time.thread_time`` is its own CPU)."""
 
-    def __init__(self, text: str, deadline_s: float | None) -> None:
+    def __init__(self, text: str, cpu_s: float | None) -> None:
         self._lines: Iterator[str] = iter(io.StringIO(text))
-        self._deadline_s = deadline_s
+        self._cpu_s = cpu_s
+        self._cpu0 = time.thread_time()
+        self._wall0 = time.monotonic()
         self._n = 0
 
     def __iter__(self) -> _Lines:
@@ -199,12 +217,18 @@ class _Lines:
 
     def __next__(self) -> str:
         self._n += 1
-        if (
-            self._deadline_s is not None
-            and self._n % _LINES_PER_CHECK == 0
-            and time.monotonic() > self._deadline_s
-        ):
-            raise TooComplex(f"parsing took too long (stopped at line {self._n:,})")
+        if self._cpu_s is not None and self._n % _LINES_PER_CHECK == 0:
+            cpu = time.thread_time() - self._cpu0
+            if cpu > self._cpu_s:
+                raise TooComplex(
+                    f"parsing took too long: {cpu:.1f} s of CPU (stopped at line {self._n:,})"
+                )
+            wall = time.monotonic() - self._wall0
+            if wall > STARVED_S:
+                raise ParseStarved(
+                    f"parsing got {cpu:.2f} s of CPU in {wall:.0f} s (stopped at line "
+                    f"{self._n:,}): this host gives infmon's scrape thread no core"
+                )
         return next(self._lines)
 
 

@@ -7,14 +7,14 @@ Bounded (``ScrapeLimits``): one read of ``/metrics`` has a total deadline (defau
 that drips a byte a second fails as ``timeout``), a size cap (16 MiB: a page that never ends
 fails as ``too_large`` without holding more) and a series cap (100,000: beyond it the page is
 rejected as ``too_many_series`` before parsing) and the parser's bounds (lines, line length,
-labels per series, and the parse itself within the same deadline: ``too_complex``). Parsing
+labels per series, and the parse itself within as many seconds of its thread's CPU time:
+``too_complex``; a parse a starved host gives no core for a minute: ``timeout``). Parsing
 runs in a worker thread, off the caller's event loop. Certificates are verified unless ``--insecure``; ``--ca-bundle`` applies.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from infmon.sources.exposition import (
     MAX_SERIES,
     ExpositionError,
     Page,
+    ParseStarved,
     TooComplex,
     TooManySeries,
     parse_exposition,
@@ -104,9 +105,12 @@ async def fetch_body(client: httpx.AsyncClient, metrics_url: str, limits: Scrape
 
 def parse_page(body: bytes, limits: ScrapeLimits) -> Page:
     """Page bytes → samples within the page's bounds, the parse itself within
-    ``limits.timeout_s``; every failure becomes a ``SourceError`` (CPU work: off the loop)."""
+    ``limits.timeout_s`` of its thread's CPU time; every failure becomes a ``SourceError``
+    (CPU work: off the loop)."""
     try:
-        return parse_exposition(body, limits.max_series, time.monotonic() + limits.timeout_s)
+        return parse_exposition(body, limits.max_series, limits.timeout_s)
+    except ParseStarved as exc:
+        raise SourceError(SourceError.TIMEOUT, str(exc)) from None
     except TooManySeries as exc:
         raise SourceError(SourceError.TOO_MANY_SERIES, str(exc)) from None
     except TooComplex as exc:
