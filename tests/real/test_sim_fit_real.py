@@ -2,10 +2,13 @@
 --fit`, then the fitted server's forecast at c=8 and c=16 against a bench run at those levels:
 mean TPOT, TTFT p50 and output tokens/s each within 15%.
 
-Each bench runs its levels in three rounds (``--repeat 3``): on this 2-core host one 15 s step
-of the same level varies by up to ±15% in tokens/s from round to round (vLLM's CPU processes
-spin on both cores and the host's scheduler decides who runs), so one step is not a figure to
-hold a forecast to within 15%. The fit takes every round; the check is the rounds' mean.
+One bench session runs c = 1, 2, 4, 8, 16 in three rounds (``--repeat 3``), and the fit leaves
+c = 8 and 16 out (``--holdout 8,16``, the issue's own held-out check): the fit sees only c = 1,
+2, 4, the check is the mean of the three rounds at c = 8 and 16 it never saw. On this 2-core
+host a level's tokens/s drifts by ±15% over an hour (vLLM's CPU processes spin on both cores;
+a fresh server sped up 2.22 → 1.63 ms TPOT at c=1 over three rounds), so a fit session and a
+check session run one after the other differ by the hour, not by the model: interleaved rounds
+put the same drift on both sides. Each round's figures are printed.
 
 The vLLM runs with ``--enable-per-request-metrics``, so ``--fit``'s default targets are both the
 client's streams and the server's own timings: the engine's steps are pinned by the server's
@@ -26,11 +29,11 @@ from infmon.sim import fitio
 from infmon.sim.forecast import forecast
 from tests.real.harness import explain, infmon, rs
 
-# unmet: the ±15% bound missed on this machine (forecast ÷ the rounds' mean at c=8 / 16; 2 Dec:
-# TPOT 0.87 / 0.79, TTFT p50 1.16 / 1.05, tok/s 1.10 / 1.21; 3 Dec: 0.71 / 0.54, 0.97 / 0.70,
-# 1.35 / 1.78; with the serial API server: 0.90 / 0.84, 1.06 / 0.76, 1.03 / 1.14): a level's
-# rounds drift by ±15% and more here, and at c ≤ 4 the cost per running sequence is under
-# that drift: README
+# unmet: the ±15% bound held on 17 of 18 figures over three runs on this machine, not on all:
+# forecast ÷ the rounds' mean at c=8 / 16 (TPOT, TTFT p50, tok/s), 3 Dec: 0.98 / 0.96, 1.08 /
+# 0.89, 0.95 / 0.99; 1.03 / 1.01, 1.09 / 1.03, 0.91 / 0.95; 1.00 / 1.02, 1.18 / 1.11, 0.93 /
+# 0.93. c=8's TTFT p50 comes out high every time (1.08-1.18), its server share (queue → first
+# token) 1.19-1.33: README
 pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
@@ -72,17 +75,19 @@ def vllm_timed(real_setup, server_logs: Path) -> Iterator[rs.Server]:
 
 @pytest.mark.timeout(1500)  # vLLM's start (~1-4 min here) and 3 rounds of 5 bench steps of 15 s
 def test_fit_at_1_2_4_forecasts_8_and_16(vllm_timed: rs.Server, tmp_path: Path) -> None:
-    fit_session = bench(vllm_timed.url, tmp_path, "fit", "1,2,4")
-    check_session = bench(vllm_timed.url, tmp_path, "check", "8,16")
+    session = bench(vllm_timed.url, tmp_path, "sweep", "1,2,4,8,16")
     profile = tmp_path / "vllm.toml"
     proc = infmon(
-        "sim", "--fit", str(fit_session), "--profile-out", str(profile), cwd=tmp_path,
+        "sim", "--fit", str(session), "--holdout", "8,16", "--profile-out", str(profile),
+        cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, explain(proc)
     print(proc.stdout)
     cost = fitio.load(profile)
     assert cost.targets == "both"
-    measured, server = read_session(check_session)
+    assert cost.fitted_range.concurrency == (1, 4)  # c = 8 and 16 held out of the fit
+    measured, server = read_session(session)
+    measured = [o for o in measured if o.concurrency in (8, 16)]  # the levels the fit never saw
     base = base_config([server], _Args())  # type: ignore[arg-type]
     rows, misses = [], []
     for c in sorted({o.concurrency for o in measured}):
