@@ -14,8 +14,9 @@ The earlier of the two is the knee. It is *confirmed* when a level past it shows
 a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". Steps too short to
 judge (``eligible`` false) and revisits of a level are left out: one point per level, the first
 eligible step at it. A knee the live pane showed and the figures stop holding is said
-withdrawn (``KneeWatch``), with the doubling that grew. The rule reads ``KneePoint``s: a live or bench step gives its own
-(``StepResult.knee_point``), a report's ``steps[]`` entry its (``report.stepstats.knee_point``).
+withdrawn (``KneeWatch``), with the doubling that grew. The rule reads ``KneePoint``s: a live
+or bench step gives its own (``StepResult.knee_point``), a report's ``steps[]`` entry its
+(``report.stepstats.knee_point``).
 """
 
 from __future__ import annotations
