@@ -49,7 +49,7 @@ from infmon.model.server.gpu_state import GpuState
 from infmon.model.server.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.server.snapshot import ServerSnapshot
 from infmon.model.steps.book import CLOSED, StepEvent
-from infmon.model.steps.knee import Knee, KneeWatch
+from infmon.model.steps.knee import Knee, KneePoint, KneeWatch, find_knee
 from infmon.model.steps.ledger import StepLedger, StepResult
 from infmon.model.steps.slo_verdict import slo_verdict
 from infmon.model.steps.step_levels import LevelSample
@@ -343,7 +343,7 @@ class Session:
 
     def closing(self, now: float) -> Closing:
         """The session in one paragraph (what the monitor prints when it quits)."""
-        knee = self._watch_knee(now)
+        knee = self._watch_knee(now, self.ledger.knee_points(now))
         return closing(
             self.ledger.results(now),
             knee,
@@ -354,10 +354,11 @@ class Session:
             withdrawn=self.knee_watch.withdrawn,
         )
 
-    def _watch_knee(self, now: float) -> Knee | None:
-        """The knee now; a knee shown earlier that this one withdraws is said in the events."""
-        knee = self.ledger.knee(now)
-        gone = self.knee_watch.update(knee, self.ledger.knee_points(now))
+    def _watch_knee(self, now: float, points: list[KneePoint | None]) -> Knee | None:
+        """The knee of ``points`` (the steps as the rule reads them now); a knee shown earlier
+        that this one withdraws is said in the events."""
+        knee = find_knee(points)
+        gone = self.knee_watch.update(knee, points)
         if gone is not None:
             self.add_event(now, "diagnosis", gone.text)
         return knee
@@ -552,10 +553,11 @@ class Session:
         return baseline_view(base, running, now)
 
     def _knee_view(self, now: float) -> KneeView:
-        knee = self._watch_knee(now)
+        points = self.ledger.knee_points(now)
+        knee = self._watch_knee(now, points)
         withdrawn = self.knee_watch.withdrawn
         results = [r for r in self.ledger.results(now) if r.span.level.mode == CLOSED]
-        fill, limit = self.method.knee_limit(knee, self.ledger.knee_points(now), self.facts())
+        fill, limit = self.method.knee_limit(knee, points, self.facts())
         view = self.method.view
         return KneeView(
             steps=knee_points(self.ledger.results(now), now),
