@@ -126,9 +126,10 @@ class _Replay:
         n, open_streams = len(self.sent), self.shape.concurrency - 1
         self.sent.append(at_v.copy())
         self.sent_s.append(at_s)
-        if self.api_serial and at_s < self.api_free[0]:  # still on an earlier request
-            at_s, at_v = self.api_free
-        self.api_free = (at_s + self.request_s, at_v + self.unit[I_REQUEST])
+        if self.api_serial:  # one event loop: after the request it is still on
+            if at_s < self.api_free[0]:
+                at_s, at_v = self.api_free
+            self.api_free = (at_s + self.request_s, at_v + self.unit[I_REQUEST])
         wait = self.unit[I_REQUEST] + open_streams * self.unit[I_FRONT_STREAM]
         self.arrive[n] = (at_s + self.request_s + open_streams * self.stream_s, at_v + wait)
         heapq.heappush(self.pending, (self.arrive[n][0], n))
