@@ -1,7 +1,8 @@
 """A load worker: the load driver and its HTTP client, and nothing else, on their own loop.
 
 ``WorkerCore`` takes control messages (``infmon.engine.protocol``) and sends its data through an
-``Outbox`` pumped on the same loop in slices (no second Python thread: see ``outbox``).
+``Outbox`` pumped on the same loop in slices (no second Python thread: see ``outbox``; a
+real-time loop has one beside it that only sleeps, ``WakeCanary``, ten wake-ups a second).
 ``python -m infmon.engine.worker CTRL_FD DATA_FD [CONTROLLER_PID]`` runs one in a process of its
 own (uvloop, ``gc.freeze``), reading control frames from one pipe and writing data frames to
 another; it never imports Textual, and it ends when the controller closes the control pipe.
@@ -32,7 +33,12 @@ from infmon.load.driver import LoadDriver
 from infmon.load.feed import Feed, WorkloadError
 from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
-from infmon.load.runtime import REALTIME_BUSY_SHARE, normal_priority, realtime_load_thread
+from infmon.load.runtime import (
+    WakeCanary,
+    normal_priority,
+    realtime_harm,
+    realtime_load_thread,
+)
 from infmon.load.selfcheck import thread_sched
 from infmon.model.steps.book import CLOSED, REPLAY
 
@@ -84,8 +90,10 @@ class WorkerCore:
         self.workload: Any = None
         """The work source (a ``Feed`` in real runs)."""
         self.spread: SpreadClient | None = None
-        self._realtime_watch: asyncio.Task[None] | None = None
         """Several endpoints, or several workers (records labelled with the whole level)."""
+        self._realtime_watch: asyncio.Task[None] | None = None
+        self.canary_factory: Callable[[], WakeCanary] = WakeCanary
+        """The normal thread whose late wake-ups tell that real time starves the host."""
         self.fed: FedArrivals | None = None
         """The arrival times the controller sends, in a fed rate step."""
         self._level: p.SetLevel | None = None
@@ -216,27 +224,30 @@ class WorkerCore:
         return text
 
     async def _watch_realtime(self, every_s: float = 1.0) -> None:
-        """Once a second: a real-time thread whose own load kept it busy over
-        ``REALTIME_BUSY_SHARE`` of that second goes back to normal priority, and says so."""
+        """Once a second: the real-time thread goes back to normal priority, and says so, when its
+        own load kept it busy over ``REALTIME_BUSY_SHARE`` of that second (its load is then
+        CPU-bound) or when a normal thread beside it (``WakeCanary``) waited ``STARVED_WAIT_S``
+        for a core (real time starves the host's other threads here)."""
         last = thread_sched()
-        while last is not None:
-            t0 = self.clock.now()
-            await asyncio.sleep(every_s)
-            now = thread_sched()
-            if now is None:
-                return
-            busy = (now[0] - last[0]) / max(self.clock.now() - t0, 1e-9)
-            last = now
-            if busy > REALTIME_BUSY_SHARE and normal_priority():
-                send = self.outbox.put if self.outbox is not None else self.deliver
-                send(
-                    p.LoadThread(
-                        self.worker_id,
-                        f"normal priority since its load kept it busy {100 * busy:.0f}% of a "
-                        "second (real time would take that CPU from the server, not share it)",
-                    )
-                )
-                return
+        canary = self.canary_factory()
+        canary.start()
+        try:
+            while last is not None:
+                t0 = self.clock.now()
+                await asyncio.sleep(every_s)
+                now = thread_sched()
+                if now is None:
+                    return
+                elapsed = self.clock.now() - t0
+                busy = (now[0] - last[0]) / max(elapsed, 1e-9)
+                last = now
+                why = realtime_harm(busy, canary.waited(), elapsed - every_s)
+                if why and normal_priority():
+                    send = self.outbox.put if self.outbox is not None else self.deliver
+                    send(p.LoadThread(self.worker_id, f"normal priority since {why}"))
+                    return
+        finally:
+            canary.stop()
 
     def _client(self, msg: p.Start) -> Any:
         """The stream client: one endpoint's, or a ``SpreadClient`` over several endpoints (and

@@ -17,20 +17,46 @@ p90 3-87 ms, p99 85-445 ms; the same sleep in SCHED_RR 1 by p99 0.06-0.11 ms (``
 did not help: each session is its own scheduling group, and nice only ranks within one). The
 thread uses the CPU its load needs either way (4% of a core at c=4, 12% at c=16 here); real time only
 changes when it gets it, and the kernel caps real-time threads at 95% of a core.
+
+A kernel may still let such a light real-time thread starve the host's normal threads. On this
+project's 2-vCPU Firecracker VM (Linux 6.18) beside the real vLLM at c=4, in some hours, a normal
+process's 0.5 s sleep woke 7-25 s late while the load thread ran on time, infmon's own
+controller got no CPU for as long (a 20 s step lasted 35 s), and the kernel logged workqueue
+lockups; at normal priority the same sleep woke at most 1 s late. In other hours on the same VM
+none of it happened (16 real-time runs, the sleep ≤ 1 s late), and a plain real-time spinner on
+a core delays a normal thread there by 0.3 s at most (the kernel's fair server). So a
+``WakeCanary`` (a normal thread that sleeps 0.1 s and notes how late it wakes) runs beside a
+real-time load thread, and a wait of ``STARVED_WAIT_S`` while the load thread kept time sends
+it back to normal priority, saying so. Normal priority here costs the truth (beside vLLM at
+c=4: TTFT p99 ~900 ms against ~20 ms, half the tokens a second, which the client self-check
+flags), so the bar is a starvation no busy host explains, not a slow wake-up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import gc
 import os
+import threading
+import time
 
 REALTIME_PRIORITY = 1
 REALTIME_BUSY_SHARE = 0.5
 """A real-time load thread busy more than this share of a second goes back to normal priority:
 its load is then CPU-bound, and real time would take that CPU from whatever else runs here (a
 server on the same cores) instead of sharing it."""
+
+STARVED_WAIT_S = 2.0
+"""A normal thread beside a real-time load thread that waits this long past its wake-up for a core,
+while the load thread's own wake-ups came on time: real time starves the host's other threads
+here, and the load thread goes back to normal. A busy host at normal priority delays such a
+wake-up by milliseconds (≤ 1 s seen beside vLLM's engine on 2 cores); the starvation it catches
+lasted 7-25 s."""
+OWN_LATE_S = 0.5
+"""The load thread's own once-a-second wake-up later than this: the host took the CPU from every
+thread (a vCPU the hypervisor paused, a suspended VM), and real time is not what starved them."""
 
 
 def tune_for_load() -> list[str]:
@@ -76,3 +102,53 @@ def normal_priority() -> bool:
     except OSError:
         return False
     return True
+
+
+def realtime_harm(busy: float, waited_s: float, own_late_s: float) -> str:
+    """Why a real-time load thread should go back to normal priority (empty: it should not), from
+    the share of the last second its own load kept it busy, the longest a normal thread beside it
+    waited past a wake-up for a core, and how late its own wake-up came over that second."""
+    if waited_s >= STARVED_WAIT_S and own_late_s < OWN_LATE_S:
+        return (
+            f"a normal thread beside it waited {waited_s:.1f} s for a core while it ran on time "
+            "(this host's kernel lets a real-time thread starve the others)"
+        )
+    if busy > REALTIME_BUSY_SHARE:
+        return (
+            f"its load kept it busy {100 * busy:.0f}% of a second (real time would take that "
+            "CPU from the server, not share it)"
+        )
+    return ""
+
+
+class WakeCanary:
+    """A daemon thread at normal priority that sleeps ``every_s`` in a loop; ``waited()`` is the
+    longest it waited past a wake-up since the last call, counting the wake-up it is waiting for
+    now (a starved canary cannot report, so the reader measures from its last beat)."""
+
+    def __init__(self, every_s: float = 0.1) -> None:
+        self.every_s = every_s
+        self._beat = time.monotonic()
+        self._late: collections.deque[float] = collections.deque(maxlen=64)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="infmon-wake-canary", daemon=True)
+
+    def start(self) -> None:
+        self._beat = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def waited(self) -> float:
+        """Seconds: the worst late wake-up since the last call, or the current one if longer."""
+        worst = time.monotonic() - self._beat - self.every_s
+        while self._late:
+            worst = max(worst, self._late.popleft())
+        return worst
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            now = time.monotonic()
+            self._late.append(now - self._beat - self.every_s)
+            self._beat = now

@@ -1,16 +1,19 @@
 """The load worker's real-time priority (issue 25): taken where permitted, given up when the
 worker's own load keeps its thread busy (real time would then take the CPU from a server on the
-same cores instead of sharing it), and said each time. Each case runs in a child process: the
-scheduling class is the thread's, and pytest's must not change."""
+same cores instead of sharing it) or when a normal thread beside it starves while it runs on
+time (real time starves the host's others there), and said each time. Each worker case runs in
+a child process: the scheduling class is the thread's, and pytest's must not change."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
+from infmon.load.runtime import OWN_LATE_S, STARVED_WAIT_S, WakeCanary, realtime_harm
 from tests.conftest import REPO
 
 SCRIPT = """
@@ -19,7 +22,21 @@ from infmon.engine import protocol as p
 from infmon.engine.worker import WorkerCore
 
 BUSY = sys.argv[1] == "busy"
+STARVED = sys.argv[1] == "starved"
 got = []
+
+class StarvedCanary:
+    # a canary as it reads on a host whose kernel lets real time starve a normal thread: its
+    # wake-up 3 s late while the loop keeps time (WakeCanary measures it: see its test)
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def waited(self):
+        return 3.0
 
 class Config:
     load_priority = "realtime"
@@ -29,6 +46,8 @@ def policy():
 
 async def main():
     core = WorkerCore(got.append, own_process=True)
+    if STARVED:
+        core.canary_factory = StarvedCanary
     said = core._load_thread(Config())
     if "real-time" not in said:
         print("SKIP", said)
@@ -76,3 +95,52 @@ def test_a_busy_real_time_load_thread_goes_back_to_normal_and_says_why() -> None
 @pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling")
 def test_a_light_real_time_load_thread_keeps_real_time() -> None:
     assert run("light") == "RR []"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling")
+def test_a_real_time_load_thread_that_starves_a_normal_thread_goes_back_and_says_why() -> None:
+    out = run("starved")
+    assert out.startswith("OTHER"), out
+    assert "normal priority since a normal thread beside it waited 3.0 s for a core" in out
+    assert "while it ran on time" in out
+
+
+def test_real_time_is_given_up_for_a_starved_neighbour_only_when_the_load_thread_kept_time() -> (
+    None
+):
+    starved = STARVED_WAIT_S + 0.5
+    assert "waited 2.5 s for a core" in realtime_harm(0.1, starved, 0.01)
+    # the host paused every thread (the load thread's own second came late too): not real time's doing
+    assert realtime_harm(0.1, starved, OWN_LATE_S + 0.5) == ""
+    # a busy host's slow wake-up is not starvation
+    assert realtime_harm(0.1, STARVED_WAIT_S - 0.5, 0.01) == ""
+    assert "busy 80% of a second" in realtime_harm(0.8, 0.0, 0.0)
+
+
+def test_the_wake_canary_reports_a_wait_while_it_lasts_and_once_it_ends() -> None:
+    """The canary cannot run while this thread holds the GIL (a switch interval longer than the
+    hold), as it cannot while the kernel gives it no core: ``waited`` reads the wait in progress
+    from its last beat, then the finished one from its own note, then nothing."""
+    canary = WakeCanary(every_s=0.05)
+    canary.start()
+    try:
+        time.sleep(0.3)
+        assert canary.waited() < 0.2
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(30.0)
+        try:
+            end = time.perf_counter() + 1.2
+            while time.perf_counter() < end:
+                pass
+            during = canary.waited()
+        finally:
+            sys.setswitchinterval(interval)
+        time.sleep(0.3)
+        after = canary.waited()
+        time.sleep(0.3)
+        settled = canary.waited()
+    finally:
+        canary.stop()
+    assert during >= 1.0, during
+    assert after >= 1.0, after
+    assert settled < 0.2, settled
