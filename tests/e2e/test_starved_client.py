@@ -32,7 +32,7 @@ sys.stdout.write("spinning\\n"); sys.stdout.flush()
 while True:
     pass
 """
-HOGS = 3
+HOGS = 6
 
 
 SCHEDSTATS = pytest.mark.skipif(
