@@ -148,6 +148,7 @@ class WakeCanary:
         return worst
 
     def _run(self) -> None:
+        normal_priority()  # a normal thread, whatever the one that started it runs at
         while not self._stop.wait(self.every_s):
             now = time.monotonic()
             self._late.append(now - self._beat - self.every_s)
