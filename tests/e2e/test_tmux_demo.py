@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,16 +29,16 @@ pytestmark = [
 
 class Tmux:
     def __init__(self, socket: str, name: str) -> None:
-        self.socket, self.name = socket, name
+        # a server of its own per instance: a test's tmux server that ``kill-server`` has not
+        # yet taken down must not be the next test's (``new-session`` failed there in CI)
+        self.socket, self.name = f"{socket}-{uuid.uuid4().hex[:8]}", name
 
     def run(self, *args: str, check: bool = True) -> str:
         out = subprocess.run(
-            ["tmux", "-L", self.socket, *args],
-            capture_output=True,
-            text=True,
-            check=check,
-            timeout=20,
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20
         )
+        if check and out.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args[:1])} exited {out.returncode}: {out.stderr}")
         return out.stdout
 
     def screen(self) -> str:
