@@ -42,8 +42,8 @@ def late_cause(runq_share: float, busy_share: float, cpu_users: str | None) -> L
             True,
             f"CPU starvation by other processes: the load thread waited for a CPU "
             f"{100 * runq_share:.0f}% of the time{who}. Let infmon take real-time priority "
-            "(root, CAP_SYS_NICE or `ulimit -r 1`; see its load thread line), give it a core "
-            "of its own (taskset), or run it on another host",
+            "(root, CAP_SYS_NICE or `ulimit -r 1`; its load thread line says whether it had it "
+            "and why not), give it a core of its own (taskset), or run it on another host",
         )
     if not math.isnan(busy_share) and busy_share >= BUSY_SHARE:
         return LateCause(
