@@ -38,6 +38,7 @@ from infmon.load.runtime import (
     normal_priority,
     realtime_harm,
     realtime_load_thread,
+    retry_after,
 )
 from infmon.load.selfcheck import thread_sched
 from infmon.model.steps.book import CLOSED, REPLAY
@@ -94,6 +95,8 @@ class WorkerCore:
         self._realtime_watch: asyncio.Task[None] | None = None
         self.canary_factory: Callable[[], WakeCanary] = WakeCanary
         """The normal thread whose late wake-ups tell that real time starves the host."""
+        self.realtime_retry_s: float | None = None
+        """Seconds at normal priority after a starvation (None: ``retry_after``'s back-off)."""
         self.fed: FedArrivals | None = None
         """The arrival times the controller sends, in a fed rate step."""
         self._level: p.SetLevel | None = None
@@ -226,12 +229,15 @@ class WorkerCore:
     async def _watch_realtime(self, every_s: float = 1.0) -> None:
         """Once a second: the real-time thread goes back to normal priority, and says so, when its
         own load kept it busy over ``REALTIME_BUSY_SHARE`` of that second (its load is then
-        CPU-bound) or when a normal thread beside it (``WakeCanary``) waited ``STARVED_WAIT_S``
-        for a core (real time starves the host's other threads here)."""
-        last = thread_sched()
+        CPU-bound: for good) or when a normal thread beside it (``WakeCanary``) waited
+        ``STARVED_WAIT_S`` for a core (real time starves the host's other threads here: until
+        ``retry_after``, when it takes real time again and says so)."""
+        send = self._send
         canary = self.canary_factory()
         canary.start()
+        retry_s = 0.0
         try:
+            last = thread_sched()
             while last is not None:
                 t0 = self.clock.now()
                 await asyncio.sleep(every_s)
@@ -241,11 +247,34 @@ class WorkerCore:
                 elapsed = self.clock.now() - t0
                 busy = (now[0] - last[0]) / max(elapsed, 1e-9)
                 last = now
-                why = realtime_harm(busy, canary.waited(), elapsed - every_s)
-                if why and normal_priority():
-                    send = self.outbox.put if self.outbox is not None else self.deliver
-                    send(p.LoadThread(self.worker_id, f"normal priority since {why}"))
+                harm = realtime_harm(busy, canary.waited(), elapsed - every_s)
+                if harm is None or not normal_priority():
+                    continue
+                if not harm.retry:
+                    send(p.LoadThread(self.worker_id, f"normal priority since {harm.text}"))
                     return
+                retry_s = (
+                    retry_after(retry_s) if self.realtime_retry_s is None else self.realtime_retry_s
+                )
+                send(
+                    p.LoadThread(
+                        self.worker_id,
+                        f"normal priority since {harm.text}; real time again in {retry_s:g} s",
+                    )
+                )
+                await asyncio.sleep(retry_s)
+                took, _ = realtime_load_thread()
+                if not took:
+                    return
+                send(
+                    p.LoadThread(
+                        self.worker_id,
+                        f"real-time again (SCHED_RR 1) after {retry_s:g} s at normal priority "
+                        "(a normal thread starved beside it before)",
+                    )
+                )
+                canary.waited()  # what it saw at normal priority is not real time's doing
+                last = thread_sched()
         finally:
             canary.stop()
 

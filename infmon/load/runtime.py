@@ -27,7 +27,7 @@ none of it happened (16 real-time runs, the sleep ≤ 1 s late), and a plain rea
 a core delays a normal thread there by 0.3 s at most (the kernel's fair server). So a
 ``WakeCanary`` (a normal thread that sleeps 0.1 s and notes how late it wakes) runs beside a
 real-time load thread, and a wait of ``STARVED_WAIT_S`` while the load thread kept time sends
-it back to normal priority, saying so. Normal priority here costs the truth (beside vLLM at
+it back to normal priority, saying so, until ``retry_after`` says to try real time again. Normal priority here costs the truth (beside vLLM at
 c=4: TTFT p99 ~900 ms against ~20 ms, half the tokens a second, which the client self-check
 flags), so the bar is a starvation no busy host explains, not a slow wake-up.
 """
@@ -41,6 +41,7 @@ import gc
 import os
 import threading
 import time
+from dataclasses import dataclass
 
 REALTIME_PRIORITY = 1
 REALTIME_BUSY_SHARE = 0.5
@@ -57,6 +58,11 @@ lasted 7-25 s."""
 OWN_LATE_S = 0.5
 """The load thread's own once-a-second wake-up later than this: the host took the CPU from every
 thread (a vCPU the hypervisor paused, a suspended VM), and real time is not what starved them."""
+RETRY_S = 30.0
+RETRY_MAX_S = 600.0
+"""After a starvation the load thread tries real time again ``RETRY_S`` later, then twice as
+long after each further starvation, up to ``RETRY_MAX_S``: the starvation seen here came and
+went by the hour, and a monitor left running should have its truth back when it passes."""
 
 
 def tune_for_load() -> list[str]:
@@ -104,21 +110,38 @@ def normal_priority() -> bool:
     return True
 
 
-def realtime_harm(busy: float, waited_s: float, own_late_s: float) -> str:
-    """Why a real-time load thread should go back to normal priority (empty: it should not), from
+@dataclass(frozen=True, slots=True)
+class Harm:
+    """Why a real-time load thread goes back to normal priority; ``retry``: real time may be
+    taken again later (a starvation can pass; a CPU-bound load does not)."""
+
+    text: str
+    retry: bool
+
+
+def realtime_harm(busy: float, waited_s: float, own_late_s: float) -> Harm | None:
+    """Why a real-time load thread should go back to normal priority (None: it should not), from
     the share of the last second its own load kept it busy, the longest a normal thread beside it
     waited past a wake-up for a core, and how late its own wake-up came over that second."""
     if waited_s >= STARVED_WAIT_S and own_late_s < OWN_LATE_S:
-        return (
+        return Harm(
             f"a normal thread beside it waited {waited_s:.1f} s for a core while it ran on time "
-            "(this host's kernel lets a real-time thread starve the others)"
+            "(this host's kernel lets a real-time thread starve the others)",
+            retry=True,
         )
     if busy > REALTIME_BUSY_SHARE:
-        return (
+        return Harm(
             f"its load kept it busy {100 * busy:.0f}% of a second (real time would take that "
-            "CPU from the server, not share it)"
+            "CPU from the server, not share it)",
+            retry=False,
         )
-    return ""
+    return None
+
+
+def retry_after(previous_s: float) -> float:
+    """The time at normal priority before real time is tried again after a starvation: the
+    first ``RETRY_S``, then twice the last, up to ``RETRY_MAX_S``."""
+    return RETRY_S if previous_s <= 0 else min(2 * previous_s, RETRY_MAX_S)
 
 
 class WakeCanary:
