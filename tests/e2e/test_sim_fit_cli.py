@@ -170,9 +170,12 @@ def test_targets_server_fits_the_servers_own_timings(timed_session, session, tmp
     assert step == pytest.approx(by_client.value("step_s") + by_client.value("weights_s"), rel=0.1)
     # every figure within 10% but the server's queue wait (a request arriving mid-step waits
     # for its end, half a step on average; the replay's closed loop sends in step with the
-    # steps and gets it wrong by up to a quarter here: README)
+    # steps and gets it wrong by up to a quarter here: README) and the client's TTFT, which
+    # carries the same landing point in a step on top of the API server's time: within the
+    # issue's 15% (CI's slow tier, the simulator beside other tests: c=2 +10.0%, c=4 +12.3%)
+    bound = {"server_ttft": 0.3, "ttft": 0.15}
     for (c, figure), rel in residuals(timed_session, "server").items():
-        assert abs(rel) < (0.3 if figure == "server_ttft" else 0.1), (c, figure, rel)
+        assert abs(rel) < bound.get(figure, 0.1), (c, figure, rel)
     auto = run("sim", "--fit", str(timed_session), "--profile-out", str(tmp_path / "a.toml"))
     assert auto.returncode == 0, auto.stderr
     # auto: both where the server sends its timings; their gap is the API server's
@@ -181,9 +184,7 @@ def test_targets_server_fits_the_servers_own_timings(timed_session, session, tmp
     by_both = fitio.load(tmp_path / "a.toml")
     assert by_both.targets == "both"
     for (c, figure), rel in residuals(timed_session, "both").items():  # the same, both clocks
-        assert abs(rel) < (0.3 if figure in ("server_ttft", "server_prefill") else 0.1), (
-            c, figure, rel,
-        )  # fmt: skip
+        assert abs(rel) < (bound | {"server_prefill": 0.3}).get(figure, 0.1), (c, figure, rel)
     assert by_both.sources[PARAMS.index("frontend_stream_s")] == timed_session.name
     untimed = run("sim", "--fit", str(session), "--targets", "server")
     assert untimed.returncode != 0
