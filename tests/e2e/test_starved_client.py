@@ -1,7 +1,8 @@
 """A load client starved of CPU on purpose says so, and names who took the CPU; and with
 real-time priority it is not starved at all (issue 25).
 
-CPU hogs (processes named ``infmon-hog``, each pinned to one core) share that core with
+CPU hogs (processes named ``infmon-hog``, each pinned to one core, each its own scheduling group
+at autogroup nice -5 where permitted) share that core with
 ``infmon bench``, pinned there too; the simulator runs wherever the kernel puts it. At normal
 priority (``--load-priority normal``) the load thread's run-queue wait (its
 ``/proc/thread-self/schedstat``) is then a real share of the time, its timestamps are late,
@@ -28,6 +29,11 @@ HOG = """
 import ctypes, os, sys
 ctypes.CDLL(None).prctl(15, b"infmon-hog", 0, 0, 0)  # PR_SET_NAME: /proc/PID/stat's name
 os.sched_setaffinity(0, {int(sys.argv[1])})
+try:  # its scheduling group (its session's) weighs 3x a default one, where the user may say so
+    with open("/proc/self/autogroup", "w") as f:
+        f.write("-5")
+except OSError:
+    pass
 sys.stdout.write("spinning\\n"); sys.stdout.flush()
 while True:
     pass
