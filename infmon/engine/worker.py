@@ -232,7 +232,6 @@ class WorkerCore:
         CPU-bound: for good) or when a normal thread beside it (``WakeCanary``) waited
         ``STARVED_WAIT_S`` for a core (real time starves the host's other threads here: until
         ``retry_after``, when it takes real time again and says so)."""
-        send = self._send
         canary = self.canary_factory()
         canary.start()
         retry_s = 0.0
@@ -251,12 +250,12 @@ class WorkerCore:
                 if harm is None or not normal_priority():
                     continue
                 if not harm.retry:
-                    send(p.LoadThread(self.worker_id, f"normal priority since {harm.text}"))
+                    self._send(p.LoadThread(self.worker_id, f"normal priority since {harm.text}"))
                     return
                 retry_s = (
                     retry_after(retry_s) if self.realtime_retry_s is None else self.realtime_retry_s
                 )
-                send(
+                self._send(
                     p.LoadThread(
                         self.worker_id,
                         f"normal priority since {harm.text}; real time again in {retry_s:g} s",
@@ -266,7 +265,7 @@ class WorkerCore:
                 took, _ = realtime_load_thread()
                 if not took:
                     return
-                send(
+                self._send(
                     p.LoadThread(
                         self.worker_id,
                         f"real-time again (SCHED_RR 1) after {retry_s:g} s at normal priority "

@@ -27,9 +27,10 @@ none of it happened (16 real-time runs, the sleep ≤ 1 s late), and a plain rea
 a core delays a normal thread there by 0.3 s at most (the kernel's fair server). So a
 ``WakeCanary`` (a normal thread that sleeps 0.1 s and notes how late it wakes) runs beside a
 real-time load thread, and a wait of ``STARVED_WAIT_S`` while the load thread kept time sends
-it back to normal priority, saying so, until ``retry_after`` says to try real time again. Normal priority here costs the truth (beside vLLM at
-c=4: TTFT p99 ~900 ms against ~20 ms, half the tokens a second, which the client self-check
-flags), so the bar is a starvation no busy host explains, not a slow wake-up.
+it back to normal priority, saying so, until ``retry_after`` says to try real time again.
+Normal priority here costs the truth (beside vLLM at c=4: TTFT p99 ~900 ms against ~20 ms, half
+the tokens a second, which the client self-check flags), so the bar is a starvation no busy
+host explains, not a slow wake-up.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def test_real_time_is_given_up_for_a_starved_neighbour_only_when_the_load_thread
 ):
     starved = realtime_harm(0.1, STARVED_WAIT_S + 0.5, 0.01)
     assert starved is not None and starved.retry and "waited 2.5 s for a core" in starved.text
-    # the host paused every thread (the load thread's own second came late too): not real time's doing
+    # the host paused every thread (the load thread's own second came late too): not real time
     assert realtime_harm(0.1, STARVED_WAIT_S + 0.5, OWN_LATE_S + 0.5) is None
     # a busy host's slow wake-up is not starvation
     assert realtime_harm(0.1, STARVED_WAIT_S - 0.5, 0.01) is None
