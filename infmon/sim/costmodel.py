@@ -2,9 +2,12 @@
 datasheet figures: the same shape with every number measured on the operator's own server.
 
 One engine step costs ``step_s + seq_s x running + max(weights_s + kv_token_s x context read,
-compute_token_s x query tokens)``: host work per step and per running sequence, then the forward
-pass, memory-bound (the weights and every scheduled context's KV) or compute-bound (prefill
-chunks, verification, big batches) whichever is slower, as vLLM's kernels are. With speculative
+compute_token_s x query tokens + attn_pair_s x attention pairs)``: host work per step and per
+running sequence, then the forward pass, memory-bound (the weights and every scheduled context's
+KV) or compute-bound (prefill chunks, verification, big batches) whichever is slower, as vLLM's
+kernels are. Attention's pairs (each query token times the context it attends) make a long
+prompt's tokens dearer than a short one's, and a chunked prefill's later chunks dearer than its
+first; only sessions at two prompt lengths tell them from the tokens. With speculative
 decoding each of the ``k`` drafting passes adds ``draft_pass_s + draft_seq_s x drafting
 sequences``. A request reaches the scheduler ``request_s`` after it is sent (the API server),
 plus ``frontend_stream_s`` for every other stream open (``c - 1`` in a closed loop of ``c``
@@ -36,6 +39,7 @@ PARAMS = (
     "weights_s",
     "kv_token_s",
     "compute_token_s",
+    "attn_pair_s",
     "request_s",
     "frontend_stream_s",
     "draft_pass_s",
@@ -45,16 +49,19 @@ PARAMS = (
 SPEC_PARAMS = ("draft_pass_s", "draft_seq_s")
 API_SERVERS = ("concurrent", "serial")
 """The API server's two shapes a fit chooses between by their scatter (``FittedCost.api_server``)."""
-NONE_UNLESS_FITTED = frozenset({"frontend_stream_s"})
+NONE_UNLESS_FITTED = frozenset({"frontend_stream_s", "attn_pair_s"})
 """Costs whose absence means none, not an unknown: a fit without both clocks folds the API
-server's wait per stream into ``request_s`` and the engine's costs, and a profile written before
-the cost existed did the same. Unfitted, such a cost is zero and a forecast need not flag it."""
+server's wait per stream into ``request_s`` and the engine's costs, one prompt length folds
+attention into ``compute_token_s`` (its pairs then grow with the tokens), and a profile written
+before the cost existed did the same. Unfitted, such a cost is zero and a forecast need not flag
+it."""
 DESCRIBE = {
     "step_s": "host work per engine step (scheduler, input preparation, sampler)",
     "seq_s": "host work per running sequence and step",
     "weights_s": "memory-bound pass: weights (and fixed kernel launches)",
     "kv_token_s": "memory-bound pass: per KV token of context read",
     "compute_token_s": "compute-bound pass: per query token (prefill, verification)",
+    "attn_pair_s": "compute-bound pass: per query token and context token it attends (attention)",
     "request_s": "API server per request (template, tokeniser) before scheduling",
     "frontend_stream_s": "API server's event loop: a new request's wait per other stream open",
     "draft_pass_s": "speculative decoding: one drafting pass",
@@ -66,6 +73,7 @@ DESCRIBE = {
     I_WEIGHTS,
     I_KV,
     I_COMPUTE,
+    I_ATTN,
     I_REQUEST,
     I_FRONT_STREAM,
     I_DRAFT,
@@ -153,13 +161,15 @@ def features(values: np.ndarray, step: StepLoad, k: int, by_kind: bool = False) 
     phi = np.zeros(len(PARAMS))
     phi[I_STEP] = 1.0
     phi[I_SEQ] = step.num_seqs
-    ctx, tokens = step.target.context_read, step.target.tokens
+    ctx, tokens, pairs = step.target.context_read, step.target.tokens, step.target.attn_pairs
     memory = values[I_WEIGHTS] + values[I_KV] * ctx
-    if (not step.prefill_tokens) if by_kind else memory >= values[I_COMPUTE] * tokens:
+    compute = values[I_COMPUTE] * tokens + values[I_ATTN] * pairs
+    if (not step.prefill_tokens) if by_kind else memory >= compute:
         phi[I_WEIGHTS] = 1.0
         phi[I_KV] = ctx
     else:
         phi[I_COMPUTE] = tokens
+        phi[I_ATTN] = pairs
     if step.spec_seqs and k:
         phi[I_DRAFT] = k
         phi[I_DRAFT_SEQ] = k * step.spec_seqs

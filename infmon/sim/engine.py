@@ -50,6 +50,10 @@ class Sequence:
     ngram: NgramIndex | None = None
     proposal: list[int] = field(default_factory=list)
     queued_s: float = math.nan  # reached the scheduler (after the API server's own work)
+    taken_s: float = math.nan
+    """The engine loop took it in, at a step's start (vLLM stamps QUEUED there: its busy
+    loop reads its input queue between steps, so a request that came mid-step is queued when
+    that step ends; the real one here showed a 0.01 ms queue at every concurrency)."""
     spec_accepted_log: list[int] = field(default_factory=list)  # per verify step (per-request
     spec_drafted_log: list[int] = field(default_factory=list)  # metrics, as vLLM's detailed)
     external_tokens: int = 0  # prompt tokens whose KV was loaded (offload) or pulled (P/D)
@@ -104,6 +108,11 @@ def _reached(seq: Sequence) -> float:
     return seq.queued_s if seq.queued_s == seq.queued_s else seq.arrival_s
 
 
+def queued_at(seq: Sequence) -> float:
+    """vLLM's QUEUED stamp: when the engine loop took the request in."""
+    return seq.taken_s if seq.taken_s == seq.taken_s else _reached(seq)
+
+
 class Engine:
     def __init__(self, cfg: EngineConfig) -> None:
         self.cfg = cfg
@@ -111,6 +120,7 @@ class Engine:
         self.pool = BlockPool(self.budget.num_gpu_blocks, cfg.kv_cache_metrics, cfg.seed)
         self.running: list[Sequence] = []
         self.waiting: deque[Sequence] = deque()
+        self.untaken: deque[Sequence] = deque()  # added, not yet taken in by a step
         self.rng = random.Random(cfg.seed)
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
         self.cond = expand_acceptance(cfg.acceptance, self.k)
@@ -132,6 +142,7 @@ class Engine:
             if self.cfg.spec_method == "ngram" and ids is not None and seq.truth is not None:
                 seq.ngram = NgramIndex(ids, self.cfg.prompt_lookup_min, self.cfg.prompt_lookup_max)
         self.waiting.append(seq)
+        self.untaken.append(seq)
 
     def abort(self, seq: Sequence, now_s: float) -> bool:
         """Remove a request (client went away); True if it was still in the engine."""
@@ -319,6 +330,8 @@ class Engine:
             start_s=now_s, end_s=now_s, emitted=[], finished=[], accepted_per_pos=[0] * self.k
         )
         self.pool.now_s = now_s
+        while self.untaken and _reached(self.untaken[0]) <= now_s:
+            self.untaken.popleft().taken_s = now_s
         plan = self._schedule(out, now_s)
         if plan:
             load = out.load = self._load(plan)

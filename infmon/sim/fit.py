@@ -219,13 +219,25 @@ def _timed_both(obs: list[Observation]) -> bool:
     return any(o.source == "both" for o in obs)
 
 
+ATTN_PROMPT_RATIO = 2.0
+"""Attention's cost per pair is fitted only when the sessions' prompts differ this much: at one
+prompt length a prefill's pairs grow with its tokens and the two cannot be told apart."""
+
+
+def _two_prompt_lengths(obs: list[Observation]) -> bool:
+    prompts = [o.prompt_tokens for o in obs]
+    return max(prompts) >= ATTN_PROMPT_RATIO * min(prompts)
+
+
 def _free(obs: list[Observation]) -> list[int]:
     spec = any(o.speculative_k for o in obs)
-    both = _timed_both(obs)
+    both, attn = _timed_both(obs), _two_prompt_lengths(obs)
     return [
         i
         for i, name in enumerate(PARAMS)
-        if (spec or name not in SPEC_PARAMS) and (both or name != "frontend_stream_s")
+        if (spec or name not in SPEC_PARAMS)
+        and (both or name != "frontend_stream_s")
+        and (attn or name != "attn_pair_s")
     ]
 
 

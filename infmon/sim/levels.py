@@ -108,7 +108,10 @@ class _Replay:
         self.pending: list[tuple[float, int]] = []  # (ready_s, n)
         self.sent: list[np.ndarray] = []
         self.sent_s: list[float] = []
-        self.arrive: Stamps = {}  # at the scheduler
+        self.arrive: Stamps = {}  # at the scheduler's door (its input queue)
+        self.admitted: Stamps = {}  # taken in by the engine loop, between steps (vLLM: queued)
+        self.door: Stamps = {}  # arrival plus the expected wait for the step in progress
+        self.last_start: tuple[float, np.ndarray] = (0.0, self.zero.copy())
         self.scheduled: Stamps = {}  # its first step starts
         self.starts: dict[float, np.ndarray] = {}  # every step's start: seconds → vector
         self.first: Stamps = {}  # token 1
@@ -140,8 +143,29 @@ class _Replay:
         p, o = self.shape.prompt_tokens, self.shape.output_tokens
         while self.pending and self.pending[0][0] <= self.now:
             _, n = heapq.heappop(self.pending)
+            self._take_in(n)
             seq = Sequence(f"f{n}", p, o, None, self.sent_s[n], handle=n)
             self.engine.add(seq, [n * p + i + 1 for i in range(p)])
+
+    def _take_in(self, n: int) -> None:
+        """The engine loop takes request ``n`` in at a step's end (vLLM stamps it queued
+        there). A request that came while a step ran waited for that step's end: in the
+        replay the point in the step where it lands is fixed by the level (the same send to
+        arrival every time), where on a real server jitter spreads it over the step, so the
+        wait counted is the mean, half the step (none when the engine was idle)."""
+        at_s, at_v = self.arrive[n]
+        self.admitted[n] = (self.now, self.now_v.copy())
+        start_s, start_v = self.last_start
+        if at_s < self.now and start_s <= at_s:
+            self.door[n] = (at_s + (self.now - start_s) / 2, at_v + (self.now_v - start_v) / 2)
+        else:
+            self.door[n] = (at_s, at_v)
+
+    def seen_sent(self, n: int) -> tuple[float, np.ndarray]:
+        """The send moment as the client's TTFT counts from it: the replay's own wait for
+        the step in progress swapped for the expected one (``_take_in``)."""
+        (adm_s, adm_v), (door_s, door_v) = self.admitted[n], self.door[n]
+        return self.sent_s[n] + adm_s - door_s, self.sent[n] + adm_v - door_v
 
     def run(self) -> None:
         total = self.shape.total_requests
@@ -158,6 +182,7 @@ class _Replay:
 
     def _step(self) -> None:
         self.starts[self.now] = self.now_v
+        self.last_start = (self.now, self.now_v.copy())
         out = self.engine.step(self.now)
         if out.load is not None and self.cfg.fitted is not None:
             self.now_v = self.now_v + features(self.values, out.load, self.k, self.by_kind)
@@ -191,7 +216,7 @@ class _Replay:
         """The level in plain numbers, as a bench sees it."""
         o, measured = self.shape.output_tokens, self.measured()
         tpot = float(np.mean([self.finish[n][0] - self.first[n][0] for n in measured]))
-        ttfts = [self.first[n][0] - self.sent_s[n] for n in measured]
+        ttfts = [self.first[n][0] - self.seen_sent(n)[0] for n in measured]
         if len(self.window) >= 2 and self.window_tokens:
             tok_s = self.window_tokens / (self.window[-1][0] - self.window[0][0])
         else:
@@ -207,9 +232,9 @@ class _Replay:
 
     def vectors(self) -> LevelVectors:
         o, measured = self.shape.output_tokens, self.measured()
-        sent = {n: (self.sent_s[n], self.sent[n]) for n in measured}
+        sent = {n: self.seen_sent(n) for n in measured}
         ttft_mean, ttft_p50 = _spans(sent, self.first, measured)
-        queue_mean, queue_p50 = _spans(self.arrive, self.first, measured)
+        queue_mean, queue_p50 = _spans(self.admitted, self.first, measured)
         prefills = _spans(self.scheduled, self.first, measured)[0]
         if len(self.window) >= 2 and self.window_tokens:
             span = self.window[-1][1] - self.window[0][1]

@@ -23,7 +23,7 @@ from prometheus_client import (
 )
 
 from infmon.sim import metric_schema as ms
-from infmon.sim.engine import Sequence, StepOutput
+from infmon.sim.engine import Sequence, StepOutput, queued_at
 from infmon.sim.kvcache import EvictionEvent
 from infmon.sim.kvtransfer import HOST, P2P, KvMove
 from infmon.sim.memory import MemoryBudget
@@ -59,7 +59,7 @@ def per_request_metrics(seq: Sequence, level: MetricsLevel) -> dict[str, Any]:
         values = {
             "time_to_first_token_ms": _ms(seq.scheduled_s, seq.first_token_s),
             "generation_time_ms": gen,
-            "queue_time_ms": _ms(seq.queued_s, seq.scheduled_s),
+            "queue_time_ms": _ms(queued_at(seq), seq.scheduled_s),
             "mean_itl_ms": gen / (n - 1) if gen is not None and n > 1 else None,
             "tokens_per_second": n / infer * 1000 if infer else None,
         }
@@ -386,7 +386,7 @@ class SimMetrics:
         self._observe("req_prompt_tokens", seq.prompt_len)
         self._observe("req_generation_tokens", seq.output_len)
         self._observe("e2e", seq.finish_s - seq.arrival_s)
-        self._observe("queue", seq.scheduled_s - seq.arrival_s)
+        self._observe("queue", seq.scheduled_s - queued_at(seq))
         self._observe("inference", seq.finish_s - seq.scheduled_s)
         self._observe("prefill", seq.first_token_s - seq.scheduled_s)
         self._observe("decode", seq.finish_s - seq.first_token_s)

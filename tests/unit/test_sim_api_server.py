@@ -64,8 +64,13 @@ def test_the_fit_tells_a_serial_api_server_and_recovers_its_costs(base):
     scatter = dict(result.api_scatter)
     assert set(scatter) == {"concurrent", "serial"}
     assert scatter["serial"] < scatter["concurrent"]
-    for name in ("request_s", "seq_s"):
+    for name in ("request_s", "frontend_stream_s"):
         assert c.value(name) == pytest.approx(TRUTH[name], rel=0.05), name
+    # c = 1, 2, 4 of one prompt length leave the engine's per-step and per-sequence split
+    # loose (vLLM's queued → first token is the prefill step alone: it stamps a request
+    # queued when its loop takes it in, between steps); the fit says so in its band
+    assert abs(c.value("seq_s") - TRUTH["seq_s"]) <= 1.96 * c.stderr("seq_s")
+    assert c.stderr("seq_s") < 0.15 * c.value("seq_s")
 
 
 def test_the_profile_keeps_the_api_server(tmp_path: Path):
@@ -79,3 +84,22 @@ def test_the_profile_keeps_the_api_server(tmp_path: Path):
     old = "\n".join(line for line in text.splitlines() if not line.startswith("api_server"))
     path.write_text(old)
     assert fitio.load(path).api_server == "concurrent"  # a profile from before the choice
+
+
+def test_the_replay_counts_half_the_step_a_request_lands_in(base):
+    """A request that reaches the scheduler while a step runs waits for its end; the replay's
+    closed loop lands every request at the same point in a step, a real server's jitter
+    anywhere in it: the client's TTFT counts half the step in progress, the server's starts
+    when the engine takes the request in (vLLM's queued)."""
+    shape = Shape(4, 32, 32)
+    run = _Replay(level_config(base, cost("serial"), shape), shape)
+    run.run()
+    mid = [n for n in run.measured() if run.arrive[n][0] < run.admitted[n][0]]
+    assert mid, "no request landed inside a step"
+    starts = sorted(run.starts)
+    for n in mid:
+        at, taken = run.arrive[n][0], run.admitted[n][0]
+        step_start = max(s for s in starts if s <= at)
+        assert run.door[n][0] == pytest.approx(at + (taken - step_start) / 2)
+        api, half, engine = at - run.sent_s[n], (taken - step_start) / 2, run.first[n][0] - taken
+        assert run.first[n][0] - run.seen_sent(n)[0] == pytest.approx(api + half + engine)

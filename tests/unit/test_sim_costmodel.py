@@ -47,25 +47,48 @@ def test_toml_round_trip_keeps_every_number(tmp_path):
     assert back.kv_capacity_tokens == 65536
 
 
-def test_a_profile_from_before_the_api_servers_stream_wait_still_loads(tmp_path):
-    """Profiles written before ``frontend_stream_s`` existed (eight costs, an 8 x 8 covariance)
-    read as that cost at zero, not fitted; every other number in its place."""
+@pytest.mark.parametrize(
+    "missing", [("frontend_stream_s",), ("attn_pair_s",), ("frontend_stream_s", "attn_pair_s")]
+)
+def test_a_profile_from_before_a_cost_existed_still_loads(tmp_path, missing):
+    """Profiles written before ``frontend_stream_s`` (the API server's wait per stream) or
+    ``attn_pair_s`` (attention) existed, with a covariance without them, read as those costs at
+    zero, not fitted; every other number in its place."""
     import re
 
-    old = [n for n in PARAMS if n != "frontend_stream_s"]
-    i = PARAMS.index("frontend_stream_s")
+    old = [n for n in PARAMS if n not in missing]
+    at = [PARAMS.index(n) for n in missing]
     text = fitio.dumps(cost())
-    text = re.sub(r"\n\[params\.frontend_stream_s\][^\[]*", "\n", text)
-    text = text.replace(', "frontend_stream_s"', "")
-    cov = np.delete(np.delete(np.asarray(cost().cov), i, 0), i, 1)
+    for name in missing:
+        text = re.sub(rf"\n\[params\.{name}\][^\[]*", "\n", text)
+        text = text.replace(f', "{name}"', "")
+    cov = np.delete(np.delete(np.asarray(cost().cov), at, 0), at, 1)
     rows = ", ".join("[" + ", ".join(repr(float(x)) for x in r) + "]" for r in cov)
     text = re.sub(r"matrix = .*", f"matrix = [{rows}]", text)
     path = tmp_path / "old.toml"
     path.write_text(text)
     back = fitio.load(path)
-    assert back.value("frontend_stream_s") == 0.0 and back.sources[i] == ""
+    for name, i in zip(missing, at, strict=True):
+        assert back.value(name) == 0.0 and back.sources[i] == ""
     assert [back.value(n) for n in old] == [cost().value(n) for n in old]
     assert back.stderr("step_s") == pytest.approx(cost().stderr("step_s"))
+
+
+def test_attention_pairs_price_a_compute_bound_step():
+    """A prefill chunk's time is its tokens and their attention pairs on the compute side;
+    a decode step reads memory and its pairs cost nothing there."""
+    from infmon.sim.costmodel import features
+    from infmon.sim.roofline import PassLoad, StepLoad
+
+    v = np.array([VALUES.get(n, 0.0) for n in PARAMS])
+    v[PARAMS.index("attn_pair_s")] = 1e-9
+    chunk = StepLoad(PassLoad(2048, 1, 2048, 2048 * 1024.0), 1, prefill_tokens=2048)
+    phi = features(v, chunk, 0)
+    assert phi[PARAMS.index("attn_pair_s")] == 2048 * 1024.0
+    assert phi[PARAMS.index("compute_token_s")] == 2048 and phi[PARAMS.index("kv_token_s")] == 0
+    decode = StepLoad(PassLoad(8, 8, 8 * 1024, 8 * 1024.0), 8)
+    phi = features(v, decode, 0)
+    assert phi[PARAMS.index("attn_pair_s")] == 0 and phi[PARAMS.index("kv_token_s")] == 8 * 1024
 
 
 def test_a_file_that_is_not_a_fitted_profile_is_refused(tmp_path):
