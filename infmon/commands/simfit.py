@@ -174,11 +174,13 @@ def _client_step(session: str, st: Mapping[str, Any]) -> tuple[int, Observation]
 
 
 def read_session(
-    session_dir: Path, targets: str = "auto"
+    session_dir: Path, targets: str = "auto", left_out: list[str] | None = None
 ) -> tuple[list[Observation], dict[str, Any]]:
     """The session's closed-loop steps as observations, and its server config. ``targets``:
     whose TTFT and TPOT (``auto``: the server's when every step carries them, else the
-    client's; ``server``: a step without them is an error)."""
+    client's; ``server``: a step without them is an error). A step the client self-check
+    flagged (timestamps late: a starved client) is left out and named in ``left_out``: its
+    figures are the client's own waits, and its load what a starved client could send."""
     from infmon.journal import JournalReadError, is_session_dir
     from infmon.report import build_summary
 
@@ -191,7 +193,14 @@ def read_session(
         raise CliError(str(exc)) from None
     name = Path(session_dir).name
     acceptance = _acceptance(session_dir)
-    steps = [row for st in doc["steps"] if (row := _client_step(name, st)) is not None]
+    late = [st for st in doc["steps"] if st.get("client_late")]
+    if left_out is not None:
+        left_out += [f"step {st.get('step')} (c={st.get('concurrency')})" for st in late]
+    steps = [
+        row
+        for st in doc["steps"]
+        if not st.get("client_late") and (row := _client_step(name, st)) is not None
+    ]
     server = bool(steps) and all(step in timed for step, _ in steps)
     if targets in ("server", "both") and not server:
         raise CliError(
@@ -257,7 +266,13 @@ def run_fit(args: argparse.Namespace) -> int:
 
     obs, servers = [], []
     for d in args.fit:
-        o, server = read_session(d, args.targets)
+        late: list[str] = []
+        o, server = read_session(d, args.targets, late)
+        if late:
+            print(
+                f"{d}: left out {', '.join(late)}: the client self-check flagged their "
+                "timestamps as late (a starved client measures its own waits)"
+            )
         obs += o
         servers.append(server)
     if not obs:

@@ -60,11 +60,15 @@ def bench(url: str, tmp: Path, name: str, levels: str) -> Path:
     )
     assert proc.returncode == 0, explain(proc)
     report = json.loads((session / "report.json").read_text())
-    late = [f"c={st['concurrency']}" for st in report["steps"] if st["client_late"]]
-    # a starved client measured its own waits, not the server: nothing to fit or check
-    assert not late, (
-        f"the client self-check flagged steps {', '.join(late)}: client timestamps are late on "
-        f"this host (load thread: {report['target']['load_thread']})"
+    late = [st for st in report["steps"] if st["client_late"]]
+    clean = {st["concurrency"] for st in report["steps"] if not st["client_late"]}
+    # a starved client measured its own waits, not the server: `sim --fit` and this check leave
+    # the steps the self-check flagged out, and each level needs one round that was not
+    print(f"client self-check flagged {len(late)} of {len(report['steps'])} steps")
+    assert clean >= {1, 2, 4, 8, 16}, (
+        f"the client self-check flagged every round of c={sorted({1, 2, 4, 8, 16} - clean)}: "
+        f"client timestamps are late on this host (load thread: "
+        f"{report['target']['load_thread']})"
     )
     return session
 
