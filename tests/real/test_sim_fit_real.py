@@ -30,11 +30,11 @@ from infmon.sim import fitio
 from infmon.sim.forecast import forecast
 from tests.real.harness import explain, infmon, rs
 
-# unmet: one live pass since the replay's queued stamp and half-step wait (3 Dec, on the rounds
-# the client self-check did not flag, 7 of 15 flagged: c=8 / 16 TPOT 1.05 / 1.07, TTFT p50 1.00 /
-# 0.95, tok/s 0.91 / 0.92) and three kept sessions refitted offline, 18 of 18 inside (0.86-1.05);
-# but a starving host's clean rounds refitted gave c=16 TTFT p50 1.29, and a test that fails
-# when the host starves the client does not go in CI: README
+# unmet: live since the replay's queued stamp and half-step wait (3 Dec, on the rounds the client
+# self-check did not flag), one pass in two: c=8 / 16 TPOT 1.05 / 1.07, TTFT p50 1.00 / 0.95,
+# tok/s 0.91 / 0.92 (7 of 15 steps flagged); then c=16 TTFT p50 0.73 (6 flagged). Three kept
+# sessions refitted offline hold 18 of 18 (0.86-1.05). c=16's TTFT grows faster than the fit's
+# one cost per open stream from c=1, 2, 4 predicts when the host starves: README
 pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
