@@ -4,7 +4,6 @@ the moment the live sweep stopped on the knee, shows the knee the live screen sh
 
 from __future__ import annotations
 
-import lzma
 import os
 import shutil
 from pathlib import Path
@@ -13,7 +12,8 @@ import pytest
 
 from tests.e2e.test_tmux_cli import start
 from tests.e2e.test_tmux_demo import Tmux
-from tests.ui.test_replay_knee import FIXTURE, sweep_stop
+from tests.recorded import unpack_journal
+from tests.ui.test_replay_knee import sweep_stop
 
 pytestmark = [
     pytest.mark.e2e,
@@ -25,9 +25,7 @@ pytestmark = [
 def test_the_replay_shows_the_knee_at_the_live_stop(tmp_path: Path, before_s: float) -> None:
     from infmon.journal.reader import SessionReader
 
-    session = tmp_path / "demo"
-    session.mkdir()
-    (session / "journal.sqlite").write_bytes(lzma.decompress(FIXTURE.read_bytes()))
+    session = unpack_journal("demo-knee", tmp_path / "demo")
     stop_t, knee, _, _ = sweep_stop(session)
     with SessionReader(session) as r:
         at = stop_t - r.origin_s() - before_s

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import lzma
 import os
 import shutil
 import sqlite3
@@ -23,6 +22,7 @@ from infmon.model.compare.baseline import Reference
 from infmon.model.records.measures import SLO
 from infmon.model.steps.step_levels import by_level
 from infmon.report.runs import load_run
+from tests.recorded import unpack_journal
 from tests.ui.fakes import new_session
 from tests.unit.test_live_baseline import _sweep
 
@@ -65,11 +65,7 @@ def _recorded(tmp: Path) -> dict[str, object]:
         out[name] = _fp(load_run(tmp / name).levels)
     for name in ("bench-sim", "monitor-sim"):
         out[f"{name}-slo"] = _fp(load_run(_with_slo(SESSIONS / name, tmp / f"{name}-slo")).levels)
-    demo = tmp / "demo"
-    demo.mkdir()
-    xz = SESSIONS / "demo-knee.journal.sqlite.xz"
-    (demo / "journal.sqlite").write_bytes(lzma.decompress(xz.read_bytes()))
-    out["demo-knee"] = _fp(load_run(demo).levels)
+    out["demo-knee"] = _fp(load_run(unpack_journal("demo-knee", tmp / "demo")).levels)
     rep = tmp / "rep"
     rep.mkdir()
     shutil.copy(SESSIONS / "jsonl-v1.report.json", rep / "report.json")

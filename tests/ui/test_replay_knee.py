@@ -17,7 +17,6 @@ requests had finished: the knee came at 91 s, 5 s after the live run's (the issu
 
 from __future__ import annotations
 
-import lzma
 import re
 from pathlib import Path
 
@@ -29,9 +28,9 @@ from infmon.model.live.session import SessionConfig
 from infmon.model.live.session_replay import WINDOW_S, Replay
 from infmon.ui.panes import EventsPane, KneePane
 from infmon.ui.replay import ReplayApp
+from tests.recorded import unpack_journal
 from tests.ui.test_gpu_pane import text_of
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "sessions" / "demo-knee.journal.sqlite.xz"
 STOPPED = re.compile(r"sweep stopped: knee at c=(\d+) \((.*)\); holding c=\d+")
 
 
@@ -49,9 +48,7 @@ def sweep_stop(path: Path) -> tuple[float, int, str, float]:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> tuple[Path, Replay]:
-    path = tmp_path_factory.mktemp("demo-knee") / "session"
-    path.mkdir()
-    (path / "journal.sqlite").write_bytes(lzma.decompress(FIXTURE.read_bytes()))
+    path = unpack_journal("demo-knee", tmp_path_factory.mktemp("demo-knee") / "session")
     return path, load_replay(path)
 
 

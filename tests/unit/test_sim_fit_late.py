@@ -5,26 +5,20 @@ starved-client-vllm.source.txt``): the real vLLM, 8 of 15 steps flagged."""
 
 from __future__ import annotations
 
-import lzma
 from pathlib import Path
 
 import pytest
 
 from infmon.cli import main
 from infmon.commands.simfit import read_session
+from tests.recorded import unpack_journal
 
-FIXTURE = (
-    Path(__file__).parents[1] / "fixtures" / "sessions" / "starved-client-vllm.journal.sqlite.xz"
-)
 FLAGGED = (2, 3, 4, 6, 7, 8, 9, 10)
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("starved") / "session"
-    path.mkdir()
-    (path / "journal.sqlite").write_bytes(lzma.decompress(FIXTURE.read_bytes()))
-    return path
+    return unpack_journal("starved-client-vllm", tmp_path_factory.mktemp("starved") / "session")
 
 
 def test_flagged_steps_are_left_out_and_named(session: Path) -> None:
