@@ -237,7 +237,7 @@ def _frontier(args: argparse.Namespace, root: Path, label: str) -> dict[str, obj
         return None
     session = root / f"{label}-search"
     b = _bench_args(args, session, label)
-    b.search = "slo"
+    b.search, b.retake = "slo", None  # a search re-measures itself
     say(f"{label}: SLO frontier search → {session}")
     bench.run_with(b, Against(None, None, ()), compare=False)
     found = json.loads((session / "search.json").read_text(encoding="utf-8"))

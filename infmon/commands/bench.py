@@ -163,8 +163,10 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     opts.metrics_url = getattr(args, "metrics_url", None)
     opts.search = search
     opts.trials = trials_from_args(args)
-    if search is not None and opts.trials.active:
-        raise CliError("--search and --repeat/--until-ci: give one (a search re-measures itself)")
+    if search is not None and (opts.trials.active or opts.trials.retake):
+        raise CliError(
+            "--search and --repeat/--until-ci/--retake: give one (a search re-measures itself)"
+        )
     refused: _Before | None = None  # a one-line error: no session is left if nothing ran
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)
@@ -330,6 +332,9 @@ async def _bench(
             on_events=wiring.step_events,
             scrape_edge=scrapes.scrape_edge if scrapes else None,
             counts=lambda i: (wiring.done[i], wiring.failed[i]),
+            retakes=opts.trials.retake,
+            realtime_wait=engine.realtime_wait_s,
+            on_retake=progress.retake,
         )
         found: dict[str, Any] | None = None
         trials: list[dict[str, object]] | None = None
@@ -435,6 +440,10 @@ class _Progress(Progress):
         self.last = p
         note = self.journal.status().line()  # a failing disk is said while the run goes on
         super().tick(replace(p, backoff=" · ".join(x for x in (p.backoff, note) if x) or None))
+
+    def retake(self, text: str) -> None:
+        self.clear()
+        _say_wrapped(text, 6)
 
     def step(self, index: int, spec: StepSpec, result: StepResult, server: EdgeRate) -> None:
         self.clear()

@@ -28,6 +28,8 @@ class TrialOptions:
     repeat: int = 1
     until_ci: float | None = None
     """Stop once every level's output tok/s interval is within this fraction of its mean."""
+    retake: int = 0
+    """Run a step the client self-check flagged again, this many times in the run at most."""
 
     @property
     def active(self) -> bool:
@@ -48,6 +50,15 @@ def add_trial_arguments(parser: argparse.ArgumentParser) -> None:
         help="stop repeating once every level's output tok/s 95%% CI is within ±PCT of its "
         f"mean (at least 3 rounds; at most --repeat, default {UNTIL_CI_MAX_REPEAT})",
     )
+    g.add_argument(
+        "--retake",
+        type=int,
+        metavar="N",
+        help="run a step again when the client self-check flags it (the host starved the "
+        "client: its timestamps were late), at most N times in the run; when a starvation took "
+        "the load thread out of real time, the retake waits until it is back. Flagged steps "
+        "stay in the report, marked, and out of the trials",
+    )
 
 
 def trials_from_args(args: argparse.Namespace) -> TrialOptions:
@@ -64,7 +75,12 @@ def trials_from_args(args: argparse.Namespace) -> TrialOptions:
             raise CliError(f"--until-ci: a percentage, e.g. 3% (got {until_text!r})") from None
         if not 0 < until < 1:
             raise CliError("--until-ci: between 0 and 100%")
-    return TrialOptions(repeat or (UNTIL_CI_MAX_REPEAT if until is not None else 1), until)
+    retake = getattr(args, "retake", None)
+    if retake is not None and retake < 0:
+        raise CliError("--retake: 0 or more")
+    return TrialOptions(
+        repeat or (UNTIL_CI_MAX_REPEAT if until is not None else 1), until, retake or 0
+    )
 
 
 def stop_rule(opts: TrialOptions) -> Callable[[list[StepResult]], bool] | None:
@@ -73,7 +89,7 @@ def stop_rule(opts: TrialOptions) -> Callable[[list[StepResult]], bool] | None:
         return None
 
     def done(results: list[StepResult]) -> bool:
-        levels = trials_by_level([(r.index, r.stats) for r in results])
+        levels = trials_by_level([(r.index, r.stats) for r in measured(results)])
         if all_tight(levels, target):
             n = min(len(lv.steps) for lv in levels)
             say(f"trials: every level's {STOP_FIGURE} within ±{target:.1%} after {n} rounds")
@@ -81,6 +97,12 @@ def stop_rule(opts: TrialOptions) -> Callable[[list[StepResult]], bool] | None:
         return False
 
     return done
+
+
+def measured(results: list[StepResult]) -> list[StepResult]:
+    """The steps whose timestamps measured the server: those the client self-check did not flag
+    (a starved client's steps hold its own waits)."""
+    return [r for r in results if not r.stats.client_late]
 
 
 def _cell(lv: LevelTrials, name: str) -> str:
@@ -108,11 +130,23 @@ def print_trials(levels: list[LevelTrials]) -> None:
 def write_trials(
     results: list[StepResult], session_dir: Path, extra: Mapping[int, Mapping[str, float]]
 ) -> list[dict[str, object]]:
-    levels = trials_by_level([(r.index, r.stats) for r in results], extra)
+    kept = measured(results)
+    levels = trials_by_level([(r.index, r.stats) for r in kept], extra)
+    left_out = [r for r in results if r not in kept]
     print_trials(levels)
+    if left_out:
+        say(
+            f"trials leave out step {', '.join(str(r.index) for r in left_out)}: the client "
+            "self-check flagged it (its timestamps were late; --retake N runs such a step again)"
+        )
     doc = [lv.to_dict() for lv in levels]
     path = session_dir / TRIALS_FILE
-    body = {"schema": TRIALS_SCHEMA, "levels": doc}
+    body: dict[str, object] = {"schema": TRIALS_SCHEMA, "levels": doc}
+    if left_out:
+        body["left_out"] = [
+            {"step": r.index, "why": "client self-check: the client's timestamps were late"}
+            for r in left_out
+        ]
     try:
         write_text_atomic(path, json.dumps(body, indent=2, allow_nan=False) + "\n")
     except OSError as exc:

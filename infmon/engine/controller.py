@@ -41,6 +41,9 @@ from infmon.model.steps.book import CLOSED, RATE, REPLAY, Level
 
 FEED_TICK_S = 0.25
 """How often the controller deals arrival times in a fed (gamma) rate step."""
+REALTIME_NEWS_S = 0.5
+"""``realtime_wait_s`` while a load thread is due back in real time and its worker has not yet
+said so (the message is on its way)."""
 
 __all__ = ["EngineError", "LoadEngine", "RecordBatch", "Target", "Totals", "split_level"]
 
@@ -120,6 +123,8 @@ class LoadEngine(ReplacingEngine):
         self._dealer: ArrivalDealer | None = None
         self._dealing = False
         self.backoff: dict[int, str | None] = {}
+        self._realtime_back: dict[int, float] = {}
+        """Workers whose load thread left real time for a starvation: when it takes it again."""
         self.cpu_watch = (
             None if any(isinstance(k, InProcessLink) for k in self.links) else CpuWatch(clock)
         )
@@ -137,6 +142,14 @@ class LoadEngine(ReplacingEngine):
     @property
     def paused(self) -> bool:
         return self._paused
+
+    def realtime_wait_s(self) -> float:
+        """Seconds until every load thread that left real time for a starvation takes it again
+        (0: none is waiting to); at least ``REALTIME_NEWS_S`` while one is overdue, until its
+        worker says it took it (or could not)."""
+        if not self._realtime_back:
+            return 0.0
+        return max(REALTIME_NEWS_S, max(self._realtime_back.values()) - self.clock.now())
 
     @property
     def live(self) -> list[int]:
@@ -391,6 +404,7 @@ class LoadEngine(ReplacingEngine):
         )
         self._inflight[w], self._inflight_by_step[w] = 0, {}
         self._window_end[w] = math.inf
+        self._realtime_back.pop(w, None)
         if records:
             self.on_records(RecordBatch(w, records))
         self.on_event("error", loss.text)
@@ -422,6 +436,10 @@ class LoadEngine(ReplacingEngine):
         elif isinstance(msg, p.Waiting):
             self.on_event("error", f"load waits: {msg.error}")
         elif isinstance(msg, p.LoadThread):
+            if msg.retry_s is None:
+                self._realtime_back.pop(msg.worker_id, None)
+            else:
+                self._realtime_back[msg.worker_id] = self.clock.now() + msg.retry_s
             if self.target is not None:
                 self.target = replace(self.target, load_thread=msg.text)
             self.on_load_thread(msg.text)

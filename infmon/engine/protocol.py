@@ -132,6 +132,9 @@ class LoadThread:
 
     worker_id: int
     text: str
+    retry_s: float | None = None
+    """Seconds until it takes real time again (it left real time for a starvation beside it);
+    None: it is not waiting to (back in real time, or at normal priority for good)."""
 
 
 @dataclass(frozen=True, slots=True)

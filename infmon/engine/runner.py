@@ -117,6 +117,9 @@ class StepRunner:
         counts: Callable[[int], tuple[int, int]] = lambda index: (0, 0),
         tick_s: float = 1.0,
         drain_timeout_s: float = 120.0,
+        retakes: int = 0,
+        realtime_wait: Callable[[], float] = lambda: 0.0,
+        on_retake: Callable[[str], None] = lambda text: None,
     ) -> None:
         self.engine, self.ledger, self.clock = engine, ledger, clock
         self.on_events = on_events
@@ -124,6 +127,12 @@ class StepRunner:
         self.counts = counts
         self.tick_s = tick_s
         self.drain_timeout_s = drain_timeout_s
+        self.retakes = retakes
+        """``--retake N``: a step the client self-check flagged is run again, N times in a run."""
+        self.retaken = 0
+        self.realtime_wait = realtime_wait
+        """Seconds until the load thread, out of real time for a starvation, takes it again."""
+        self.on_retake = on_retake
 
     def _apply(self, events: list[StepEvent]) -> None:
         self.ledger.apply(events)
@@ -138,12 +147,9 @@ class StepRunner:
         on_step: Callable[[int, StepSpec, StepResult, EdgeRate], None] | None = None,
         on_tick: Callable[[StepProgress], None] | None = None,
     ) -> list[tuple[StepResult, EdgeRate]]:
-        out = []
-        for i, spec in enumerate(plan):
-            result, rate = await self._one(i, len(plan), spec, on_tick)
-            out.append((result, rate))
-            if on_step is not None:
-                on_step(i, spec, result, rate)
+        out: list[tuple[StepResult, EdgeRate]] = []
+        for spec in plan:
+            await self._taken(out, len(plan), spec, on_step, on_tick)
         return out
 
     async def rounds(
@@ -159,13 +165,42 @@ class StepRunner:
         out: list[tuple[StepResult, EdgeRate]] = []
         for _ in range(repeat):
             for spec in plan:
-                result, rate = await self._one(len(out), len(plan) * repeat, spec, on_tick)
-                out.append((result, rate))
-                if on_step is not None:
-                    on_step(len(out) - 1, spec, result, rate)
+                await self._taken(out, len(plan) * repeat, spec, on_step, on_tick)
             if until is not None and until([r for r, _ in out]):
                 break
         return out
+
+    async def _taken(
+        self,
+        out: list[tuple[StepResult, EdgeRate]],
+        total: int,
+        spec: StepSpec,
+        on_step: Callable[[int, StepSpec, StepResult, EdgeRate], None] | None,
+        on_tick: Callable[[StepProgress], None] | None,
+    ) -> None:
+        """A plan's step, and its retakes while ``retakes`` are left: a step whose timestamps
+        the client self-check found late (the host starved the client) is run again at once, or
+        when the load thread is back in real time if a starvation beside it took it out."""
+        while True:
+            result, rate = await self._one(len(out), total + self.retaken, spec, on_tick)
+            out.append((result, rate))
+            if on_step is not None:
+                on_step(len(out) - 1, spec, result, rate)
+            if not result.stats.client_late or self.retaken >= self.retakes:
+                return
+            self.retaken += 1
+            wait_s = self.realtime_wait()
+            self.on_retake(
+                f"retake {self.retaken} of {self.retakes}: step {len(out)} ({spec.label}) again, "
+                "its client timestamps were late"
+                + (
+                    f", once the load thread is back in real time (~{wait_s:.0f} s)"
+                    if wait_s > 0
+                    else ""
+                )
+            )
+            while (wait_s := self.realtime_wait()) > 0:
+                await asyncio.sleep(min(wait_s, self.tick_s))
 
     async def search(
         self,
@@ -233,14 +268,22 @@ class StepRunner:
         engine.pause()
         t_end = clock.now()
         until_last = spec.max_requests is not None or spec.replay
-        if not until_last:
-            self._apply(self.ledger.book.end(t_end))  # chunks after this are not the step's
-            last = asyncio.ensure_future(self._edge())
-        tick("drain")
-        await engine.wait_idle(self.drain_timeout_s)
-        if until_last:  # measured until the last request ended: the server's edge is there too
-            self._apply(self.ledger.book.end(max(t_end, self.ledger.last_end(index))))
-            last = asyncio.ensure_future(self._edge())
+        ended: list[StepEvent] = []
+        try:
+            if not until_last:
+                ended = self.ledger.book.end(t_end)
+                self.ledger.apply(ended)  # chunks after this are not the step's
+                last = asyncio.ensure_future(self._edge())
+            tick("drain")
+            await engine.wait_idle(self.drain_timeout_s)
+            if until_last:  # measured until the last request ended: the server's edge is too
+                ended = self.ledger.book.end(max(t_end, self.ledger.last_end(index)))
+                self.ledger.apply(ended)
+                last = asyncio.ensure_future(self._edge())
+        finally:
+            # told (journaled, with the client check) after the drain: the load's windows over
+            # the step's last moments have come in by then, a starved worker's late ones too
+            self.on_events(ended)
         self.ledger.settle(index)
         result = next(r for r in self.ledger.settled_results() if r.index == index)
         return result, edge_rate(*await _edges(first, last, grace_s=EDGE_GRACE_S))

@@ -235,6 +235,7 @@ class WorkerCore:
         canary = self.canary_factory()
         canary.start()
         retry_s = 0.0
+        since = self.clock.now()  # real time held since
         try:
             last = thread_sched()
             while last is not None:
@@ -253,17 +254,21 @@ class WorkerCore:
                     self._send(p.LoadThread(self.worker_id, f"normal priority since {harm.text}"))
                     return
                 retry_s = (
-                    retry_after(retry_s) if self.realtime_retry_s is None else self.realtime_retry_s
+                    retry_after(retry_s, self.clock.now() - since)
+                    if self.realtime_retry_s is None
+                    else self.realtime_retry_s
                 )
                 self._send(
                     p.LoadThread(
                         self.worker_id,
                         f"normal priority since {harm.text}; real time again in {retry_s:g} s",
+                        retry_s,
                     )
                 )
                 await asyncio.sleep(retry_s)
-                took, _ = realtime_load_thread()
+                took, text = realtime_load_thread()
                 if not took:
+                    self._send(p.LoadThread(self.worker_id, text))
                     return
                 self._send(
                     p.LoadThread(
@@ -273,7 +278,7 @@ class WorkerCore:
                     )
                 )
                 canary.waited()  # what it saw at normal priority is not real time's doing
-                last = thread_sched()
+                last, since = thread_sched(), self.clock.now()
         finally:
             canary.stop()
 

@@ -70,7 +70,8 @@ RETRY_S = 30.0
 RETRY_MAX_S = 600.0
 """After a starvation the load thread tries real time again ``RETRY_S`` later, then twice as
 long after each further starvation, up to ``RETRY_MAX_S``: the starvation seen here came and
-went by the hour, and a monitor left running should have its truth back when it passes."""
+went by the hour, and a monitor left running should have its truth back when it passes. Real
+time that then holds ``RETRY_MAX_S`` starts the count again (that starvation passed)."""
 
 
 def tune_for_load() -> list[str]:
@@ -146,10 +147,13 @@ def realtime_harm(busy: float, waited_s: float, own_late_s: float) -> Harm | Non
     return None
 
 
-def retry_after(previous_s: float) -> float:
+def retry_after(previous_s: float, held_s: float = 0.0) -> float:
     """The time at normal priority before real time is tried again after a starvation: the
-    first ``RETRY_S``, then twice the last, up to ``RETRY_MAX_S``."""
-    return RETRY_S if previous_s <= 0 else min(2 * previous_s, RETRY_MAX_S)
+    first ``RETRY_S``, then twice the last, up to ``RETRY_MAX_S``; ``RETRY_S`` again when real
+    time had held ``held_s`` ≥ ``RETRY_MAX_S`` before this starvation (the last one passed)."""
+    if previous_s <= 0 or held_s >= RETRY_MAX_S:
+        return RETRY_S
+    return min(2 * previous_s, RETRY_MAX_S)
 
 
 class WakeCanary:

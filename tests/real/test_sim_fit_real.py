@@ -39,6 +39,10 @@ pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
 TOLERANCE = 0.15
+RETAKES = 10
+"""A step the client self-check flags is run again (``--retake``), once the load thread is back
+in real time: on this host a starvation beside a real-time load thread sends it to normal
+priority for 30 s, then 60, 120 s, and a step measured meanwhile holds the client's waits."""
 
 
 def bench(url: str, tmp: Path, name: str, levels: str) -> Path:
@@ -54,9 +58,12 @@ def bench(url: str, tmp: Path, name: str, levels: str) -> Path:
         "15s",
         "--repeat",
         "3",
+        "--retake",
+        str(RETAKES),
         "--session-dir",
         str(session),
         cwd=tmp,
+        timeout_s=2100,
     )
     assert proc.returncode == 0, explain(proc)
     report = json.loads((session / "report.json").read_text())
@@ -85,7 +92,7 @@ def vllm_timed(real_setup, server_logs: Path) -> Iterator[rs.Server]:
         yield server
 
 
-@pytest.mark.timeout(1500)  # vLLM's start (~1-4 min here) and 3 rounds of 5 bench steps of 15 s
+@pytest.mark.timeout(2400)  # vLLM's start (~1-4 min), 3 rounds of 5 steps of 15 s, retakes
 def test_fit_at_1_2_4_forecasts_8_and_16(vllm_timed: rs.Server, tmp_path: Path) -> None:
     session = bench(vllm_timed.url, tmp_path, "sweep", "1,2,4,8,16")
     profile = tmp_path / "vllm.toml"

@@ -3,15 +3,20 @@ format within 100 columns, and the exit verdict."""
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from infmon.clock import MonotonicClock
 from infmon.commands import CliError
 from infmon.commands.bench import _verdict
 from infmon.commands.bench_table import header, row
+from infmon.commands.trials_out import write_trials
 from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.engine.runner import EdgeRate, StepRunner, StepSpec
+from infmon.model.base.loghist import LogHistogram
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.stats import summarize
@@ -30,7 +35,7 @@ def stats(c: int, ok: int, failed: int = 0):
     return summarize(recs, 1.0, concurrency=c, achieved_concurrency=float(c))
 
 
-async def run_plan(plan, **client):
+async def run_plan(plan, runner_kw=None, on_tick=None, **client):
     clock = MonotonicClock()
     ledger = StepLedger(SLO(e2el_s=1.0), min_hold_s=0.0, min_requests=1)
     records, events = [], []
@@ -40,8 +45,9 @@ async def run_plan(plan, **client):
         for r in batch.records:
             ledger.add_record(r)
 
-    def on_window(w):
-        ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s)
+    def on_window(w):  # as bench's wiring: the loop's lag too (its self-check)
+        lag = LogHistogram.from_sparse(w.lag) if w.lag is not None else None
+        ledger.add_window(w.t0, w.t1, w.tokens, w.inflight_area_s, lag)
 
     engine = LoadEngine(
         Config(url="http://scripted"),
@@ -52,9 +58,11 @@ async def run_plan(plan, **client):
         workload_factory=random_words(),
     )
     await engine.start()
-    runner = StepRunner(engine, ledger, clock, on_events=events.extend, tick_s=0.1)
+    runner = StepRunner(
+        engine, ledger, clock, on_events=events.extend, tick_s=0.1, **(runner_kw or {})
+    )
     try:
-        results = await runner.run(plan)
+        results = await runner.run(plan, on_tick=on_tick)
     finally:
         totals = await engine.stop()
     return results, records, events, totals
@@ -163,3 +171,59 @@ def test_a_rate_step_short_only_by_poisson_noise_is_not_client_limited() -> None
 
     assert not step(30).client_limited
     assert step(15).client_notes == ("achieved rate 0.75 of target 2 req/s",)
+
+
+def starve_first_step(every_s: float = 0.3):
+    """An ``on_tick`` that takes the CPU from the load loop (in process: the same loop) for
+    ``every_s`` at each of the first step's measure ticks, as a host that starves the client
+    does; the steps after it run free."""
+
+    def on_tick(p) -> None:
+        if p.index == 0 and p.phase == "measure":
+            time.sleep(every_s)
+
+    return on_tick
+
+
+async def test_a_step_the_client_self_check_flags_is_retaken(tmp_path, capsys) -> None:
+    said: list[str] = []
+    back: list[float] = []
+
+    def realtime_wait() -> float:  # the load thread is back in real time 1 s after it is asked
+        if not back:
+            back.append(time.monotonic() + 1.0)
+        return max(0.0, back[0] - time.monotonic())
+
+    plan = [StepSpec(concurrency=2, duration_s=1.2, warmup_s=0.1)]
+    results, _, _, _ = await run_plan(
+        plan,
+        runner_kw={"retakes": 3, "realtime_wait": realtime_wait, "on_retake": said.append},
+        on_tick=starve_first_step(),
+        ttft_s=0.005,
+        itl_s=0.002,
+    )
+    flagged = [r.stats.client_late for r, _ in results]
+    assert flagged[0], results[0][0].stats.loop_lag_p99_s  # the starved step
+    assert not flagged[-1] and 2 <= len(results) <= 4  # retaken until one measured the server
+    assert said[0].startswith("retake 1 of 3: step 1 (c=2) again, its client timestamps were late")
+    assert "once the load thread is back in real time (~1 s)" in said[0]  # it said, and waited:
+    first, retake = results[0][0].span, results[1][0].span
+    assert retake.segments[0].start_s - first.segments[-1].end_s >= 1.0
+    assert retake.revisit_of == first.index
+    # the trials count the steps that measured the server, and say which they left out
+    write_trials([r for r, _ in results], tmp_path, {})
+    doc = json.loads((tmp_path / "trials.json").read_text())
+    kept = [r for r, _ in results if not r.stats.client_late]
+    assert [lv["n"] for lv in doc["levels"]] == [len(kept)]
+    assert doc["left_out"][0] == {
+        "step": first.index,
+        "why": "client self-check: the client's timestamps were late",
+    }
+    assert f"trials leave out step {first.index}" in capsys.readouterr().out
+    assert {r.span.level.value for r, _ in results} == {2}
+
+
+async def test_no_retake_unless_asked_and_none_past_the_budget() -> None:
+    plan = [StepSpec(concurrency=2, duration_s=1.2, warmup_s=0.1)]
+    results, _, _, _ = await run_plan(plan, on_tick=starve_first_step(), ttft_s=0.005)
+    assert [r.stats.client_late for r, _ in results] == [True]

@@ -13,6 +13,10 @@ import time
 
 import pytest
 
+from infmon.clock import FakeClock
+from infmon.config import Config
+from infmon.engine import protocol as p
+from infmon.engine.controller import REALTIME_NEWS_S, LoadEngine
 from infmon.load.runtime import (
     OWN_LATE_S,
     STARVED_WAIT_S,
@@ -21,6 +25,7 @@ from infmon.load.runtime import (
     retry_after,
 )
 from tests.conftest import REPO
+from tests.enginekit import random_words, scripted
 
 SCRIPT = """
 import asyncio, os, sys, time
@@ -74,7 +79,8 @@ async def main():
         else:
             await asyncio.sleep(0.05)
     notes = [m.text for m in got if isinstance(m, p.LoadThread)]
-    print("RR" if policy() == os.SCHED_RR else "OTHER", notes)
+    retries = [m.retry_s for m in got if isinstance(m, p.LoadThread)]
+    print("RR" if policy() == os.SCHED_RR else "OTHER", notes, "retry_s", retries)
 
 asyncio.run(main())
 """
@@ -113,7 +119,7 @@ def test_a_real_time_load_thread_goes_back_to_normal_and_says_why(kind: str, why
 
 @pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling")
 def test_a_light_real_time_load_thread_keeps_real_time() -> None:
-    assert run("light") == "RR []"
+    assert run("light") == "RR [] retry_s []"
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling")
@@ -122,6 +128,24 @@ def test_a_starvation_that_passes_gives_the_load_thread_real_time_back_and_says_
     assert out.startswith("RR"), out
     assert "real time again in 0.5 s" in out
     assert "real-time again (SCHED_RR 1) after 0.5 s at normal priority" in out
+    assert out.endswith("retry_s [0.5, None]")  # when it is due back, then that it is (bench's
+    # --retake waits for it)
+
+
+async def test_the_controller_knows_when_a_load_thread_is_due_back_in_real_time() -> None:
+    clock = FakeClock(100.0)
+    engine = LoadEngine(
+        Config(url="http://scripted"), clock, on_records=lambda batch: None,
+        client_factory=scripted(), workload_factory=random_words(),
+    )  # fmt: skip
+    assert engine.realtime_wait_s() == 0.0
+    engine._receive(p.LoadThread(0, "normal priority since …; real time again in 30 s", 30.0))
+    clock.advance(10.0)
+    assert engine.realtime_wait_s() == pytest.approx(20.0)
+    clock.advance(25.0)  # overdue: the worker's word is on its way
+    assert engine.realtime_wait_s() == REALTIME_NEWS_S
+    engine._receive(p.LoadThread(0, "real-time again (SCHED_RR 1) after 30 s …"))
+    assert engine.realtime_wait_s() == 0.0
 
 
 def test_real_time_is_tried_again_after_30_s_then_twice_as_long_up_to_10_minutes() -> None:
@@ -130,6 +154,9 @@ def test_real_time_is_tried_again_after_30_s_then_twice_as_long_up_to_10_minutes
         last = retry_after(last)
         waits.append(last)
     assert waits == [30, 60, 120, 240, 480, 600, 600]
+    # real time that held 10 minutes before the next starvation: that one passed, start again
+    assert retry_after(600, held_s=600) == 30
+    assert retry_after(120, held_s=599) == 240
 
 
 def test_real_time_is_given_up_for_a_starved_neighbour_only_when_the_load_thread_kept_time() -> (
