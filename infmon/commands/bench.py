@@ -140,6 +140,11 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     if (deadline_s := getattr(args, "deadline_s", None)) is not None:  # the headless demo
         plan = BudgetedPlan(plan, deadline_s, MonotonicClock())
     search = search_from_args(args, config)
+    trials = trials_from_args(args)
+    if search is not None and (trials.active or trials.retake):
+        raise CliError(
+            "--search and --repeat/--until-ci/--retake: give one (a search re-measures itself)"
+        )
     make_workload(config)  # a bad dataset is an error before anything starts
     session_dir = (
         Path(config.session_dir) if config.session_dir else default_session_dir(config.label)
@@ -162,11 +167,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     opts.gpu_metrics = getattr(args, "gpu_metrics", None)
     opts.metrics_url = getattr(args, "metrics_url", None)
     opts.search = search
-    opts.trials = trials_from_args(args)
-    if search is not None and (opts.trials.active or opts.trials.retake):
-        raise CliError(
-            "--search and --repeat/--until-ci/--retake: give one (a search re-measures itself)"
-        )
+    opts.trials = trials
     refused: _Before | None = None  # a one-line error: no session is left if nothing ran
     try:
         tune_for_load()  # uvloop, gc.freeze (infmon.load.runtime)

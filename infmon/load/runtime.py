@@ -24,7 +24,11 @@ process's 0.5 s sleep woke 7-25 s late while the load thread ran on time, infmon
 controller got no CPU for as long (a 20 s step lasted 35 s), and the kernel logged workqueue
 lockups; at normal priority the same sleep woke at most 1 s late. In other hours on the same VM
 none of it happened (16 real-time runs, the sleep ≤ 1 s late), and a plain real-time spinner on
-a core delays a normal thread there by 0.3 s at most (the kernel's fair server). So a
+a core delays a normal thread there by 0.3 s at most (the kernel's fair server). It is not the
+load thread's CPU share: the same load thread in ``SCHED_DEADLINE`` with a budget of 2 ms in
+10 ms (20% of a core, set from outside with ``chrt -d``) left a sleeping normal process 1.9 s
+late at p50 and 2.95 s at worst, as ``SCHED_RR`` did (1.2 / 3.3 s), against 0.29 / 0.6 s with
+the load thread at normal priority, beside vLLM at c=4 (3 Dec). So a
 ``WakeCanary`` (a normal thread that sleeps 0.1 s and notes how late it wakes) runs beside a
 real-time load thread, and a wait of ``STARVED_WAIT_S`` while the load thread kept time sends
 it back to normal priority, saying so, until ``retry_after`` says to try real time again.

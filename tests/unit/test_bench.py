@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from infmon.cli import main
 from infmon.clock import MonotonicClock
 from infmon.commands import CliError
 from infmon.commands.bench import _verdict
@@ -227,3 +228,15 @@ async def test_no_retake_unless_asked_and_none_past_the_budget() -> None:
     plan = [StepSpec(concurrency=2, duration_s=1.2, warmup_s=0.1)]
     results, _, _, _ = await run_plan(plan, on_tick=starve_first_step(), ttft_s=0.005)
     assert [r.stats.client_late for r, _ in results] == [True]
+
+
+@pytest.mark.parametrize("extra", [("--repeat", "3"), ("--retake", "2"), ("--retake", "-1")])
+def test_a_search_with_trials_or_retakes_is_refused_before_a_session_is_made(
+    tmp_path, capsys, extra
+) -> None:
+    session = tmp_path / "s"
+    argv = ["bench", "http://127.0.0.1:9", "--search", "slo", "--slo", "ttft=100ms"]
+    assert main([*argv, "--session-dir", str(session), *extra]) == 2
+    assert not session.exists()  # refused before the server is reached or a session made
+    err = capsys.readouterr().err
+    assert ("--retake: 0 or more" if extra[1] == "-1" else "a search re-measures itself") in err
