@@ -174,13 +174,13 @@ def test_a_rate_step_short_only_by_poisson_noise_is_not_client_limited() -> None
     assert step(15).client_notes == ("achieved rate 0.75 of target 2 req/s",)
 
 
-def starve_first_step(every_s: float = 0.3):
+def starve_first_step(every_s: float = 0.3, steps: int = 1):
     """An ``on_tick`` that takes the CPU from the load loop (in process: the same loop) for
-    ``every_s`` at each of the first step's measure ticks, as a host that starves the client
-    does; the steps after it run free."""
+    ``every_s`` at each measure tick of the first ``steps`` steps, as a host that starves the
+    client does; the steps after them run free."""
 
     def on_tick(p) -> None:
-        if p.index == 0 and p.phase == "measure":
+        if p.index < steps and p.phase == "measure":
             time.sleep(every_s)
 
     return on_tick
@@ -228,6 +228,15 @@ async def test_no_retake_unless_asked_and_none_past_the_budget() -> None:
     plan = [StepSpec(concurrency=2, duration_s=1.2, warmup_s=0.1)]
     results, _, _, _ = await run_plan(plan, on_tick=starve_first_step(), ttft_s=0.005)
     assert [r.stats.client_late for r, _ in results] == [True]
+    said: list[str] = []
+    results, _, _, _ = await run_plan(
+        plan,
+        runner_kw={"retakes": 1, "on_retake": said.append},
+        on_tick=starve_first_step(steps=5),  # the host starves the client throughout
+        ttft_s=0.005,
+    )
+    assert [r.stats.client_late for r, _ in results] == [True, True]  # one retake, then no more
+    assert len(said) == 1 and said[0].startswith("retake 1 of 1: step 1 (c=2) again")
 
 
 @pytest.mark.parametrize("extra", [("--repeat", "3"), ("--retake", "2"), ("--retake", "-1")])
