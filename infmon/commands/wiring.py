@@ -123,15 +123,13 @@ class RunWiring:
             self.journal.write_event(JOURNAL_KIND[ev.kind], **payload)
 
     def _client_check(self, index: int) -> ClientCheck:
-        """The step's client check as its end records it, and the step keeps it: a window that
-        arrives later (a starved worker's, stretched past the end) would otherwise change the
-        live verdict after the journal and the report took theirs. Marked client-bound when the
-        workers left after a loss were saturated (beside any other cause the self-check found)."""
+        """The step's client check; marked client-bound when the workers left after a loss were
+        saturated (beside any other cause the self-check found)."""
         check = self.ledger.client_check(index)
         bound = self.survivors.verdict(index)
         if bound:
             check = replace(check, late_cause=replace(check.late_cause, bound=bound))
-        self.ledger.set_check(index, check)
+            self.ledger.set_check(index, check)
         return check
 
     def _measuring(self, t: float) -> int | None:

@@ -282,7 +282,8 @@ class StepRunner:
                 last = asyncio.ensure_future(self._edge())
         finally:
             # told (journaled, with the client check) after the drain: the load's windows over
-            # the step's last moments have come in by then, a starved worker's late ones too
+            # the step's last moments have come in by then, a starved worker's late ones too,
+            # and the settled result below reads the same windows: one verdict for both
             self.on_events(ended)
         self.ledger.settle(index)
         result = next(r for r in self.ledger.settled_results() if r.index == index)
