@@ -132,7 +132,7 @@ def write_trials(
 ) -> list[dict[str, object]]:
     kept = measured(results)
     levels = trials_by_level([(r.index, r.stats) for r in kept], extra)
-    left_out = [r for r in results if r not in kept]
+    left_out = [r for r in results if r.stats.client_late]
     print_trials(levels)
     if left_out:
         say(
