@@ -93,6 +93,11 @@ async def test_the_knee_pane_draws_the_search_frontier_live_at_each_size(clock):
         text = await shown(app, pilot)
         assert "● meets" in text and "output tok/s, all users" in text
         assert frontier_body(app).size.width >= 55
+        await pilot.resize_terminal(130, 38)  # a resize alone, no new snapshot: the chart fills
+        await pilot.pause()  # its own box, line for line, the x axis' title its last line
+        body = frontier_body(app)
+        lines = body.last_text.plain.split("\n")
+        assert len(lines) == body.size.height and "output tok/s" in lines[-1], lines
         await pilot.resize_terminal(80, 24)  # compact: no room, the probes in one line
         assert await shown(app, pilot) == ""
         table = app.query_one(KneePane).query_one("#knee-table", Body).last_text.plain

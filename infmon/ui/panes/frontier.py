@@ -17,6 +17,7 @@ from infmon.model.search.frontier import (
     FrontierView,
     frontier_chart,
 )
+from infmon.ui.panes.base import Body
 
 FRONTIER_MIN_WIDTH = 40
 FRONTIER_MIN_HEIGHT = 8
@@ -55,3 +56,28 @@ def _coloured(line: str, bound: bool, style: Callable[[str], str]) -> Text:
         if var is not None:
             out.stylize(style(var), i, i + 1)
     return out
+
+
+class FrontierBody(Body):
+    """The frontier in its own box: drawn at the size it was given and again at each resize.
+    A chart sized from the pane's figures before the layout settled kept a line more than its
+    box when the hint line took a row (the x axis' title cut under the verdict)."""
+
+    _drawn: tuple[FrontierView, Callable[[str], str]] | None = None
+
+    def draw(
+        self, view: FrontierView, width: int, height: int, style: Callable[[str], str]
+    ) -> None:
+        """Show ``view``; ``width`` × ``height`` only until the box has a size of its own."""
+        self._drawn = (view, style)
+        size = self.content_size
+        self.show(frontier_text(view, size.width or width, size.height or height, style))
+
+    def on_resize(self) -> None:
+        if self._drawn is None:
+            super().on_resize()
+            return
+        view, style = self._drawn
+        size = self.content_size
+        if size.width and size.height:
+            self.show(frontier_text(view, size.width, size.height, style))

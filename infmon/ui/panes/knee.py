@@ -17,7 +17,7 @@ from infmon.model.live.dashboard import KneeView, StepPoint
 from infmon.model.steps.book import RATE
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
-from infmon.ui.panes.frontier import FRONTIER_MIN_HEIGHT, FRONTIER_MIN_WIDTH, frontier_text
+from infmon.ui.panes.frontier import FRONTIER_MIN_HEIGHT, FRONTIER_MIN_WIDTH, FrontierBody
 from infmon.ui.widgets.chart import Chart, Line, VLine
 
 CHART_MIN_WIDTH = 44
@@ -63,7 +63,7 @@ class KneePane(Pane):
         with Horizontal(id="knee-row"):
             yield Body(id="knee-table")
             yield Chart(id="knee-chart")
-            yield Body(id="knee-frontier")
+            yield FrontierBody(id="knee-frontier")
 
     def on_resize(self) -> None:
         self.repaint()
@@ -72,7 +72,7 @@ class KneePane(Pane):
         width = self.content_size.width or 40
         height = self.content_size.height or 6
         compact = self.app.has_class("-compact")
-        frontier = self.query_one("#knee-frontier", Body)
+        frontier = self.query_one("#knee-frontier", FrontierBody)
         frontier.display = (  # a search's frontier, in the chart's place beside a narrow table
             k.frontier is not None
             and not compact
@@ -95,7 +95,7 @@ class KneePane(Pane):
         if chart.display:
             self._chart(chart, k)
         if frontier.display and k.frontier is not None:
-            frontier.show(frontier_text(k.frontier, width - table_width - 1, height, self.style))
+            frontier.draw(k.frontier, width - table_width - 1, height, self.style)
 
     def _verdict(self, k: KneeView, summary: bool) -> Text:
         muted = self.style("muted")
