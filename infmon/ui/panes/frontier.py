@@ -59,9 +59,10 @@ def _coloured(line: str, bound: bool, style: Callable[[str], str]) -> Text:
 
 
 class FrontierBody(Body):
-    """The frontier in its own box: drawn at the size it was given and again at each resize.
-    A chart sized from the pane's figures before the layout settled kept a line more than its
-    box when the hint line took a row (the x axis' title cut under the verdict)."""
+    """The frontier in its own box: drawn at its own size and again at each of its resizes
+    (the pane's figures only before the box has a size), so the chart fills the box line for
+    line whatever the pane laid out around it. Before, the text was sized from the pane's
+    figures when a snapshot came; a tmux test once saw the x axis' title missing at 120×40."""
 
     _drawn: tuple[FrontierView, Callable[[str], str]] | None = None
 
