@@ -123,16 +123,24 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], paired: bool = True) -> Rat
     if paired and len(la) == len(lb) == len(a) == len(b) and len(la) >= 2:
         d = summarize([y - x for x, y in zip(la, lb, strict=True)])
         return Ratio(math.exp(d.mean), math.exp(d.ci_low), math.exp(d.ci_high), True, d.n)
-    sa, sb = summarize(la), summarize(lb)
+    diff, se, df = welch(la, lb)
+    n = min(len(la), len(lb))
+    if math.isnan(se):
+        return Ratio(math.exp(diff), NAN, NAN, False, n)
+    h = t975(max(1.0, df)) * se
+    return Ratio(math.exp(diff), math.exp(diff - h), math.exp(diff + h), False, n)
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """``mean(b) - mean(a)``, its standard error and Welch–Satterthwaite degrees of freedom
+    (nan for both when a side has fewer than two values)."""
+    sa, sb = summarize(a), summarize(b)
     diff = sb.mean - sa.mean
     if sa.n < 2 or sb.n < 2:
-        return Ratio(math.exp(diff), NAN, NAN, False, min(sa.n, sb.n))
+        return diff, NAN, NAN
     va, vb = sa.sd**2 / sa.n, sb.sd**2 / sb.n
-    se = math.sqrt(va + vb)
     den = (va**2 / (sa.n - 1) + vb**2 / (sb.n - 1)) or 1e-300
-    df = (va + vb) ** 2 / den
-    h = t975(max(1.0, df)) * se
-    return Ratio(math.exp(diff), math.exp(diff - h), math.exp(diff + h), False, min(sa.n, sb.n))
+    return diff, math.sqrt(va + vb), (va + vb) ** 2 / den
 
 
 def min_detectable_effect(cv: float, n: int, power_z: float = Z80) -> float:
