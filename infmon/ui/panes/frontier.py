@@ -71,14 +71,19 @@ class FrontierBody(Body):
     ) -> None:
         """Show ``view``; ``width`` × ``height`` only until the box has a size of its own."""
         self._drawn = (view, style)
-        size = self.content_size
-        self.show(frontier_text(view, size.width or width, size.height or height, style))
+        self._redraw(self._drawn, width, height)
 
     def on_resize(self) -> None:
         if self._drawn is None:
             super().on_resize()
-            return
-        view, style = self._drawn
+        else:
+            self._redraw(self._drawn, 0, 0)
+
+    def _redraw(
+        self, drawn: tuple[FrontierView, Callable[[str], str]], width: int, height: int
+    ) -> None:
+        view, style = drawn
         size = self.content_size
-        if size.width and size.height:
-            self.show(frontier_text(view, size.width, size.height, style))
+        width, height = size.width or width, size.height or height
+        if width and height:
+            self.show(frontier_text(view, width, height, style))
