@@ -82,7 +82,8 @@ class Config:
     per_request_metrics: bool = False
     """Require the server's per-request timings (vLLM ``--enable-per-request-metrics``)."""
     load_priority: str = "realtime"
-    """A load worker process's thread: ``realtime`` (SCHED_RR 1 where permitted) or ``normal``."""
+    """A load worker process's thread: ``realtime`` (SCHED_RR 1 where permitted, over a high fair
+    share), ``high`` (nice -20 in the fair class, the worker's scheduling group too) or ``normal``."""
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
     """Longest silence between two reads of a stream (no total timeout)."""
@@ -334,7 +335,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "warmup": _nonneg_duration,
     "ignore_eos": _bool,
     "per_request_metrics": _bool,
-    "load_priority": _choice("realtime", "normal"),
+    "load_priority": _choice("realtime", "high", "normal"),
     "connect_timeout": _positive_duration,
     "read_timeout": _positive_duration,
     "stall_timeout": _nonneg_duration,

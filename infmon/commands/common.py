@@ -266,10 +266,12 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--load-priority",
-        choices=("realtime", "normal"),
+        choices=("realtime", "high", "normal"),
         default=None,
         help="the load worker's thread: realtime (default: SCHED_RR 1 where root, "
-        "CAP_SYS_NICE or `ulimit -r 1` allow, so a busy host cannot delay its reads) or normal",
+        "CAP_SYS_NICE or `ulimit -r 1` allow, so a busy host cannot delay its reads; a high fair "
+        "share if real time starves the host), high (nice -20 in the fair class, its scheduling "
+        "group too: never starves the host, reads a wake-up later) or normal",
     )
 
 

@@ -85,7 +85,7 @@ class RunWiring:
         late = LogHistogram.from_sparse(w.lateness) if w.lateness is not None else None
         self.ledger.add_window(
             w.t0, w.t1, w.tokens, w.inflight_area_s, lag, late, w.worker_id,
-            (w.cpu_s, w.runq_s, w.cpu_users),
+            (w.cpu_s, w.runq_s, w.runs, w.cpu_users),
         )  # fmt: skip
         if self.survivors.active:
             self.survivors.window(

@@ -15,9 +15,8 @@ from dataclasses import replace
 from infmon.clock import Clock
 from infmon.engine import protocol as p
 from infmon.load.selfcheck import CpuUsers
+from infmon.model.records.client_late import Starving
 
-STARVED_FRACTION = 0.05
-"""A window whose load thread waited for a CPU this share of its length or more is starved."""
 PERIOD_S = 2.0
 
 
@@ -43,7 +42,7 @@ class CpuWatch:
 
     def annotate(self, w: p.Window) -> p.Window:
         """The window with the top CPU users named when its load thread starved."""
-        if w.t1 <= w.t0 or w.runq_s < STARVED_FRACTION * (w.t1 - w.t0):
+        if w.t1 <= w.t0 or not Starving(w.runq_s, w.runs, w.t1 - w.t0).starved:
             return w
         top = self.users.top(3, frozenset(self.own))
         return replace(w, cpu_users=", ".join(u.text() for u in top)) if top else w

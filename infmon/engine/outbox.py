@@ -110,7 +110,7 @@ class Outbox:
         self.lags: Callable[[float, float], list[float]] | None = None
         self.lateness: Callable[[float, float], list[float]] | None = None
         self.backoff: Callable[[], str | None] | None = None
-        self.sched: Callable[[float, float], tuple[float, float]] | None = None
+        self.sched: Callable[[float, float], tuple[float, float, int]] | None = None
         """The load thread's (CPU s, run-queue wait s) over a window (``SelfCheck``)."""
         self.unanswered: Callable[[], int] = lambda: 0
         """Requests sent and waiting for their first body byte (``h1.UNANSWERED``)."""
@@ -292,7 +292,7 @@ class Outbox:
             lag.add(self.lags(t0, now))
         if self.lateness is not None:
             late.add(self.lateness(t0, now))
-        cpu_s, runq_s = self.sched(t0, now) if self.sched is not None else (0.0, 0.0)
+        cpu_s, runq_s, runs = self.sched(t0, now) if self.sched is not None else (0.0, 0.0, 0)
         off = self.offset_s
         return Window(
             worker_id=self.worker_id,
@@ -316,6 +316,7 @@ class Outbox:
             backoff=self.backoff() if self.backoff is not None else None,
             cpu_s=cpu_s,
             runq_s=runq_s,
+            runs=runs,
         )
 
 

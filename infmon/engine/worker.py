@@ -34,8 +34,11 @@ from infmon.load.feed import Feed, WorkloadError
 from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
 from infmon.load.runtime import (
+    HIGH_NICE,
     WakeCanary,
+    high_fair_share,
     normal_priority,
+    plain_normal,
     realtime_harm,
     realtime_load_thread,
     retry_after,
@@ -221,10 +224,33 @@ class WorkerCore:
             return "normal priority (real time is taken only by a local load worker process)"
         if config.load_priority == "normal":
             return "normal priority (--load-priority normal)"
+        if config.load_priority == "high":
+            took, text = high_fair_share()
+            if took:
+                self._realtime_watch = asyncio.get_running_loop().create_task(self._watch_busy())
+            return text
         took, text = realtime_load_thread()
         if took:
             self._realtime_watch = asyncio.get_running_loop().create_task(self._watch_realtime())
         return text
+
+    async def _watch_busy(self, every_s: float = 1.0) -> None:
+        """Once a second: a thread at high fair share goes back to plain normal, and says so,
+        when its own load kept it busy over ``REALTIME_BUSY_SHARE`` of that second (at nice -20
+        a CPU-bound load would take its CPU from the server on the same cores)."""
+        last = thread_sched()
+        while last is not None:
+            t0 = self.clock.now()
+            await asyncio.sleep(every_s)
+            now = thread_sched()
+            if now is None:
+                return
+            harm = realtime_harm((now[0] - last[0]) / max(self.clock.now() - t0, 1e-9), 0.0, 0.0)
+            last = now
+            if harm is not None:
+                plain_normal()
+                self._send(p.LoadThread(self.worker_id, f"normal priority since {harm.text}"))
+                return
 
     async def _watch_realtime(self, every_s: float = 1.0) -> None:
         """Once a second: the real-time thread goes back to normal priority, and says so, when its
@@ -251,8 +277,11 @@ class WorkerCore:
                 if harm is None or not normal_priority():
                     continue
                 if not harm.retry:
+                    plain_normal()
                     self._send(p.LoadThread(self.worker_id, f"normal priority since {harm.text}"))
                     return
+                high, _ = high_fair_share()  # the top of the fair class: no starving, still on time
+                below = f"high fair share (nice {HIGH_NICE})" if high else "normal priority"
                 retry_s = (
                     retry_after(retry_s, self.clock.now() - since)
                     if self.realtime_retry_s is None
@@ -261,7 +290,7 @@ class WorkerCore:
                 self._send(
                     p.LoadThread(
                         self.worker_id,
-                        f"normal priority since {harm.text}; real time again in {retry_s:g} s",
+                        f"{below} since {harm.text}; real time again in {retry_s:g} s",
                         retry_s,
                     )
                 )
@@ -273,7 +302,7 @@ class WorkerCore:
                 self._send(
                     p.LoadThread(
                         self.worker_id,
-                        f"real-time again (SCHED_RR 1) after {retry_s:g} s at normal priority "
+                        f"real-time again (SCHED_RR 1) after {retry_s:g} s at {below} "
                         "(a normal thread starved beside it before)",
                     )
                 )

@@ -29,8 +29,9 @@ class SelfCheck:
         self.clock, self.interval_s = clock, interval_s
         self._lags: deque[tuple[float, float]] = deque(maxlen=20_000)
         """(when, how late) of each timer wake."""
-        self._sched: deque[tuple[float, float, float]] = deque(maxlen=20_000)
-        """(when, CPU s, run-queue wait s) of the load thread since the previous wake."""
+        self._sched: deque[tuple[float, float, float, int]] = deque(maxlen=20_000)
+        """(when, CPU s, run-queue wait s, times it got a CPU) of the load thread since the
+        previous wake."""
         self._last_sched = thread_sched()
         self._area_s = 0.0
         self._area_t = clock.now()
@@ -59,15 +60,17 @@ class SelfCheck:
         lags = [lag for t, lag in self._lags if since_s is None or t >= since_s]
         return float(np.percentile(lags, 99)) if lags else math.nan
 
-    def sched_between(self, t0: float, t1: float) -> tuple[float, float]:
-        """The load thread's (CPU s, run-queue wait s) over the wakes in ``[t0, t1)``."""
+    def sched_between(self, t0: float, t1: float) -> tuple[float, float, int]:
+        """The load thread's (CPU s, run-queue wait s, times it got a CPU) over the wakes in
+        ``[t0, t1)``."""
         cpu = wait = 0.0
-        for t, c, w in reversed(self._sched):
+        runs = 0
+        for t, c, w, n in reversed(self._sched):
             if t < t0:
                 break
             if t < t1:
-                cpu, wait = cpu + c, wait + w
-        return cpu, wait
+                cpu, wait, runs = cpu + c, wait + w, runs + n
+        return cpu, wait, runs
 
     def lags_between(self, t0: float, t1: float) -> list[float]:
         """The lags measured in ``[t0, t1)`` (a worker's window), read from the newest end: the
@@ -91,7 +94,8 @@ class SelfCheck:
             self._lags.append((t1, max(0.0, t1 - t0 - interval)))
             now = thread_sched()
             if now is not None and self._last_sched is not None:
-                self._sched.append((t1, now[0] - self._last_sched[0], now[1] - self._last_sched[1]))
+                last = self._last_sched
+                self._sched.append((t1, now[0] - last[0], now[1] - last[1], now[2] - last[2]))
             self._last_sched = now
             self._area_samples.append((t1, self.area_s(inflight())))
 
@@ -99,13 +103,15 @@ class SelfCheck:
 SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
-def thread_sched(path: str = SCHEDSTAT) -> tuple[float, float] | None:
-    """The calling thread's (CPU s, run-queue wait s) since it started; None off Linux (or
-    without schedstats)."""
+def thread_sched(path: str = SCHEDSTAT) -> tuple[float, float, int] | None:
+    """The calling thread's (CPU s, run-queue wait s, times it got a CPU) since it started;
+    None off Linux (or without schedstats). Each time it got a CPU ended one wait, so the wait
+    over the times is how late, on average, the thread ran after it became runnable: how late
+    its timestamps were taken."""
     try:
         with open(path, "rb") as f:
-            cpu_ns, wait_ns = f.read(64).split()[:2]
-        return int(cpu_ns) / 1e9, int(wait_ns) / 1e9
+            cpu_ns, wait_ns, runs = f.read(96).split()[:3]
+        return int(cpu_ns) / 1e9, int(wait_ns) / 1e9, int(runs)
     except (OSError, ValueError):
         return None
 

@@ -31,6 +31,7 @@ from tests.real.harness import REPO, Tmux, rs, sample_sum
 CLIENTS = {
     "default": "`infmon bench` (default)",
     "in-process": "`infmon bench --in-process`",
+    "high": "`infmon bench --load-priority high`",
     "vllm": "`vllm bench serve`",
     "monitor": "`infmon` monitor (default)",
     "before": "`infmon bench` of the --before checkout",
@@ -163,6 +164,8 @@ def run_client(client: str, spec: RunSpec, out: Path) -> Figures:
     if client == "before":
         assert spec.before is not None
         return _bench(spec, out, in_process=False, repo=spec.before)
+    if client == "high":
+        return _bench(spec, out, in_process=False, extra=("--load-priority", "high"))
     return _bench(spec, out, in_process=client == "in-process")
 
 
@@ -170,12 +173,14 @@ def _load_args(spec: RunSpec) -> list[str]:
     return ["--dataset", str(spec.prompts), "--output-tokens", "32", "--endpoint", "completions"]
 
 
-def _bench(spec: RunSpec, out: Path, in_process: bool, repo: Path = REPO) -> Figures:
+def _bench(
+    spec: RunSpec, out: Path, in_process: bool, repo: Path = REPO, extra: tuple[str, ...] = ()
+) -> Figures:
     session, result = out / "session", out / "bench.json"
     cmd = [sys.executable, "-m", "infmon", "bench", spec.url, *_load_args(spec)]
     cmd += ["--concurrency", str(spec.concurrency), "--step-requests", str(spec.requests)]
     cmd += ["--step-duration", "600s", "--warmup", "0s", "--session-dir", str(session)]
-    cmd += ["--json", str(result), *(["--in-process"] if in_process else [])]
+    cmd += ["--json", str(result), *(["--in-process"] if in_process else []), *extra]
     env = {**os.environ, "PYTHONPATH": str(repo), "NO_COLOR": "1"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     sampler = ThreadSampler(proc.pid) if spec.threads else None
@@ -183,7 +188,9 @@ def _bench(spec: RunSpec, out: Path, in_process: bool, repo: Path = REPO) -> Fig
     if proc.returncode != 0:
         raise RuntimeError(f"infmon bench failed:\n{output[-3000:]}")
     step = json.loads(result.read_text())["steps"][0]
-    name = "before" if repo != REPO else "in-process" if in_process else "default"
+    name = (
+        "before" if repo != REPO else "in-process" if in_process else "high" if extra else "default"
+    )
     fig = _from_session(name, session, step["output_throughput_tok_s"])
     fig.threads = sampler.lines() if sampler else []
     fig.threads += [ln for ln in output.splitlines() if "self-check" in ln or "load:" in ln]

@@ -28,7 +28,7 @@ from tests.conftest import REPO
 from tests.enginekit import random_words, scripted
 
 SCRIPT = """
-import asyncio, os, sys, time
+import asyncio, os, sys, threading, time
 from infmon.engine import protocol as p
 from infmon.engine.worker import WorkerCore
 
@@ -54,7 +54,7 @@ class StarvedCanary:
         return 6.0 if sys.argv[1] == "starved" or StarvedCanary.readings == 1 else 0.0
 
 class Config:
-    load_priority = "realtime"
+    load_priority = sys.argv[2] if len(sys.argv) > 2 else "realtime"
 
 def policy():
     return os.sched_getscheduler(0) & ~getattr(os, "SCHED_RESET_ON_FORK", 0)
@@ -65,10 +65,11 @@ async def main():
         core.canary_factory = StarvedCanary
         core.realtime_retry_s = 0.5 if sys.argv[1] == "passes" else None
     said = core._load_thread(Config())
-    if "real-time" not in said:
+    if "real-time" not in said and "high fair share" not in said:
         print("SKIP", said)
         return
-    assert policy() == os.SCHED_RR, policy()
+    assert policy() == (os.SCHED_OTHER if "high" in sys.argv[2:] else os.SCHED_RR), policy()
+    print(said)
     end = time.perf_counter() + 2.6
     while time.perf_counter() < end:
         if BUSY:  # the load keeps the loop busy: 150 ms of work, a turn of the loop, again
@@ -80,15 +81,22 @@ async def main():
             await asyncio.sleep(0.05)
     notes = [m.text for m in got if isinstance(m, p.LoadThread)]
     retries = [m.retry_s for m in got if isinstance(m, p.LoadThread)]
-    print("RR" if policy() == os.SCHED_RR else "OTHER", notes, "retry_s", retries)
+    nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    with open("/proc/self/autogroup") as f:
+        group = f.read().split()[-1]
+    print("RR" if policy() == os.SCHED_RR else "OTHER", "nice", nice, "group", group)
+    print(notes, "retry_s", retries)
 
 asyncio.run(main())
 """
 
 
-def run(kind: str) -> str:
+def run(kind: str, priority: str = "realtime") -> str:
+    """The case's output: what the load thread line said, then its class, nice and scheduling
+    group's nice, then the notes it sent. Its own session, as a load worker process is."""
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, kind],
+        [sys.executable, "-c", SCRIPT, kind, priority],
+        start_new_session=True,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
@@ -110,24 +118,46 @@ def run(kind: str) -> str:
     ],
 )
 def test_a_real_time_load_thread_goes_back_to_normal_and_says_why(kind: str, why: str) -> None:
+    """Busy: plain normal (nice 0). Starving the host: the top of the fair class, nice -20 for
+    the thread and its process's scheduling group, so it still reads soon after a wake-up."""
     out = run(kind)
-    assert out.startswith("OTHER"), out
-    assert f"normal priority since {why}" in out
+    assert "OTHER nice" in out, out
     if kind == "busy":
+        assert "OTHER nice 0 group 0" in out, out
+        assert f"normal priority since {why}" in out
         assert "real time would take that CPU from the server" in out
+    else:
+        assert "OTHER nice -20 group -20" in out, out
+        assert f"high fair share (nice -20) since {why}" in out
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling")
+def test_a_high_fair_share_load_thread_is_nice_minus_20_and_its_group_too() -> None:
+    out = run("light", "high")
+    assert out.startswith("high fair share (nice -20 and its scheduling group)"), out
+    assert "OTHER nice -20 group -20" in out, out
+    assert out.endswith("[] retry_s []"), out
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling")
+def test_a_busy_high_fair_share_load_thread_goes_back_to_plain_normal() -> None:
+    out = run("busy", "high")
+    assert "OTHER nice 0 group 0" in out, out
+    assert "normal priority since its load kept it busy" in out, out
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling")
 def test_a_light_real_time_load_thread_keeps_real_time() -> None:
-    assert run("light") == "RR [] retry_s []"
+    out = run("light")
+    assert "RR nice 0 group 0" in out and out.endswith("[] retry_s []"), out
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setscheduler"), reason="needs Linux scheduling")
 def test_a_starvation_that_passes_gives_the_load_thread_real_time_back_and_says_so() -> None:
     out = run("passes")
-    assert out.startswith("RR"), out
+    assert "RR nice -20 group 0" in out, out  # the group weighs as others do again (the canary)
     assert "real time again in 0.5 s" in out
-    assert "real-time again (SCHED_RR 1) after 0.5 s at normal priority" in out
+    assert "real-time again (SCHED_RR 1) after 0.5 s at high fair share (nice -20)" in out
     assert out.endswith("retry_s [0.5, None]")  # when it is due back, then that it is (bench's
     # --retake waits for it)
 

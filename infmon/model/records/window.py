@@ -68,5 +68,8 @@ class LoadWindow:
     """The load thread's CPU time over the window (its own work)."""
     runq_s: float = 0.0
     """The load thread's run-queue wait over the window (runnable, no CPU free: starvation)."""
+    runs: int = 0
+    """How many times the load thread got a CPU over the window (each ended one wait; 0: not
+    counted)."""
     cpu_users: str | None = None
     """The machine's top CPU users while the load thread starved (the controller adds it)."""

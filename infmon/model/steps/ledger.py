@@ -182,7 +182,7 @@ class StepLedger:
         lag: LogHistogram | None = None,
         lateness: LogHistogram | None = None,
         worker: int = 0,
-        sched: tuple[float, float, str | None] = (0.0, 0.0, None),
+        sched: tuple[float, float, int, str | None] = (0.0, 0.0, 0, None),
     ) -> None:
         """A window of the load (``[t0, t1)``) from ``worker``: its tokens and in-flight area,
         shared among the steps by how much of it fell in their measured time (and among a
