@@ -84,6 +84,11 @@ class Config:
     load_priority: str = "realtime"
     """A load worker process's thread: ``realtime`` (SCHED_RR 1 where permitted, over a high fair
     share), ``high`` (nice -20 in the fair class, the worker's scheduling group too) or ``normal``."""
+    realtime_again: bool = True
+    """After real time starved the host, take it again later (``retry_after``'s back-off: a
+    monitor left running); False (``infmon bench``): keep the high fair share for the rest of the
+    run, so its steps are measured beside one priority (on this project's VM the server ran
+    10-25% slower beside a nice -20 client than beside a real-time one)."""
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
     """Longest silence between two reads of a stream (no total timeout)."""

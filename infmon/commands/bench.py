@@ -133,7 +133,7 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
     """The bench run; against ``against.reference`` step by step when there is one, and at
     the end (``compare``) the comparison report and the ``--fail-if`` verdict."""
     scale: ScaleOptions = getattr(args, "scale", None) or ScaleOptions()
-    config = config_from_args(args)
+    config = replace(config_from_args(args), realtime_again=False)  # one priority per run
     if not config.url:
         raise CliError("give the server's URL (infmon bench URL, or --url)")
     plan: Sequence[StepSpec] = plan_from_config(config)

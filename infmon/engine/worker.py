@@ -231,7 +231,9 @@ class WorkerCore:
             return text
         took, text = realtime_load_thread()
         if took:
-            self._realtime_watch = asyncio.get_running_loop().create_task(self._watch_realtime())
+            self._realtime_watch = asyncio.get_running_loop().create_task(
+                self._watch_realtime(again=config.realtime_again)
+            )
         return text
 
     async def _watch_busy(self, every_s: float = 1.0) -> None:
@@ -252,12 +254,13 @@ class WorkerCore:
                 self._send(p.LoadThread(self.worker_id, f"normal priority since {harm.text}"))
                 return
 
-    async def _watch_realtime(self, every_s: float = 1.0) -> None:
+    async def _watch_realtime(self, every_s: float = 1.0, again: bool = True) -> None:
         """Once a second: the real-time thread goes back to normal priority, and says so, when its
         own load kept it busy over ``REALTIME_BUSY_SHARE`` of that second (its load is then
         CPU-bound: for good) or when a normal thread beside it (``WakeCanary``) waited
-        ``STARVED_WAIT_S`` for a core (real time starves the host's other threads here: until
-        ``retry_after``, when it takes real time again and says so)."""
+        ``STARVED_WAIT_S`` for a core (real time starves the host's other threads here: to the
+        high fair share until ``retry_after``, when it takes real time again and says so; with
+        ``again`` False, for good, watched as ``_watch_busy`` watches)."""
         canary = self.canary_factory()
         canary.start()
         retry_s = 0.0
@@ -282,6 +285,17 @@ class WorkerCore:
                     return
                 high, _ = high_fair_share()  # the top of the fair class: no starving, still on time
                 below = f"high fair share (nice {HIGH_NICE})" if high else "normal priority"
+                if not again:
+                    self._send(
+                        p.LoadThread(
+                            self.worker_id,
+                            f"{below} since {harm.text}, for the rest of this run (its steps "
+                            "measured under one priority: the server's pace beside each differs)",
+                        )
+                    )
+                    canary.stop()
+                    await self._watch_busy(every_s)
+                    return
                 retry_s = (
                     retry_after(retry_s, self.clock.now() - since)
                     if self.realtime_retry_s is None

@@ -39,15 +39,22 @@ host explains, not a slow wake-up.
 So a starved host sends the load thread to the top of the fair class, not to plain normal:
 ``high_fair_share()`` sets the load worker's scheduling group (its session's autogroup, which the
 kernel weighs against the server's groups: per-thread nice only ranks threads within a group,
-which is why ``nice -10`` did nothing above) and the thread to nice -20. A fair-class thread
-cannot starve the host the way a real-time one did here: it gets a CPU by weight, and with 4-12%
-of a core its weight only decides how soon. Beside the real vLLM at c=4 (4 Dec, an hour in which
-real time starved a sleeping process for 3-7.6 s, ``/work``'s ``fair.py``): TTFT p50/p99 7-11 /
-14-17 ms at nice -20 against 7-10 / 10-17 ms in real time and 207-313 / 837-849 ms at plain
-normal; the sleeper at most 0.5 s late (p50 0-0.3 s) against 3.1 s p50 beside real time; the load
-thread waited 0.2-0.3 ms a wake-up for a CPU, against 4 µs in real time and 8.5 ms at plain
-normal. It underlies real time from the start, so giving real time up keeps it; ``--load-priority
-high`` asks for it alone.
+which is why ``nice -10`` did nothing above) and the thread to nice -20, and asks for 0.1 ms
+slices (a thread whose slice is shorter than the running one's may preempt it when it wakes). A
+fair-class thread cannot starve the host the way a real-time one did here: it gets a CPU by
+weight, and with 4-12% of a core its weight only decides how soon. ``python bench/real_truth.py
+--clients default,high,vllm --threads`` beside the real vLLM (4 Dec, A-B-B-A, the server's own
+histograms the arbiter, a process in its own session sleeping 0.5 s beside each run): the client
+added to TTFT 1.3-1.6 ms in real time and 2.2-2.8 ms at high fair share at c=4 (``vllm bench
+serve``: 48-81), 3.7-5.5 and 4.4-4.7 ms at c=16, TPOT 0.997-1.014 of the server's for both; the
+sleeper woke up to 2.8 s late beside real time at c=4 and at most 0.73 s beside high. Measured
+costs of the high fair share: a wake-up on a busy core can still wait (0.03-1.0 ms on average
+beside vLLM, 0.1-0.2 ms beside six spinning processes on one core, against ~0.01 ms in real
+time), and the server ran 10-25% slower beside it than beside real time in every pair (cause not
+found). So real time stays the default where it does no harm; giving it up for a starved host
+lands on the high fair share, for the rest of the run in ``infmon bench``
+(``Config.realtime_again``: one priority per sweep); ``--load-priority high`` asks for it alone,
+and a load that keeps the thread busy goes to plain normal instead.
 """
 
 from __future__ import annotations
@@ -55,8 +62,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ctypes
 import gc
 import os
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -138,11 +147,51 @@ def high_fair_share() -> tuple[bool, str]:
         return False, "normal priority: nice -20 not permitted (root or CAP_SYS_NICE)"
     except (AttributeError, OSError) as exc:
         return False, f"normal priority: nice -20 refused ({getattr(exc, 'strerror', None) or exc})"
+    short = ", 0.1 ms slices" if _short_slices(HIGH_NICE) else ""
     group = " and its scheduling group" if _autogroup_nice(HIGH_NICE) else ""
     return (
         True,
-        f"high fair share (nice {HIGH_NICE}{group}): the first of the host's threads to a free core",
+        f"high fair share (nice {HIGH_NICE}{short}{group}): the first of the host's threads to a "
+        "free core",
     )
+
+
+SHORT_SLICE_NS = 100_000
+"""The fair-class slice the load thread asks for (the kernel's least, 0.1 ms; Linux 6.12+): a
+thread whose slice is shorter than the running one's may preempt it when it wakes, instead of
+waiting for the running one's slice (3 ms by default) to end."""
+_SCHED_SETATTR = {"x86_64": 314, "aarch64": 274}
+
+
+def _short_slices(nice: int) -> bool:
+    """Ask for ``SHORT_SLICE_NS`` slices for the calling thread at ``nice`` (``sched_setattr``,
+    which Python's ``os`` does not wrap); whether the kernel says the thread has them (False: not
+    Linux, an architecture not listed, a kernel that refuses it or accepts and ignores it, as
+    those before 6.12 do, or one that does not report slices)."""
+    number = _SCHED_SETATTR.get(os.uname().machine) if hasattr(os, "uname") else None
+    if number is None:
+        return False
+    # struct sched_attr, version 1: size, policy, flags, nice, priority, runtime, deadline,
+    # period, util_min, util_max
+    attr = struct.pack("IIQiIQQQII", 56, os.SCHED_OTHER, 0, nice, 0, SHORT_SLICE_NS, 0, 0, 0, 0)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, 0, buf, 0) != 0:
+        return False
+    return _slice_ns() == SHORT_SLICE_NS
+
+
+def _slice_ns() -> int | None:
+    """The calling thread's fair-class slice as the kernel reports it (``se.slice`` in
+    ``/proc/thread-self/sched``: Linux 6.12+ with scheduler debugging; None where it does not)."""
+    try:
+        with open("/proc/thread-self/sched") as f:
+            for line in f:
+                if line.startswith("se.slice"):
+                    return int(line.split(":")[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def plain_normal() -> None:

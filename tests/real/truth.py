@@ -32,6 +32,7 @@ CLIENTS = {
     "default": "`infmon bench` (default)",
     "in-process": "`infmon bench --in-process`",
     "high": "`infmon bench --load-priority high`",
+    "normal": "`infmon bench --load-priority normal`",
     "vllm": "`vllm bench serve`",
     "monitor": "`infmon` monitor (default)",
     "before": "`infmon bench` of the --before checkout",
@@ -164,8 +165,8 @@ def run_client(client: str, spec: RunSpec, out: Path) -> Figures:
     if client == "before":
         assert spec.before is not None
         return _bench(spec, out, in_process=False, repo=spec.before)
-    if client == "high":
-        return _bench(spec, out, in_process=False, extra=("--load-priority", "high"))
+    if client in ("high", "normal"):
+        return _bench(spec, out, in_process=False, extra=("--load-priority", client))
     return _bench(spec, out, in_process=client == "in-process")
 
 
@@ -189,7 +190,13 @@ def _bench(
         raise RuntimeError(f"infmon bench failed:\n{output[-3000:]}")
     step = json.loads(result.read_text())["steps"][0]
     name = (
-        "before" if repo != REPO else "in-process" if in_process else "high" if extra else "default"
+        "before"
+        if repo != REPO
+        else "in-process"
+        if in_process
+        else extra[-1]
+        if extra
+        else "default"
     )
     fig = _from_session(name, session, step["output_throughput_tok_s"])
     fig.threads = sampler.lines() if sampler else []
