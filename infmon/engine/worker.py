@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -240,19 +240,23 @@ class WorkerCore:
         """Once a second: a thread at high fair share goes back to plain normal, and says so,
         when its own load kept it busy over ``REALTIME_BUSY_SHARE`` of that second (at nice -20
         a CPU-bound load would take its CPU from the server on the same cores)."""
-        last = thread_sched()
-        while last is not None:
-            t0 = self.clock.now()
-            await asyncio.sleep(every_s)
-            now = thread_sched()
-            if now is None:
-                return
-            harm = realtime_harm((now[0] - last[0]) / max(self.clock.now() - t0, 1e-9), 0.0, 0.0)
-            last = now
-            if harm is not None:
+        async for busy, _ in self._seconds(every_s):
+            if (harm := realtime_harm(busy, 0.0, 0.0)) is not None:
                 plain_normal()
                 self._send(p.LoadThread(self.worker_id, f"normal priority since {harm.text}"))
                 return
+
+    async def _seconds(self, every_s: float) -> AsyncIterator[tuple[float, float]]:
+        """Every ``every_s``: the share of it this thread was busy on a CPU, and how long it took
+        (more than ``every_s``: the loop woke late); ends where schedstats are not kept. Read
+        afresh after each yield, so a wait of the reader's own is in no interval."""
+        while (last := thread_sched()) is not None:
+            t0 = self.clock.now()
+            await asyncio.sleep(every_s)
+            if (now := thread_sched()) is None:
+                return
+            elapsed = self.clock.now() - t0
+            yield (now[0] - last[0]) / max(elapsed, 1e-9), elapsed
 
     async def _watch_realtime(self, every_s: float = 1.0, again: bool = True) -> None:
         """Once a second: the real-time thread goes back to normal priority, and says so, when its
@@ -266,16 +270,7 @@ class WorkerCore:
         retry_s = 0.0
         since = self.clock.now()  # real time held since
         try:
-            last = thread_sched()
-            while last is not None:
-                t0 = self.clock.now()
-                await asyncio.sleep(every_s)
-                now = thread_sched()
-                if now is None:
-                    return
-                elapsed = self.clock.now() - t0
-                busy = (now[0] - last[0]) / max(elapsed, 1e-9)
-                last = now
+            async for busy, elapsed in self._seconds(every_s):
                 harm = realtime_harm(busy, canary.waited(), elapsed - every_s)
                 if harm is None or not normal_priority():
                     continue
@@ -321,7 +316,7 @@ class WorkerCore:
                     )
                 )
                 canary.waited()  # what it saw at normal priority is not real time's doing
-                last, since = thread_sched(), self.clock.now()
+                since = self.clock.now()
         finally:
             canary.stop()
 

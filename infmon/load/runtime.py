@@ -164,21 +164,24 @@ _SCHED_SETATTR = {"x86_64": 314, "aarch64": 274}
 
 
 def _short_slices(nice: int) -> bool:
-    """Ask for ``SHORT_SLICE_NS`` slices for the calling thread at ``nice`` (``sched_setattr``,
-    which Python's ``os`` does not wrap); whether the kernel says the thread has them (False: not
-    Linux, an architecture not listed, a kernel that refuses it or accepts and ignores it, as
-    those before 6.12 do, or one that does not report slices)."""
+    """Ask for ``SHORT_SLICE_NS`` slices for the calling thread at ``nice``; whether the kernel
+    says the thread has them (False: not Linux, an architecture not listed, a kernel that refuses
+    it or accepts and ignores it, as those before 6.12 do, or one that does not report slices)."""
+    return _fair_attr(nice, SHORT_SLICE_NS) and _slice_ns() == SHORT_SLICE_NS
+
+
+def _fair_attr(nice: int, slice_ns: int) -> bool:
+    """The calling thread in ``SCHED_OTHER`` at ``nice`` with a slice of ``slice_ns`` (0: the
+    kernel's default), by ``sched_setattr``, which Python's ``os`` does not wrap; whether the call
+    succeeded."""
     number = _SCHED_SETATTR.get(os.uname().machine) if hasattr(os, "uname") else None
     if number is None:
         return False
-    # struct sched_attr, version 1: size, policy, flags, nice, priority, runtime, deadline,
-    # period, util_min, util_max
-    attr = struct.pack("IIQiIQQQII", 56, os.SCHED_OTHER, 0, nice, 0, SHORT_SLICE_NS, 0, 0, 0, 0)
+    # struct sched_attr, version 1: size, policy, flags, nice, priority, runtime (the slice for
+    # SCHED_OTHER), deadline, period, util_min, util_max
+    attr = struct.pack("IIQiIQQQII", 56, os.SCHED_OTHER, 0, nice, 0, slice_ns, 0, 0, 0, 0)
     buf = ctypes.create_string_buffer(attr, len(attr))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(number, 0, buf, 0) != 0:
-        return False
-    return _slice_ns() == SHORT_SLICE_NS
+    return bool(ctypes.CDLL(None, use_errno=True).syscall(number, 0, buf, 0) == 0)
 
 
 def _slice_ns() -> int | None:
@@ -195,10 +198,12 @@ def _slice_ns() -> int | None:
 
 
 def plain_normal() -> None:
-    """The calling thread at nice 0 in ``SCHED_OTHER``, its own session's autogroup at 0."""
+    """The calling thread at nice 0 in ``SCHED_OTHER`` with the default slice, its own session's
+    autogroup at 0."""
     normal_priority()
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 0)
+    _fair_attr(0, 0)  # the kernel's default slice again
     _autogroup_nice(0)
 
 

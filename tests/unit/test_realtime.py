@@ -161,6 +161,7 @@ def test_a_high_fair_share_load_thread_is_nice_minus_20_and_its_group_too() -> N
 def test_a_busy_high_fair_share_load_thread_goes_back_to_plain_normal() -> None:
     out = run("busy", "high")
     assert "OTHER nice 0 group 0" in out, out
+    assert "slice ['100000']" not in out, out  # the kernel's default slice again
     assert "normal priority since its load kept it busy" in out, out
 
 
