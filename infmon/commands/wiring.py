@@ -89,8 +89,9 @@ class RunWiring:
         )  # fmt: skip
         if self.survivors.active:
             self.survivors.window(
-                self._measuring((w.t0 + w.t1) / 2), w.worker_id, w.t0, w.t1, lag, w.cpu_s, w.runq_s
-            )
+                self._measuring((w.t0 + w.t1) / 2),
+                w.worker_id, w.t0, w.t1, lag, w.cpu_s, w.runq_s, w.runs,
+            )  # fmt: skip
         self._sent[w.worker_id] = dict(w.sent_by_step)
         for step in {s for by in self._sent.values() for s in by}:
             self.ledger.note_sent(step, sum(by.get(step, 0) for by in self._sent.values()))

@@ -138,3 +138,16 @@ def test_cpu_near_one_core_is_the_line(cpu: float) -> None:
     check.lost(LossMark(0.0, 1, 1))
     check.window(1, 0, 0.0, 1.0, cpu_s=cpu)
     assert bool(check.verdict(1)) is (cpu >= 0.85)
+
+
+def test_a_survivor_is_starved_by_its_wait_each_time_it_ran_not_its_share() -> None:
+    """Counted runs decide (``client_late.Starving``): 30% of the time in 0.2 ms waits is a
+    thread that ran on time; 3% in 2 ms waits is one whose timestamps were late."""
+    check = SurvivorCheck()
+    check.lost(LossMark(1.0, 2, 2))
+    check.window(1, 0, 1.0, 2.0, None, cpu_s=0.1, runq_s=0.3, runs=1500)
+    assert check.verdict(1) == ""
+    check.window(2, 0, 1.0, 2.0, None, cpu_s=0.1, runq_s=0.03, runs=15)
+    assert "a load thread waited for a CPU 3% of the time, 2.0 ms each time it woke" in (
+        check.verdict(2)
+    )

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from infmon.model.base.loghist import LogHistogram
-from infmon.model.records.client_late import STARVED_SHARE
+from infmon.model.records.client_late import Starving
 from infmon.model.records.stats import CLIENT_LAG_LIMIT_S
 
 SATURATED_CPU_SHARE = 0.85
@@ -39,6 +39,7 @@ class _Share:
 
     cpu_s: float = 0.0
     runq_s: float = 0.0
+    runs: int = 0
     span_s: float = 0.0
 
 
@@ -73,6 +74,7 @@ class SurvivorCheck:
         lag: LogHistogram | None = None,
         cpu_s: float = 0.0,
         runq_s: float = 0.0,
+        runs: int = 0,
     ) -> None:
         """A survivor's window ``[t0, t1)`` measured in ``step`` (None: in no step's
         measured time); only windows whose middle came after the last loss count."""
@@ -85,8 +87,8 @@ class SurvivorCheck:
         if acc is None or acc.loss is not last:
             acc = self._steps[step] = _Step(last)
         share = acc.workers.setdefault(worker, _Share())
-        share.cpu_s, share.runq_s, share.span_s = (
-            share.cpu_s + cpu_s, share.runq_s + runq_s, share.span_s + (t1 - t0)
+        share.cpu_s, share.runq_s, share.runs, share.span_s = (
+            share.cpu_s + cpu_s, share.runq_s + runq_s, share.runs + runs, share.span_s + (t1 - t0)
         )  # fmt: skip
         if lag is not None:
             acc.lag.merge(lag)
@@ -99,15 +101,15 @@ class SurvivorCheck:
             return ""
         shares = [s for s in acc.workers.values() if s.span_s > 0]
         cpu = max((s.cpu_s / s.span_s for s in shares), default=math.nan)
-        runq = max((s.runq_s / s.span_s for s in shares), default=math.nan)
+        starved = [x for x in (Starving(s.runq_s, s.runs, s.span_s) for s in shares) if x.starved]
         lag = acc.lag.quantile(0.99) if acc.lag.count else math.nan
         shown = []
         if lag > CLIENT_LAG_LIMIT_S:
             shown.append(f"loop lag p99 {lag * 1e3:,.0f} ms")
         if cpu >= SATURATED_CPU_SHARE:
             shown.append(f"a load thread busy {100 * cpu:.0f}% of a core")
-        if runq >= STARVED_SHARE:
-            shown.append(f"a load thread waited for a CPU {100 * runq:.0f}% of the time")
+        if starved:
+            shown.append("a load thread " + max(starved, key=lambda x: x.share).text())
         if not shown:
             return ""
         n = len(acc.workers)
