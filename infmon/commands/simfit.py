@@ -19,6 +19,8 @@ from infmon.commands import CliError
 
 if TYPE_CHECKING:
     from infmon.sim.fit import Observation
+    from infmon.sim.forecast import HeldOut
+    from infmon.sim.rounds import Rounds
 
 DEFAULT_PROFILE = "sim-profile.toml"
 
@@ -285,7 +287,7 @@ def run_fit(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     for line in render_fit(result):
         print(line)
-    for line in render_holdout(left):
+    for line in render_holdout(left) + render_rounds(obs, left):
         print(line)
     out = args.profile_out or Path(args.fit[0]) / DEFAULT_PROFILE
     try:
@@ -389,6 +391,49 @@ def render_holdout(left: list[Any]) -> list[str]:
         err, inside = h.errors(), h.inside_band()
         cells = "  ".join(f"{k} {err[k]:+.1%}{'' if inside[k] else ' (outside band)'}" for k in err)
         lines.append(f"  c={h.observation.concurrency} {h.observation.session}: {cells}")
+    return lines
+
+
+def render_rounds(obs: list[Observation], left: list[HeldOut]) -> list[str]:
+    """Each level's rounds (the server's own pace between them), the held-out levels against
+    the mean of their rounds, and a warning when rounds of one level wandered."""
+    from infmon.sim.rounds import FIGURES, WANDER_CV, held_levels, level_rounds
+
+    label = {f: (name, scale, unit) for f, name, scale, unit in FIGURES}
+    rounds = level_rounds(obs)
+    lines = []
+    if rounds:
+        lines.append(
+            "rounds of one level (same load, same server: how far each figure moved; CV: "
+            "sample spread):"
+        )
+        by: dict[tuple[str, int], list[Rounds]] = {}
+        for r in rounds:
+            by.setdefault((r.session, r.concurrency), []).append(r)
+        for (session, c), rs in by.items():
+            cells = []
+            for r in rs:
+                name, scale, unit = label[r.figure]
+                each = ", ".join(f"{v * scale:.{0 if scale == 1 else 2}f}" for v in r.values)
+                cells.append(f"{name} {each}{' ' + unit if unit else ''} (CV {r.cv:.0%})")
+            lines.append(f"  c={c} {session}: " + "  ".join(cells))
+    held = held_levels(left)
+    if held and any(h.rounds > 1 for h in held):
+        lines.append("held out, against the mean of each level's rounds:")
+        for h in held:
+            errs = "  ".join(f"{label[f][0]} {e:+.1%}" for f, e in h.errors)
+            lines.append(f"  c={h.concurrency} {h.session} ({h.rounds} rounds): {errs}")
+    wandered = [r for r in rounds if r.wandered]
+    if wandered:
+        worst = max(wandered, key=lambda r: r.cv)
+        lines.append(
+            f"warning: rounds of one level wandered in {len(wandered)} of {len(rounds)} "
+            f"figures (CV above {WANDER_CV:.1%}); worst c={worst.concurrency} "
+            f"{label[worst.figure][0]}: {worst.spread:.2f}x between rounds (CV {worst.cv:.0%}). "
+            "The server's pace moved during the session (other load on a shared host, a server "
+            "warming up): fitted costs and held-out errors carry that much noise. Rerun in a "
+            "quieter hour, with more --repeat, or on a host the server has to itself"
+        )
     return lines
 
 

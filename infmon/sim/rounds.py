@@ -1,0 +1,121 @@
+"""How far the server's own pace wandered between rounds of one level (``bench --repeat``), and a
+held-out level's forecast against the mean of its rounds.
+
+A fit is judged by its error on levels it never saw, and that error cannot be read closer than
+the measurement repeats: when two rounds of the same level, same load, same server, differ by
+30%, a forecast 15% off may be the model or the hour. On the real vLLM here (CPU build, 2 cores
+shared with the client) rounds of one level a minute apart differed up to 1.85x in TPOT on
+4 Dec, and the server's own per-request TPOT moved with the client's (the server's pace, not the
+client's reading). ``infmon sim --fit`` prints each level's rounds and says when they wander by
+more than ``WANDER_CV``. Pure: observations in, figures out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infmon.sim.fit import Observation
+from infmon.sim.forecast import HeldOut
+
+WANDER_CV = 0.075
+"""Rounds of one level whose coefficient of variation (sample) is above this wandered: half the
+±15% a held-out check asks, so the wander alone could put a right forecast outside it."""
+FIGURES = (
+    ("tpot", "TPOT", 1e3, "ms"),
+    ("ttft_p50", "TTFT p50", 1e3, "ms"),
+    ("tok_s", "tok/s", 1.0, ""),
+)
+"""(figure, label, scale, unit): the server's pace (TPOT, output tokens/s) and the client's
+median TTFT, each as a held-out check reads it."""
+
+
+def _value(o: Observation, figure: str) -> float:
+    if figure == "ttft_p50":
+        return o.ttft_p50_s
+    return o.measured(figure)
+
+
+@dataclass(frozen=True, slots=True)
+class Rounds:
+    """One figure of one level over its rounds (each a step of the session)."""
+
+    session: str
+    concurrency: int
+    figure: str  # one of FIGURES' names
+    values: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def cv(self) -> float:
+        """Sample standard deviation over the mean (NaN with one round)."""
+        if len(self.values) < 2 or self.mean <= 0:
+            return math.nan
+        return statistics.stdev(self.values) / self.mean
+
+    @property
+    def spread(self) -> float:
+        """Largest round over smallest."""
+        lo = min(self.values)
+        return max(self.values) / lo if lo > 0 else math.nan
+
+    @property
+    def wandered(self) -> bool:
+        return self.cv > WANDER_CV  # NaN: False
+
+
+def _groups(obs: Sequence[Observation]) -> dict[tuple[str, int, object], list[Observation]]:
+    out: dict[tuple[str, int, object], list[Observation]] = {}
+    for o in obs:
+        out.setdefault((o.session, o.concurrency, o.shape), []).append(o)
+    return out
+
+
+def level_rounds(obs: Sequence[Observation]) -> list[Rounds]:
+    """Each level's figures over its rounds, levels with two rounds or more, in session and
+    concurrency order (a figure not measured in every round is left out)."""
+    out = []
+    for (session, c, _), group in sorted(_groups(obs).items(), key=lambda kv: kv[0][:2]):
+        if len(group) < 2:
+            continue
+        for figure, *_ in FIGURES:
+            values = tuple(_value(o, figure) for o in group)
+            if all(math.isfinite(v) and v > 0 for v in values):
+                out.append(Rounds(session, c, figure, values))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLevel:
+    """A held-out level: its forecast against the mean of its rounds, figure by figure."""
+
+    session: str
+    concurrency: int
+    errors: tuple[tuple[str, float], ...]  # (figure, forecast / mean of rounds - 1)
+    rounds: int
+
+
+def held_levels(left: Sequence[HeldOut]) -> list[HeldLevel]:
+    """Each held-out level's forecast (the same for every round: one shape) against the mean of
+    its rounds: what the README's held-out figures and the real-server check read."""
+    by: dict[tuple[str, int, object], list[HeldOut]] = {}
+    for h in left:
+        o = h.observation
+        by.setdefault((o.session, o.concurrency, o.shape), []).append(h)
+    out = []
+    for (session, c, _), group in sorted(by.items(), key=lambda kv: kv[0][:2]):
+        f = group[0].forecast
+        forecast = {"tpot": f.tpot_s.value, "ttft_p50": f.ttft_p50_s.value,
+                    "tok_s": f.output_tok_s.value}  # fmt: skip
+        errors = []
+        for figure, *_ in FIGURES:
+            values = [_value(h.observation, figure) for h in group]
+            if all(math.isfinite(v) and v > 0 for v in values):
+                errors.append((figure, forecast[figure] / statistics.fmean(values) - 1))
+        out.append(HeldLevel(session, c, tuple(errors), len(group)))
+    return out

@@ -1,0 +1,86 @@
+"""How far a level's rounds moved (``infmon.sim.rounds``), on a real session whose server wandered:
+the real vLLM of 4 Dec (``tests/fixtures/sessions/wandering-vllm.source.txt``), c=2 TPOT 2.40,
+3.29 and 4.44 ms in three rounds of one bench run. ``sim --fit`` prints each level's rounds,
+judges the held-out levels against the mean of their rounds, and says the rounds wandered."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from infmon.cli import main
+from infmon.commands.simfit import read_session
+from infmon.sim.fit import Observation
+from infmon.sim.rounds import WANDER_CV, Rounds, level_rounds
+from tests.recorded import unpack_journal
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory) -> Path:
+    return unpack_journal("wandering-vllm", tmp_path_factory.mktemp("wander") / "session")
+
+
+@pytest.fixture(scope="module")
+def observations(session: Path) -> list[Observation]:
+    obs, _ = read_session(session, "auto", [])
+    return obs
+
+
+def test_spread_and_cv_of_rounds() -> None:
+    r = Rounds("s", 2, "tpot", (2.0, 3.0, 4.0))
+    assert r.mean == 3.0
+    assert r.spread == 2.0
+    assert math.isclose(r.cv, 1.0 / 3.0)
+    assert r.wandered
+    steady = Rounds("s", 2, "tpot", (3.0, 3.1, 2.95))
+    assert steady.cv < WANDER_CV and not steady.wandered
+    assert math.isnan(Rounds("s", 2, "tpot", (3.0,)).cv)
+    assert not Rounds("s", 2, "tpot", (3.0,)).wandered
+
+
+def test_each_level_of_the_real_session_has_its_three_rounds(observations) -> None:
+    rounds = level_rounds(observations)
+    assert {(r.concurrency, r.figure) for r in rounds} == {
+        (c, f) for c in (1, 2, 4, 8, 16) for f in ("tpot", "ttft_p50", "tok_s")
+    }
+    assert all(len(r.values) == 3 for r in rounds)
+    c2 = next(r for r in rounds if r.concurrency == 2 and r.figure == "tpot")
+    assert [round(v * 1e3, 2) for v in c2.values] == [2.40, 3.29, 4.44]
+    assert c2.wandered and 1.8 < c2.spread < 1.9
+    c8 = next(r for r in rounds if r.concurrency == 8 and r.figure == "tok_s")
+    assert not c8.wandered  # 1,612, 1,566, 1,507 tok/s: CV 3%
+
+
+def test_a_level_run_once_has_no_rounds(observations) -> None:
+    once = [o for o in observations if o.concurrency != 2] + [
+        next(o for o in observations if o.concurrency == 2)
+    ]
+    assert 2 not in {r.concurrency for r in level_rounds(once)}
+
+
+@pytest.mark.slow  # one fit of the real session: ~15 s
+def test_the_fit_prints_rounds_held_out_means_and_the_wander(
+    session, observations, tmp_path, capsys
+) -> None:
+    assert main(["sim", "--fit", str(session), "--holdout", "8,16",
+                 "--profile-out", str(tmp_path / "p.toml")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "  c=2 session: TPOT 2.40, 3.29, 4.44 ms (CV 30%)" in out
+    assert "held out, against the mean of each level's rounds:" in out
+    held = [line for line in out.splitlines() if "(3 rounds):" in line]
+    assert [line.split()[0] for line in held] == ["c=8", "c=16"]
+    # each held-out line's TPOT error is the forecast against the mean of the three rounds
+    per_round = [
+        line for line in out.splitlines() if line.startswith("  c=16 ") and "tpot " in line
+    ]
+    errs = [float(line.split("tpot ")[1].split("%")[0]) / 100 for line in per_round]
+    measured = [o.tpot_s for o in observations if o.concurrency == 16]
+    forecast = (1 + errs[0]) * measured[0]
+    mean_err = forecast / statistics.fmean(measured) - 1
+    shown = float(held[1].split("TPOT ")[1].split("%")[0]) / 100
+    assert abs(shown - mean_err) < 0.002  # the per-round line is rounded to 0.1%
+    assert "warning: rounds of one level wandered" in out
+    assert "worst c=2 TPOT: 1.85x between rounds" in out
