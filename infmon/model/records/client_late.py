@@ -74,6 +74,32 @@ class Starving:
         return f"waited for a CPU {100 * self.share:.0f}% of the time{each}"
 
 
+@dataclass(slots=True)
+class ThreadTime:
+    """A load thread's account over the windows gathered: its CPU time, its run-queue wait and
+    the times it got a CPU, over ``span_s`` of wall time."""
+
+    cpu_s: float = 0.0
+    runq_s: float = 0.0
+    runs: int = 0
+    span_s: float = 0.0
+
+    def add(self, span_s: float, cpu_s: float, runq_s: float, runs: int) -> None:
+        self.cpu_s += cpu_s
+        self.runq_s += runq_s
+        self.runs += runs
+        self.span_s += span_s
+
+    @property
+    def starving(self) -> Starving:
+        return Starving(self.runq_s, self.runs, self.span_s)
+
+    @property
+    def busy_share(self) -> float:
+        """CPU time over wall time (NaN: no time gathered)."""
+        return self.cpu_s / self.span_s if self.span_s > 0 else math.nan
+
+
 def late_cause(starving: Starving, busy_share: float, cpu_users: str | None) -> LateCause:
     """The cause and the remedy (``NO_CAUSE`` when not measured or neither holds)."""
     if starving.starved:

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from infmon.model.base.loghist import LogHistogram
-from infmon.model.records.client_late import Starving
+from infmon.model.records.client_late import ThreadTime
 from infmon.model.records.stats import CLIENT_LAG_LIMIT_S
 
 SATURATED_CPU_SHARE = 0.85
@@ -34,19 +34,9 @@ class LossMark:
 
 
 @dataclass(slots=True)
-class _Share:
-    """One survivor's load thread over the windows a step measured after the loss."""
-
-    cpu_s: float = 0.0
-    runq_s: float = 0.0
-    runs: int = 0
-    span_s: float = 0.0
-
-
-@dataclass(slots=True)
 class _Step:
     loss: LossMark
-    workers: dict[int, _Share] = field(default_factory=dict)
+    workers: dict[int, ThreadTime] = field(default_factory=dict)
     lag: LogHistogram = field(default_factory=LogHistogram)
 
 
@@ -86,10 +76,7 @@ class SurvivorCheck:
         acc = self._steps.get(step)
         if acc is None or acc.loss is not last:
             acc = self._steps[step] = _Step(last)
-        share = acc.workers.setdefault(worker, _Share())
-        share.cpu_s, share.runq_s, share.runs, share.span_s = (
-            share.cpu_s + cpu_s, share.runq_s + runq_s, share.runs + runs, share.span_s + (t1 - t0)
-        )  # fmt: skip
+        acc.workers.setdefault(worker, ThreadTime()).add(t1 - t0, cpu_s, runq_s, runs)
         if lag is not None:
             acc.lag.merge(lag)
 
@@ -100,8 +87,8 @@ class SurvivorCheck:
         if acc is None or not acc.workers:
             return ""
         shares = [s for s in acc.workers.values() if s.span_s > 0]
-        cpu = max((s.cpu_s / s.span_s for s in shares), default=math.nan)
-        starved = [x for x in (Starving(s.runq_s, s.runs, s.span_s) for s in shares) if x.starved]
+        cpu = max((s.busy_share for s in shares), default=math.nan)
+        starved = [x for x in (s.starving for s in shares) if x.starved]
         lag = acc.lag.quantile(0.99) if acc.lag.count else math.nan
         shown = []
         if lag > CLIENT_LAG_LIMIT_S:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from infmon.model.base.loghist import LogHistogram
-from infmon.model.records.client_late import NO_CAUSE, LateCause, Starving, late_cause
+from infmon.model.records.client_late import NO_CAUSE, LateCause, ThreadTime, late_cause
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.stats import StepFigures
 from infmon.model.steps.evidence import ServerSample
@@ -76,28 +76,22 @@ class ClientCheck:
 
 @dataclass(slots=True)
 class Sched:
-    """The load threads' CPU time and run-queue wait over the windows a step measured."""
+    """The load threads' CPU time and run-queue wait over the windows a step measured, and the
+    host's top CPU users in the window where the wait was worst."""
 
-    cpu_s: float = 0.0
-    runq_s: float = 0.0
-    runs: int = 0
-    span_s: float = 0.0
+    time: ThreadTime = field(default_factory=ThreadTime)
     users: str | None = None
     worst: float = 0.0
 
     def add(self, span_s: float, cpu_s: float, runq_s: float, runs: int, users: str | None) -> None:
-        self.cpu_s, self.runq_s, self.runs, self.span_s = (
-            self.cpu_s + cpu_s, self.runq_s + runq_s, self.runs + runs, self.span_s + span_s
-        )  # fmt: skip
+        self.time.add(span_s, cpu_s, runq_s, runs)
         if users and runq_s / span_s >= self.worst:
             self.users, self.worst = users, runq_s / span_s
 
     def cause(self) -> LateCause:
-        if self.span_s <= 0:
+        if self.time.span_s <= 0:
             return NO_CAUSE
-        return late_cause(
-            Starving(self.runq_s, self.runs, self.span_s), self.cpu_s / self.span_s, self.users
-        )
+        return late_cause(self.time.starving, self.time.busy_share, self.users)
 
 
 @dataclass(slots=True)
