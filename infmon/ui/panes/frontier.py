@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.text import Text
+from textual.app import RenderResult
 
 from infmon.model.search.frontier import (
     BOUND,
@@ -17,7 +18,7 @@ from infmon.model.search.frontier import (
     FrontierView,
     frontier_chart,
 )
-from infmon.ui.panes.base import Body
+from infmon.ui.panes.base import Body, safe_text
 
 FRONTIER_MIN_WIDTH = 40
 FRONTIER_MIN_HEIGHT = 8
@@ -78,6 +79,17 @@ class FrontierBody(Body):
             super().on_resize()
         else:
             self._redraw(self._drawn, 0, 0)
+
+    def render(self) -> RenderResult:
+        """The chart at the box's size as it is painted: a layout change (the verdict line
+        taking a row above the panes) paints the box at its new size before ``on_resize``
+        runs, and the text drawn for the old box showed cut, its x axis's title lost (two CI
+        runs on 4 Dec, at 120×40, the first frame after the verdict)."""
+        size = self.content_size
+        if self._drawn is None or not (size.width and size.height):
+            return super().render()
+        view, style = self._drawn
+        return safe_text(frontier_text(view, size.width, size.height, style))
 
     def _redraw(
         self, drawn: tuple[FrontierView, Callable[[str], str]], width: int, height: int
