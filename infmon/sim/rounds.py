@@ -69,23 +69,31 @@ class Rounds:
         return self.cv > WANDER_CV  # NaN: False
 
 
-def _groups(obs: Sequence[Observation]) -> dict[tuple[str, int, object], list[Observation]]:
-    out: dict[tuple[str, int, object], list[Observation]] = {}
-    for o in obs:
-        out.setdefault((o.session, o.concurrency, o.shape), []).append(o)
-    return out
+def _by_level(obs: Sequence[Observation]) -> list[tuple[str, int, list[int]]]:
+    """(session, concurrency, indices into ``obs``) of each level (one load shape), in session
+    and concurrency order."""
+    by: dict[tuple[str, int, object], list[int]] = {}
+    for i, o in enumerate(obs):
+        by.setdefault((o.session, o.concurrency, o.shape), []).append(i)
+    return [(s, c, idx) for (s, c, _), idx in sorted(by.items(), key=lambda kv: kv[0][:2])]
+
+
+def _measured(group: Sequence[Observation], figure: str) -> tuple[float, ...] | None:
+    """The figure in every round of ``group`` (None: not measured in one of them)."""
+    values = tuple(_value(o, figure) for o in group)
+    return values if all(math.isfinite(v) and v > 0 for v in values) else None
 
 
 def level_rounds(obs: Sequence[Observation]) -> list[Rounds]:
     """Each level's figures over its rounds, levels with two rounds or more, in session and
     concurrency order (a figure not measured in every round is left out)."""
     out = []
-    for (session, c, _), group in sorted(_groups(obs).items(), key=lambda kv: kv[0][:2]):
-        if len(group) < 2:
+    for session, c, idx in _by_level(obs):
+        if len(idx) < 2:
             continue
         for figure, *_ in FIGURES:
-            values = tuple(_value(o, figure) for o in group)
-            if all(math.isfinite(v) and v > 0 for v in values):
+            values = _measured([obs[i] for i in idx], figure)
+            if values is not None:
                 out.append(Rounds(session, c, figure, values))
     return out
 
@@ -103,19 +111,15 @@ class HeldLevel:
 def held_levels(left: Sequence[HeldOut]) -> list[HeldLevel]:
     """Each held-out level's forecast (the same for every round: one shape) against the mean of
     its rounds: what the README's held-out figures and the real-server check read."""
-    by: dict[tuple[str, int, object], list[HeldOut]] = {}
-    for h in left:
-        o = h.observation
-        by.setdefault((o.session, o.concurrency, o.shape), []).append(h)
     out = []
-    for (session, c, _), group in sorted(by.items(), key=lambda kv: kv[0][:2]):
-        f = group[0].forecast
+    for session, c, idx in _by_level([h.observation for h in left]):
+        f = left[idx[0]].forecast
         forecast = {"tpot": f.tpot_s.value, "ttft_p50": f.ttft_p50_s.value,
                     "tok_s": f.output_tok_s.value}  # fmt: skip
         errors = []
         for figure, *_ in FIGURES:
-            values = [_value(h.observation, figure) for h in group]
-            if all(math.isfinite(v) and v > 0 for v in values):
+            values = _measured([left[i].observation for i in idx], figure)
+            if values is not None:
                 errors.append((figure, forecast[figure] / statistics.fmean(values) - 1))
-        out.append(HeldLevel(session, c, tuple(errors), len(group)))
+        out.append(HeldLevel(session, c, tuple(errors), len(idx)))
     return out
