@@ -397,7 +397,14 @@ def render_holdout(left: list[Any]) -> list[str]:
 def render_rounds(obs: list[Observation], left: list[HeldOut]) -> list[str]:
     """Each level's rounds (the server's own pace between them), the held-out levels against
     the mean of their rounds, and a warning when rounds of one level wandered."""
-    from infmon.sim.rounds import FIGURES, WANDER_CV, held_levels, level_rounds
+    from infmon.sim.rounds import (
+        FIGURES,
+        WANDER_CV,
+        held_levels,
+        level_rounds,
+        pace_gaps,
+        whose_wander,
+    )
 
     label = {f: (name, scale, unit) for f, name, scale, unit in FIGURES}
     rounds = level_rounds(obs)
@@ -430,9 +437,9 @@ def render_rounds(obs: list[Observation], left: list[HeldOut]) -> list[str]:
             f"warning: rounds of one level wandered in {len(wandered)} of {len(rounds)} "
             f"figures (CV above {WANDER_CV:.1%}); worst c={worst.concurrency} "
             f"{label[worst.figure][0]}: {worst.spread:.2f}x between rounds (CV {worst.cv:.0%}). "
-            "The server's pace moved during the session (other load on a shared host, a server "
-            "warming up): fitted costs and held-out errors carry that much noise. Rerun in a "
-            "quieter hour, with more --repeat, or on a host the server has to itself"
+            f"{whose_wander(wandered, pace_gaps(obs))}. Fitted costs and held-out errors carry "
+            "that much noise: rerun in a quieter hour, with more --repeat, or on a host the "
+            "server has to itself"
         )
     return lines
 

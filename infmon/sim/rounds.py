@@ -7,7 +7,9 @@ the measurement repeats: when two rounds of the same level, same load, same serv
 shared with the client) rounds of one level a minute apart differed up to 1.85x in TPOT on
 4 Dec, and the server's own per-request TPOT moved with the client's (the server's pace, not the
 client's reading). ``infmon sim --fit`` prints each level's rounds and says when they wander by
-more than ``WANDER_CV``. Pure: observations in, figures out.
+more than ``WANDER_CV``, and, where the session has the server's own per-request timings, whose
+the wander was: the server's pace (its TPOT moved with the client's, round by round) or the
+client's reading (the two drew apart). Pure: observations in, figures out.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ FIGURES = (
 )
 """(figure, label, scale, unit): the server's pace (TPOT, output tokens/s) and the client's
 median TTFT, each as a held-out check reads it."""
+SAME_PACE = 0.03
+"""A round whose client TPOT is within this of the server's own per-request TPOT (vLLM's
+``--enable-per-request-metrics``) read the server's pace: on the real vLLM here the two were
+within 1% in every round of 4 Dec's wandering session, over 1.85x of wander."""
 
 
 def _value(o: Observation, figure: str) -> float:
@@ -96,6 +102,65 @@ def level_rounds(obs: Sequence[Observation]) -> list[Rounds]:
             if values is not None:
                 out.append(Rounds(session, c, figure, values))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class PaceGap:
+    """The client's TPOT against the server's own, round by round, at one level: when the two
+    moved together the rounds' spread is the server's pace, not the client's reading."""
+
+    session: str
+    concurrency: int
+    gaps: tuple[float, ...]  # client TPOT / server TPOT - 1, each round
+
+    @property
+    def worst(self) -> float:
+        """The largest gap, either way."""
+        return max(abs(g) for g in self.gaps)
+
+    @property
+    def same_pace(self) -> bool:
+        return self.worst <= SAME_PACE
+
+
+def pace_gaps(obs: Sequence[Observation]) -> list[PaceGap]:
+    """Each level with two rounds or more whose every round carries the server's own TPOT, in
+    session and concurrency order."""
+    out = []
+    for session, c, idx in _by_level(obs):
+        client = _measured([obs[i] for i in idx], "tpot")
+        server = tuple(obs[i].server_tpot_s for i in idx)
+        if len(idx) < 2 or client is None or not all(math.isfinite(v) and v > 0 for v in server):
+            continue
+        out.append(
+            PaceGap(session, c, tuple(a / b - 1 for a, b in zip(client, server, strict=True)))
+        )
+    return out
+
+
+def whose_wander(wandered: Sequence[Rounds], gaps: Sequence[PaceGap]) -> str:
+    """One sentence: whose the wander of ``wandered`` was, read from the gaps of those levels
+    between the client's TPOT and the server's own (none: the session cannot tell)."""
+    levels = {(r.session, r.concurrency) for r in wandered}
+    mine = [g for g in gaps if (g.session, g.concurrency) in levels]
+    if not mine or len(mine) < len(levels):
+        return (
+            "Without the server's own per-request timings for every level that wandered "
+            "(vLLM's --enable-per-request-metrics) the session cannot tell the server's pace "
+            "from this client's reading of it"
+        )
+    worst = max(mine, key=lambda g: g.worst)
+    if worst.same_pace:
+        return (
+            "The server's own per-request TPOT moved with the client's in every round (within "
+            f"{worst.worst:.1%}): the server's pace moved, not this client's reading of it "
+            "(other load on a shared host, a server warming up)"
+        )
+    return (
+        f"The client's TPOT and the server's own drew apart by up to {worst.worst:.0%} in a "
+        f"round (c={worst.concurrency}): part of the wander is this client's reading (a loaded "
+        "client host: see the client self-check)"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,15 @@ import pytest
 from infmon.cli import main
 from infmon.commands.simfit import read_session
 from infmon.sim.fit import Observation
-from infmon.sim.rounds import WANDER_CV, Rounds, level_rounds
+from infmon.sim.rounds import (
+    SAME_PACE,
+    WANDER_CV,
+    PaceGap,
+    Rounds,
+    level_rounds,
+    pace_gaps,
+    whose_wander,
+)
 from tests.recorded import unpack_journal
 
 
@@ -61,6 +70,37 @@ def test_a_level_run_once_has_no_rounds(observations) -> None:
     assert 2 not in {r.concurrency for r in level_rounds(once)}
 
 
+def test_the_real_wander_was_the_servers_pace(observations) -> None:
+    """vLLM's own per-request TPOT moved with the client's in every round: its pace moved."""
+    gaps = pace_gaps(observations)
+    assert [g.concurrency for g in gaps] == [1, 2, 4, 8, 16]
+    assert all(len(g.gaps) == 3 for g in gaps)
+    assert max(g.worst for g in gaps) < 0.01  # within 1% in all 15 rounds, over 1.85x of wander
+    wandered = [r for r in level_rounds(observations) if r.wandered]
+    assert "the server's pace moved, not this client's reading" in whose_wander(wandered, gaps)
+
+
+def test_a_client_that_drew_apart_from_the_server_is_named() -> None:
+    wandered = [Rounds("s", 16, "tpot", (5.0e-3, 8.0e-3, 5.2e-3))]
+    apart = [PaceGap("s", 16, (0.005, 0.40, -0.01))]  # one round the client read 40% slower
+    said = whose_wander(wandered, apart)
+    assert "drew apart by up to 40% in a round (c=16)" in said
+    assert "this client's reading" in said
+    assert SAME_PACE < 0.40
+
+
+def test_without_the_servers_timings_the_session_cannot_tell(observations) -> None:
+    """A vLLM without --enable-per-request-metrics: no server TPOT, no verdict either way."""
+    bare = [replace(o, server_tpot_s=math.nan) for o in observations]
+    assert pace_gaps(bare) == []
+    wandered = [r for r in level_rounds(bare) if r.wandered]
+    assert wandered
+    assert "cannot tell the server's pace from this client's reading" in whose_wander(wandered, [])
+    # one level with the server's timings does not speak for another that wandered
+    c1 = [g for g in pace_gaps(observations) if g.concurrency == 1]
+    assert "cannot tell" in whose_wander(wandered, c1)
+
+
 @pytest.mark.slow  # one fit of the real session: ~15 s
 def test_the_fit_prints_rounds_held_out_means_and_the_wander(
     session, observations, tmp_path, capsys
@@ -84,3 +124,4 @@ def test_the_fit_prints_rounds_held_out_means_and_the_wander(
     assert abs(shown - mean_err) < 0.002  # the per-round line is rounded to 0.1%
     assert "warning: rounds of one level wandered" in out
     assert "worst c=2 TPOT: 1.85x between rounds" in out
+    assert "the server's pace moved, not this client's reading of it" in out
