@@ -41,7 +41,11 @@ from tests.real.harness import explain, infmon, rs
 # cost fitted at c = 1, 2, 4 where this CPU build's TPOT grows slower from c=4). 4 Dec afternoon:
 # the rounds wandered (c=2 TPOT 2.40, 3.29, 4.44 ms in one run; vLLM's own bench client at c=8
 # read 781-2,001 tok/s in six runs of one server), the fit missed (c=16 TPOT 1.30, TTFT p50
-# 1.38, tok/s 0.70), and `sim --fit` now warns of the wander: README
+# 1.38, tok/s 0.70), and `sim --fit` now warns of the wander. 4 Dec evening: c=8 inside (0.98,
+# 1.12, 0.94), c=16 out (TPOT 1.10, TTFT p50 1.25, tok/s 0.83; rounds 1,955-2,867 tok/s, "the
+# server's own per-request TPOT moved with the client's in every round"); an idle core of this
+# VM ran a fixed unit of work in 8 or 15 ms of CPU time by turns; c=16's TTFT p50 came out
+# 1.25-1.48 in all five sessions of 4 Dec (the API server's wait per open stream bends past c=4): README
 pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
