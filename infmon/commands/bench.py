@@ -49,6 +49,7 @@ from infmon.commands.scale import (
     stop_exporter,
 )
 from infmon.commands.search_args import add_search_arguments, run_search, search_from_args
+from infmon.commands.simfit import session_wander
 from infmon.commands.trials_out import (
     TrialOptions,
     add_trial_arguments,
@@ -188,6 +189,8 @@ def run_with(args: argparse.Namespace, against: Against, compare: bool = True) -
         say(f"infmon: stopped by {stop.name}", err=True)
         return stop.exit_code
     result["session_dir"] = str(session_dir)
+    if trials.active and (wander := session_wander(session_dir)) is not None:
+        _say_wrapped(wander)  # the server's pace or this client's reading
     if args.json:
         _write_json(Path(args.json), result)
     status = max(_verdict(result), journal.status().exit_code)  # 3: records were lost

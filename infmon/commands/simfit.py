@@ -394,17 +394,50 @@ def render_holdout(left: list[Any]) -> list[str]:
     return lines
 
 
+FIT_NOISE = (
+    "Fitted costs and held-out errors carry that much noise: rerun in a quieter hour, with more "
+    "--repeat, or on a host the server has to itself"
+)
+ROUNDS_NOISE = (
+    "A comparison of these rounds carries that much noise: run more rounds, in a quieter hour, "
+    "or on a host the server has to itself"
+)
+
+
+def wander_warning(obs: list[Observation], consequence: str) -> str | None:
+    """When rounds of one level wandered (CV above ``WANDER_CV``): how far, whose the wander
+    was (the server's pace or this client's reading, from vLLM's per-request timings), and
+    ``consequence``; None when they held."""
+    from infmon.sim.rounds import FIGURES, WANDER_CV, level_rounds, pace_gaps, whose_wander
+
+    label = {f: name for f, name, *_ in FIGURES}
+    rounds = level_rounds(obs)
+    wandered = [r for r in rounds if r.wandered]
+    if not wandered:
+        return None
+    worst = max(wandered, key=lambda r: r.cv)
+    return (
+        f"warning: rounds of one level wandered in {len(wandered)} of {len(rounds)} "
+        f"figures (CV above {WANDER_CV:.1%}); worst c={worst.concurrency} "
+        f"{label[worst.figure]}: {worst.spread:.2f}x between rounds (CV {worst.cv:.0%}). "
+        f"{whose_wander(wandered, pace_gaps(obs))}. {consequence}"
+    )
+
+
+def session_wander(session_dir: Path) -> str | None:
+    """``wander_warning`` for a bench session of repeated rounds (its closed-loop levels;
+    None when they held, or the session cannot be read as rounds)."""
+    try:
+        obs, _ = read_session(session_dir, "auto", [])
+    except CliError:
+        return None
+    return wander_warning(obs, ROUNDS_NOISE)
+
+
 def render_rounds(obs: list[Observation], left: list[HeldOut]) -> list[str]:
     """Each level's rounds (the server's own pace between them), the held-out levels against
     the mean of their rounds, and a warning when rounds of one level wandered."""
-    from infmon.sim.rounds import (
-        FIGURES,
-        WANDER_CV,
-        held_levels,
-        level_rounds,
-        pace_gaps,
-        whose_wander,
-    )
+    from infmon.sim.rounds import FIGURES, held_levels, level_rounds
 
     label = {f: (name, scale, unit) for f, name, scale, unit in FIGURES}
     rounds = level_rounds(obs)
@@ -430,17 +463,8 @@ def render_rounds(obs: list[Observation], left: list[HeldOut]) -> list[str]:
         for h in held:
             errs = "  ".join(f"{label[f][0]} {e:+.1%}" for f, e in h.errors)
             lines.append(f"  c={h.concurrency} {h.session} ({h.rounds} rounds): {errs}")
-    wandered = [r for r in rounds if r.wandered]
-    if wandered:
-        worst = max(wandered, key=lambda r: r.cv)
-        lines.append(
-            f"warning: rounds of one level wandered in {len(wandered)} of {len(rounds)} "
-            f"figures (CV above {WANDER_CV:.1%}); worst c={worst.concurrency} "
-            f"{label[worst.figure][0]}: {worst.spread:.2f}x between rounds (CV {worst.cv:.0%}). "
-            f"{whose_wander(wandered, pace_gaps(obs))}. Fitted costs and held-out errors carry "
-            "that much noise: rerun in a quieter hour, with more --repeat, or on a host the "
-            "server has to itself"
-        )
+    if warning := wander_warning(obs, FIT_NOISE):
+        lines.append(warning)
     return lines
 
 

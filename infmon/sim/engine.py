@@ -124,6 +124,9 @@ class Engine:
         self.rng = random.Random(cfg.seed)
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
         self.cond = expand_acceptance(cfg.acceptance, self.k)
+        self.pace = 1.0
+        """Each step's time is multiplied by this: 1 at full speed; the ``wander`` fault (a host
+        whose cores run at two speeds by turns) sets it higher in its slow turns."""
         self.block_bytes = self.budget.kv_bytes_per_token * cfg.block_size
         if cfg.kv_offloading_gib > 0:
             self.pool.host = HostTier(int(cfg.kv_offloading_gib * 2**30 // self.block_bytes))
@@ -336,7 +339,7 @@ class Engine:
         if plan:
             load = out.load = self._load(plan)
             cost = step_cost(self.cfg, load)
-            out.end_s = now_s + cost.time_s
+            out.end_s = now_s + cost.time_s * self.pace
             out.kernel_s = kernel_time_s(self.cfg, load, cost)
             out.flops, out.read_bytes, out.write_bytes = (
                 cost.flops,

@@ -25,7 +25,11 @@ KINDS: dict[str, tuple[str, float | None, float | None]] = {
     "metrics-garbage": ("", None, 0.5),
     "restart": ("period seconds", 60.0, None),
     "exit": ("seconds after start", 30.0, None),
+    "wander": ("seconds a turn", 10.0, None),
 }
+WANDER_SLOW = 2.0
+"""The ``wander`` fault's slow turns: every step takes this many times as long. This project's
+2-vCPU VM ran a fixed unit of work 1.7-1.9x slower in its slow turns (``bench/host_pace.py``)."""
 HELP = """faults (repeatable --fault KIND[:VALUE][:RATE]; RATE = share of requests or scrapes):
   http500[:RATE], http503[:RATE]    answer that HTTP status in vLLM's error shape (default 0.1)
   http429[:SECS][:RATE]             429 with Retry-After: SECS (default 1 s, rate 0.1)
@@ -37,6 +41,9 @@ HELP = """faults (repeatable --fault KIND[:VALUE][:RATE]; RATE = share of reques
   metrics-garbage[:RATE]            /metrics answers 200 with text that is not Prometheus (0.5)
   restart[:SECS]                    every SECS (60): counters reset to zero, streams reset
   exit[:SECS]                       the process exits (status 70) SECS (30) into the load
+  wander[:SECS]                     the server's pace by turns of SECS (10): full speed, then
+                                    every step 2x as long, and again (a host whose cores run at
+                                    two speeds: bench/host_pace.py)
   (timed faults count from the load's first request: one asking for more than one token,
   a client's one-token probes and tokenizer calls aside)"""
 
@@ -140,6 +147,16 @@ class FaultPlan:
         self._later(slow, lambda: conn.send(200, body, content_type))
 
     @staticmethod
+    async def _wander(server, turn_s: float) -> None:
+        """The engine at full speed for ``turn_s``, then at ``1 / WANDER_SLOW`` for as long,
+        and so on (``server.engine`` read at each turn)."""
+        slow = False
+        while True:
+            await asyncio.sleep(turn_s)
+            slow = not slow
+            server.engine.pace = WANDER_SLOW if slow else 1.0
+
+    @staticmethod
     def _later(slow: Fault | None, fn) -> None:
         if slow is None:
             fn()
@@ -147,11 +164,21 @@ class FaultPlan:
             asyncio.get_running_loop().call_later(slow.value or 0.0, fn)
 
     async def run_timed(self, server) -> None:
-        """Timed faults: periodic restarts, a process exit."""
+        """Timed faults: periodic restarts, a process exit, a wandering pace."""
         restart, exit_ = self.by_kind.get("restart"), self.by_kind.get("exit")
-        if restart is None and exit_ is None:
+        wander = self.by_kind.get("wander")
+        if restart is None and exit_ is None and wander is None:
             return
         await self.load_began.wait()
+        jobs = []
+        if wander is not None:
+            jobs.append(self._wander(server, wander.value or 10.0))
+        if restart is not None or exit_ is not None:
+            jobs.append(self._restart_or_exit(server, restart, exit_))
+        await asyncio.gather(*jobs)  # cancelled together when the server closes
+
+    @staticmethod
+    async def _restart_or_exit(server, restart: Fault | None, exit_: Fault | None) -> None:
         loop = asyncio.get_running_loop()
         start = loop.time()
         period = restart.value if restart is not None and restart.value else float("inf")

@@ -25,7 +25,8 @@ def test_parse_fault_forms():
     f = parse_fault("stall:3:1")
     assert (f.kind, f.value, f.rate) == ("stall", 3.0, 1.0)
     assert parse_fault("restart:5").value == 5.0
-    for bad in ("nope", "http500:2", "stall:x", "http500:0.1:0.2"):
+    assert (parse_fault("wander:6").value, parse_fault("wander").value) == (6.0, 10.0)
+    for bad in ("nope", "http500:2", "stall:x", "http500:0.1:0.2", "wander:6:0.5"):
         with pytest.raises(ValueError):
             parse_fault(bad)
 

@@ -155,3 +155,22 @@ def test_a_request_that_arrives_mid_step_is_queued_when_the_next_step_takes_it_i
     assert queued_at(late) == first.end_s and late.scheduled_s == first.end_s
     timing = per_request_metrics(late, MetricsLevel(True, "none", 0))
     assert timing["queue_time_ms"] == 0.0
+
+
+def test_a_slow_turn_stretches_every_step_by_the_pace():
+    """The ``wander`` fault's slow turn (``Engine.pace``): each step takes that many times as
+    long, decode and prefill alike, and the per-request times the server reports follow."""
+    steps = []
+    for pace in (1.0, 2.0):
+        engine = Engine(cfg_of("baseline"))
+        engine.pace = pace
+        engine.add(Sequence("a", 128, 8, None, 0.0), list(range(128)))
+        t, spans = 0.0, []
+        while engine.has_work:
+            out = engine.step(t)
+            spans.append(out.end_s - out.start_s)
+            t = out.end_s
+        steps.append(spans)
+    full, slow = steps
+    assert len(full) == len(slow) > 2
+    assert all(s == pytest.approx(2 * f) for f, s in zip(full, slow, strict=True))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from infmon.cli import main
-from infmon.commands.simfit import read_session
+from infmon.commands.simfit import read_session, session_wander, wander_warning
 from infmon.sim.fit import Observation
 from infmon.sim.rounds import (
     SAME_PACE,
@@ -99,6 +99,27 @@ def test_without_the_servers_timings_the_session_cannot_tell(observations) -> No
     # one level with the server's timings does not speak for another that wandered
     c1 = [g for g in pace_gaps(observations) if g.concurrency == 1]
     assert "cannot tell" in whose_wander(wandered, c1)
+
+
+def test_a_bench_of_rounds_ends_by_saying_whose_wander_it_was(session, tmp_path) -> None:
+    """What ``bench --repeat`` prints after its reports on this session: the same warning as
+    the fit's, with what it means for the rounds themselves."""
+    said = session_wander(session)
+    assert said is not None
+    assert said.startswith("warning: rounds of one level wandered in 13 of 15 figures")
+    assert "worst c=2 TPOT: 1.85x between rounds (CV 30%)" in said
+    assert "the server's pace moved, not this client's reading of it" in said
+    assert "A comparison of these rounds carries that much noise" in said
+    assert session_wander(tmp_path) is None  # not a session: nothing to say, no error
+
+
+def test_levels_run_once_have_no_wander_to_say(observations) -> None:
+    """The same server's levels, one round each: no level has rounds to compare."""
+    first: dict[int, Observation] = {}
+    for o in observations:
+        first.setdefault(o.concurrency, o)
+    assert wander_warning(list(first.values()), "") is None
+    assert wander_warning(observations, "") is not None
 
 
 @pytest.mark.slow  # one fit of the real session: ~15 s
