@@ -7,7 +7,6 @@ cached environment, the tiny model, and starting/stopping servers.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
 import os
@@ -23,20 +22,12 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.scripts import load_script
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load_script():
-    path = REPO / "scripts" / "real_servers.py"
-    spec = importlib.util.spec_from_file_location("real_servers", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("real_servers", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-rs = _load_script()
+rs = load_script("scripts/real_servers.py")
 
 # The vLLM V1 families behind every concept of DESIGN.md section 5 (parsed family names:
 # counters without `_total`, as prometheus_client's parser reports them).

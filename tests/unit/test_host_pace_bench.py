@@ -3,25 +3,17 @@ it), and its per-core summary reads what was sampled."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "host_pace.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("host_pace", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["host_pace"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/host_pace.py")
 
 
 def test_the_probe_writes_one_cpu_time_per_unit(bench, tmp_path) -> None:

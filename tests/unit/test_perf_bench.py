@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "client_overhead.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("client_overhead", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["client_overhead"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/client_overhead.py")
 
 
 def test_perf_counter_is_one_clock_across_processes(bench) -> None:
