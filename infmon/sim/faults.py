@@ -12,6 +12,8 @@ import random
 import sys
 from dataclasses import dataclass
 
+WANDER_TURN_S = 10.0
+"""The ``wander`` fault's turn when none is given (or 0: no turn of no length)."""
 # kind: (what VALUE means, default value, default rate); rate = share of requests / scrapes.
 KINDS: dict[str, tuple[str, float | None, float | None]] = {
     "http500": ("", None, 0.1),
@@ -25,7 +27,7 @@ KINDS: dict[str, tuple[str, float | None, float | None]] = {
     "metrics-garbage": ("", None, 0.5),
     "restart": ("period seconds", 60.0, None),
     "exit": ("seconds after start", 30.0, None),
-    "wander": ("seconds a turn", 10.0, None),
+    "wander": ("seconds a turn", WANDER_TURN_S, None),
 }
 WANDER_SLOW = 2.0
 """The ``wander`` fault's slow turns: every step takes this many times as long. This project's
@@ -172,7 +174,7 @@ class FaultPlan:
         await self.load_began.wait()
         jobs = []
         if wander is not None:
-            jobs.append(self._wander(server, wander.value or 10.0))
+            jobs.append(self._wander(server, wander.value or WANDER_TURN_S))  # no 0 s turns
         if restart is not None or exit_ is not None:
             jobs.append(self._restart_or_exit(server, restart, exit_))
         await asyncio.gather(*jobs)  # cancelled together when the server closes

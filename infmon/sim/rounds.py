@@ -39,9 +39,15 @@ within 1% in every round of 4 Dec's wandering session, over 1.85x of wander."""
 
 
 def _value(o: Observation, figure: str) -> float:
-    if figure == "ttft_p50":
-        return o.ttft_p50_s
-    return o.measured(figure)
+    """A round's figure as the fit reads it (TPOT: the server's own under ``--targets
+    server``), or the server's own per-request TPOT beside the client's (``server_tpot``: NaN
+    unless the session had both)."""
+    return {
+        "tpot": o.tpot_s,
+        "ttft_p50": o.ttft_p50_s,
+        "tok_s": o.output_tok_s,
+        "server_tpot": o.server_tpot_s,
+    }[figure]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +134,9 @@ def pace_gaps(obs: Sequence[Observation]) -> list[PaceGap]:
     session and concurrency order."""
     out = []
     for session, c, idx in _by_level(obs):
-        client = _measured([obs[i] for i in idx], "tpot")
-        server = tuple(obs[i].server_tpot_s for i in idx)
-        if len(idx) < 2 or client is None or not all(math.isfinite(v) and v > 0 for v in server):
+        group = [obs[i] for i in idx]
+        client, server = _measured(group, "tpot"), _measured(group, "server_tpot")
+        if len(idx) < 2 or client is None or server is None:
             continue
         out.append(
             PaceGap(session, c, tuple(a / b - 1 for a, b in zip(client, server, strict=True)))
@@ -145,9 +151,9 @@ def whose_wander(wandered: Sequence[Rounds], gaps: Sequence[PaceGap]) -> str:
     mine = [g for g in gaps if (g.session, g.concurrency) in levels]
     if not mine or len(mine) < len(levels):
         return (
-            "Without the server's own per-request timings for every level that wandered "
-            "(vLLM's --enable-per-request-metrics) the session cannot tell the server's pace "
-            "from this client's reading of it"
+            "Without the client's TPOT and the server's own per-request TPOT side by side for "
+            "every level that wandered (vLLM's --enable-per-request-metrics, and --targets both "
+            "or auto) the session cannot tell the server's pace from this client's reading of it"
         )
     worst = max(mine, key=lambda g: g.worst)
     if worst.same_pace:

@@ -113,6 +113,17 @@ def test_a_bench_of_rounds_ends_by_saying_whose_wander_it_was(session, tmp_path)
     assert session_wander(tmp_path) is None  # not a session: nothing to say, no error
 
 
+def test_a_fit_to_the_servers_clock_alone_reads_its_rounds_and_cannot_tell(session) -> None:
+    """``--targets server``: the rounds are the server's own TPOT; with no client TPOT beside
+    it, whose the wander was is not said (this once raised a KeyError)."""
+    server, _ = read_session(session, "server", [])
+    c2 = next(r for r in level_rounds(server) if r.concurrency == 2 and r.figure == "tpot")
+    assert [round(v * 1e3, 2) for v in c2.values] == [2.41, 3.30, 4.44]  # the server's own
+    assert pace_gaps(server) == []
+    said = wander_warning(server, "")
+    assert said is not None and "cannot tell the server's pace from this client's" in said
+
+
 def test_levels_run_once_have_no_wander_to_say(observations) -> None:
     """The same server's levels, one round each: no level has rounds to compare."""
     first: dict[int, Observation] = {}
