@@ -20,7 +20,7 @@ from infmon.commands import CliError
 if TYPE_CHECKING:
     from infmon.sim.fit import Observation
     from infmon.sim.forecast import HeldOut
-    from infmon.sim.rounds import Rounds
+    from infmon.sim.rounds import HeldLevel, Rounds
 
 DEFAULT_PROFILE = "sim-profile.toml"
 
@@ -118,19 +118,26 @@ class ServerTimed:
     prefill_mean_s: float  # scheduled → first token (the step that prefilled it)
 
 
-def _server_timed(session_dir: Path) -> dict[int, ServerTimed]:
-    """Per step, the server's own per-request figures (vLLM ``--enable-per-request-metrics``;
-    the anatomy's ``split_columns``): TTFT = queued → first token, TPOT = its mean inter-token
-    time; steps where under ``SERVER_SHARE`` of the measured requests carried them are left out."""
+def _per_step(session_dir: Path, timed: bool) -> tuple[dict[int, ServerTimed], dict[int, float]]:
+    """Per step, from its measured requests: the server's own per-request figures when
+    ``timed`` (vLLM ``--enable-per-request-metrics``; the anatomy's ``split_columns``): TTFT =
+    queued → first token, TPOT = its mean inter-token time; steps where under ``SERVER_SHARE``
+    of the measured requests carried them are left out. And the closed loop's wave size
+    (``infmon.model.records.waves``)."""
     import numpy as np
 
     from infmon.journal.reader import SessionReader
     from infmon.model.records.anatomy import split_columns
+    from infmon.model.records.waves import step_wave
 
-    out = {}
+    out, waves = {}, {}
     with SessionReader(session_dir) as reader:
         for step, cols in reader.iter_step_columns():
-            split = split_columns(cols.take(~cols.warmup))
+            measured = cols.take(~cols.warmup)
+            waves[step] = step_wave(measured)
+            if not timed:
+                continue
+            split = split_columns(measured)
             firsts = (split.queue + split.prefill) / 1e3
             pers = split.server_itl[~np.isnan(split.server_itl)] / 1e3  # 1-token outputs: none
             if len(firsts) >= SERVER_SHARE * (len(firsts) + split.without) and len(pers) >= 2:
@@ -140,7 +147,7 @@ def _server_timed(session_dir: Path) -> dict[int, ServerTimed]:
                     float(pers.mean()),
                     float(split.prefill.mean() / 1e3),
                 )
-    return out
+    return out, waves
 
 
 def _client_step(session: str, st: Mapping[str, Any]) -> tuple[int, Observation] | None:
@@ -190,7 +197,7 @@ def read_session(
         raise CliError(f"{session_dir}: not a session directory")
     try:
         doc = build_summary(session_dir)
-        timed = _server_timed(session_dir) if targets != "client" else {}
+        timed, waves = _per_step(session_dir, targets != "client")
     except JournalReadError as exc:
         raise CliError(str(exc)) from None
     name = Path(session_dir).name
@@ -229,7 +236,10 @@ def read_session(
                 server_prefill_s=srv.prefill_mean_s,
                 source="both",
             )
-        out.append(replace(o, speculative_k=len(acceptance), acceptance=acceptance))
+        wave = waves.get(step, math.nan)
+        out.append(
+            replace(o, speculative_k=len(acceptance), acceptance=acceptance, arrival_wave=wave)
+        )
     return out, dict(doc["server"])
 
 
@@ -437,7 +447,7 @@ def session_wander(session_dir: Path) -> str | None:
 def render_rounds(obs: list[Observation], left: list[HeldOut]) -> list[str]:
     """Each level's rounds (the server's own pace between them), the held-out levels against
     the mean of their rounds, and a warning when rounds of one level wandered."""
-    from infmon.sim.rounds import FIGURES, held_levels, level_rounds
+    from infmon.sim.rounds import FIGURES, held_levels, level_rounds, wave_links, wave_sentence
 
     label = {f: (name, scale, unit) for f, name, scale, unit in FIGURES}
     rounds = level_rounds(obs)
@@ -445,7 +455,7 @@ def render_rounds(obs: list[Observation], left: list[HeldOut]) -> list[str]:
     if rounds:
         lines.append(
             "rounds of one level (same load, same server: how far each figure moved; CV: "
-            "sample spread):"
+            "sample spread; waves: requests sent together, on average):"
         )
         by: dict[tuple[str, int], list[Rounds]] = {}
         for r in rounds:
@@ -456,15 +466,57 @@ def render_rounds(obs: list[Observation], left: list[HeldOut]) -> list[str]:
                 name, scale, unit = label[r.figure]
                 each = ", ".join(f"{v * scale:.{0 if scale == 1 else 2}f}" for v in r.values)
                 cells.append(f"{name} {each}{' ' + unit if unit else ''} (CV {r.cv:.0%})")
+            waves = [o.arrival_wave for o in obs if (o.session, o.concurrency) == (session, c)]
+            if all(math.isfinite(w) for w in waves):  # the closed loop's requests sent together
+                cells.append("waves " + ", ".join(f"{w:.1f}" for w in waves))
             lines.append(f"  c={c} {session}: " + "  ".join(cells))
     held = held_levels(left)
     if held and any(h.rounds > 1 for h in held):
-        lines.append("held out, against the mean of each level's rounds:")
-        for h in held:
-            errs = "  ".join(f"{label[f][0]} {e:+.1%}" for f, e in h.errors)
-            lines.append(f"  c={h.concurrency} {h.session} ({h.rounds} rounds): {errs}")
+        lines += render_held_rounds(held, {f: name for f, (name, *_) in label.items()})
+    if said := wave_sentence(wave_links(obs)):
+        lines.append(said)
     if warning := wander_warning(obs, FIT_NOISE):
         lines.append(warning)
+    return lines
+
+
+def render_held_rounds(held: list[HeldLevel], label: Mapping[str, str]) -> list[str]:
+    """The held-out levels against the mean of their rounds, each error beside how well those
+    rounds know the mean (the half-width of its 95% interval, Student's t), and which misses
+    are beyond it: a held-out error inside the rounds' own interval is not the model's to
+    answer for, and a check tighter than the interval cannot tell a right forecast from a
+    wrong one."""
+    from infmon.model.compare.trial_stats import summarize
+
+    lines = [
+        "held out, against the mean of each level's rounds (±: that mean's 95% interval from "
+        "the rounds' own spread):"
+    ]
+    beyond, widths = [], []
+    for h in held:
+        width = {f: summarize(v).half_width for f, v in h.values}
+        cells = []
+        for f, e in h.errors:
+            w = width.get(f, math.nan)
+            miss = math.isfinite(w) and abs(e) > w
+            if math.isfinite(w):
+                widths.append(w)
+            if miss:
+                beyond.append(f"c={h.concurrency} {label[f]} {e:+.0%} (±{w:.0%})")
+            interval = f" (±{w:.0%}{', beyond' if miss else ''})" if math.isfinite(w) else ""
+            cells.append(f"{label[f]} {e:+.1%}{interval}")
+        lines.append(f"  c={h.concurrency} {h.session} ({h.rounds} rounds): " + "  ".join(cells))
+    if beyond:
+        lines.append(
+            f"  beyond the rounds' own interval: {', '.join(beyond)}: the model missed there, "
+            "not the hour"
+        )
+    if widths:
+        lines.append(
+            f"  the rounds know these means to ±{min(widths):.0%}-{max(widths):.0%}: a held-out "
+            "error inside that is the rounds' noise, and a check tighter than it passes or fails "
+            "a forecast by the hour (more --repeat rounds narrow it)"
+        )
     return lines
 
 

@@ -89,6 +89,9 @@ class Observation:
     server_tpot_s: float = float("nan")
     server_ttft_s: float = float("nan")
     server_prefill_s: float = float("nan")
+    arrival_wave: float = float("nan")
+    """The closed loop's wave: the mean number of requests sent together (NaN: not known).
+    Not fitted: it says which state of the loop a round's TTFT was measured in."""
 
     @property
     def shape(self) -> Shape:

@@ -38,7 +38,7 @@ SAME_PACE = 0.03
 within 1% in every round of 4 Dec's wandering session, over 1.85x of wander."""
 
 
-def _value(o: Observation, figure: str) -> float:
+def figure_value(o: Observation, figure: str) -> float:
     """A round's figure as the fit reads it (TPOT: the server's own under ``--targets
     server``), or the server's own per-request TPOT beside the client's (``server_tpot``: NaN
     unless the session had both)."""
@@ -90,9 +90,19 @@ def _by_level(obs: Sequence[Observation]) -> list[tuple[str, int, list[int]]]:
     return [(s, c, idx) for (s, c, _), idx in sorted(by.items(), key=lambda kv: kv[0][:2])]
 
 
+def round_index(obs: Sequence[Observation]) -> list[int]:
+    """Each observation's round: its place among the steps of its level (session, concurrency,
+    load shape), in the order the session ran them."""
+    out = [0] * len(obs)
+    for _, _, idx in _by_level(obs):
+        for r, i in enumerate(idx):
+            out[i] = r
+    return out
+
+
 def _measured(group: Sequence[Observation], figure: str) -> tuple[float, ...] | None:
     """The figure in every round of ``group`` (None: not measured in one of them)."""
-    values = tuple(_value(o, figure) for o in group)
+    values = tuple(figure_value(o, figure) for o in group)
     return values if all(math.isfinite(v) and v > 0 for v in values) else None
 
 
@@ -169,6 +179,67 @@ def whose_wander(wandered: Sequence[Rounds], gaps: Sequence[PaceGap]) -> str:
     )
 
 
+WAVE_LINK = 0.5
+"""A level's TTFT p50 moved with its waves when their Pearson correlation over the rounds is at
+least this (and the rounds' TTFT wandered): 0.74 over ten rounds of c=16 on the real vLLM here
+(0.58 and 0.61 at c=16 and 8 in another ten-round run: the server's pace moves TTFT too)."""
+WAVE_ROUNDS = 5
+"""Rounds a level needs before its correlation is read: over three, one of 0.98 comes easily by
+chance (a three-round run here read 0.98 at c=8 and -0.60 at c=16)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaveLink:
+    """A level whose TTFT p50 wandered between rounds, beside its closed loop's wave size."""
+
+    session: str
+    concurrency: int
+    waves: tuple[float, ...]
+    ttft_p50_s: tuple[float, ...]
+
+    @property
+    def r(self) -> float:
+        """Pearson correlation of the two over the rounds (NaN when either held still)."""
+        w, t = self.waves, self.ttft_p50_s
+        if len(w) < 3 or statistics.pstdev(w) == 0 or statistics.pstdev(t) == 0:
+            return math.nan
+        return statistics.correlation(w, t)
+
+
+def wave_links(obs: Sequence[Observation]) -> list[WaveLink]:
+    """Each level of ``WAVE_ROUNDS`` rounds or more whose TTFT p50 wandered and whose every
+    round knows its wave size, in session and concurrency order."""
+    out = []
+    for session, c, idx in _by_level(obs):
+        group = [obs[i] for i in idx]
+        ttft = _measured(group, "ttft_p50")
+        waves = tuple(o.arrival_wave for o in group)
+        if len(idx) < WAVE_ROUNDS or ttft is None or not all(math.isfinite(w) for w in waves):
+            continue
+        if Rounds(session, c, "ttft_p50", ttft).wandered:
+            out.append(WaveLink(session, c, waves, ttft))
+    return out
+
+
+def wave_sentence(links: Sequence[WaveLink]) -> str | None:
+    """One sentence naming the levels whose TTFT p50 moved with their waves (None: none did)."""
+    moved = [w for w in links if w.r >= WAVE_LINK]
+    if not moved:
+        return None
+    cells = ", ".join(
+        f"c={w.concurrency} r = {w.r:.2f} over {len(w.waves)} rounds (waves "
+        f"{min(w.waves):.1f}-{max(w.waves):.1f} requests, TTFT p50 "
+        f"{min(w.ttft_p50_s) * 1e3:.1f}-{max(w.ttft_p50_s) * 1e3:.1f} ms)"
+        for w in moved
+    )
+    return (
+        f"TTFT p50 moved with the closed loop's waves (requests sent together): {cells}. Alike "
+        "requests in a closed loop fall into waves and out of them, and a request waits behind "
+        "its wave; vary the output lengths (a dataset, no --ignore-eos) or drive --rate to "
+        "measure TTFT free of them"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class HeldLevel:
     """A held-out level: its forecast against the mean of its rounds, figure by figure."""
@@ -177,6 +248,8 @@ class HeldLevel:
     concurrency: int
     errors: tuple[tuple[str, float], ...]  # (figure, forecast / mean of rounds - 1)
     rounds: int
+    values: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """(figure, its value in each round): how well the rounds know the level's mean."""
 
 
 def held_levels(left: Sequence[HeldOut]) -> list[HeldLevel]:
@@ -187,10 +260,11 @@ def held_levels(left: Sequence[HeldOut]) -> list[HeldLevel]:
         f = left[idx[0]].forecast
         forecast = {"tpot": f.tpot_s.value, "ttft_p50": f.ttft_p50_s.value,
                     "tok_s": f.output_tok_s.value}  # fmt: skip
-        errors = []
+        errors, values = [], []
         for figure, *_ in FIGURES:
-            values = _measured([left[i].observation for i in idx], figure)
-            if values is not None:
-                errors.append((figure, forecast[figure] / statistics.fmean(values) - 1))
-        out.append(HeldLevel(session, c, tuple(errors), len(idx)))
+            each = _measured([left[i].observation for i in idx], figure)
+            if each is not None:
+                errors.append((figure, forecast[figure] / statistics.fmean(each) - 1))
+                values.append((figure, each))
+        out.append(HeldLevel(session, c, tuple(errors), len(idx), tuple(values)))
     return out

@@ -13,15 +13,22 @@ from pathlib import Path
 import pytest
 
 from infmon.cli import main
-from infmon.commands.simfit import read_session, session_wander, wander_warning
+from infmon.commands.simfit import (
+    read_session,
+    render_held_rounds,
+    session_wander,
+    wander_warning,
+)
 from infmon.sim.fit import Observation
 from infmon.sim.rounds import (
     SAME_PACE,
     WANDER_CV,
+    HeldLevel,
     PaceGap,
     Rounds,
     level_rounds,
     pace_gaps,
+    round_index,
     whose_wander,
 )
 from tests.recorded import unpack_journal
@@ -141,7 +148,9 @@ def test_the_fit_prints_rounds_held_out_means_and_the_wander(
                  "--profile-out", str(tmp_path / "p.toml")]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "  c=2 session: TPOT 2.40, 3.29, 4.44 ms (CV 30%)" in out
-    assert "held out, against the mean of each level's rounds:" in out
+    assert "  waves 1.0, 1.0, 1.0" in out  # c=1: one user, one request at a time
+    assert "held out, against the mean of each level's rounds (±: that mean's 95% interval" in out
+    assert "  the rounds know these means to ±" in out
     held = [line for line in out.splitlines() if "(3 rounds):" in line]
     assert [line.split()[0] for line in held] == ["c=8", "c=16"]
     # each held-out line's TPOT error is the forecast against the mean of the three rounds
@@ -157,3 +166,45 @@ def test_the_fit_prints_rounds_held_out_means_and_the_wander(
     assert "warning: rounds of one level wandered" in out
     assert "worst c=2 TPOT: 1.85x between rounds" in out
     assert "the server's pace moved, not this client's reading of it" in out
+
+
+LABEL = {"tpot": "TPOT", "ttft_p50": "TTFT p50", "tok_s": "tok/s"}
+
+
+def test_a_held_out_error_is_set_beside_how_well_its_rounds_know_the_mean() -> None:
+    """Rounds 2, 3, 4 (mean 3, sd 1): the mean's 95% interval is ±t(2) x 1 / sqrt(3) / 3 =
+    ±83% of it; a forecast 25% off is inside, one 90% off is beyond and is the model's."""
+    inside = HeldLevel("s", 16, (("tpot", 0.25),), 3, (("tpot", (2.0, 3.0, 4.0)),))
+    lines = render_held_rounds([inside], LABEL)
+    assert lines[1] == "  c=16 s (3 rounds): TPOT +25.0% (±83%)"
+    assert not any("beyond" in line for line in lines)
+    assert "the rounds know these means to ±83%-83%" in lines[-1]
+    beyond = HeldLevel("s", 16, (("tpot", 0.9),), 3, (("tpot", (2.0, 3.0, 4.0)),))
+    lines = render_held_rounds([beyond], LABEL)
+    assert lines[1] == "  c=16 s (3 rounds): TPOT +90.0% (±83%, beyond)"
+    assert "beyond the rounds' own interval: c=16 TPOT +90% (±83%): the model missed" in lines[2]
+
+
+def test_steady_rounds_make_a_narrow_interval_that_a_miss_falls_outside() -> None:
+    """Ten rounds within 1% of each other know their mean to well under ±1%: a forecast 5% off
+    is the model's, where the same miss on wandering rounds would be the hour's."""
+    steady = tuple(3.0 + 0.01 * (i % 3) for i in range(10))
+    h = HeldLevel("s", 8, (("tok_s", -0.05),), 10, (("tok_s", steady),))
+    lines = render_held_rounds([h], LABEL)
+    assert "tok/s -5.0% (±0%, beyond)" in lines[1]
+    assert "c=8 tok/s -5% (±0%)" in lines[2]
+
+
+def test_every_round_of_the_real_session_knows_its_wave(observations) -> None:
+    """One user sends one request at a time (c=1: waves of 1); at c=16 they bunch."""
+    waves = {c: [o.arrival_wave for o in observations if o.concurrency == c] for c in (1, 16)}
+    assert waves[1] == [1.0, 1.0, 1.0]
+    assert all(2.0 < w < 16 for w in waves[16])
+
+
+def test_a_round_is_a_steps_place_among_its_levels_steps(observations) -> None:
+    index = round_index(observations)
+    by: dict[int, list[int]] = {}
+    for o, r in zip(observations, index, strict=True):
+        by.setdefault(o.concurrency, []).append(r)
+    assert by == {c: [0, 1, 2] for c in (1, 2, 4, 8, 16)}
