@@ -45,7 +45,11 @@ from tests.real.harness import explain, infmon, rs
 # 1.12, 0.94), c=16 out (TPOT 1.10, TTFT p50 1.25, tok/s 0.83; rounds 1,955-2,867 tok/s, "the
 # server's own per-request TPOT moved with the client's in every round"); an idle core of this
 # VM ran a fixed unit of work in 8 or 15 ms of CPU time by turns; c=16's TTFT p50 came out
-# 1.25-1.48 in all five sessions of 4 Dec (the API server's wait per open stream bends past c=4): README
+# 1.25-1.48 in all five sessions of 4 Dec (the API server's wait per open stream bends past c=4).
+# 4 Dec night, ten rounds of this load by hand: the rounds know each held-out mean to ±14-22%
+# (95%); TPOT and tok/s inside that, TTFT p50 +28% / +64% beyond it (the model's); c=16's TTFT
+# p50 moved with the closed loop's waves (r = 0.74); a forecast equal to the other seven rounds'
+# mean passed this check in 17% of three-round subsets (bench/holdout_reach.py): README
 pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")
@@ -146,5 +150,9 @@ def test_fit_at_1_2_4_forecasts_8_and_16(vllm_timed: rs.Server, tmp_path: Path) 
                 misses.append(rows[-1])
     print("\n".join(rows))
     assert sorted({o.concurrency for o in measured}) == [8, 16]
-    wander = [line for line in proc.stdout.splitlines() if line.startswith("warning: rounds")]
+    wander = [
+        line
+        for line in proc.stdout.splitlines()
+        if line.startswith(("warning: rounds", "  beyond the rounds'", "  the rounds know"))
+    ]
     assert not misses, "\n".join(misses + wander)
