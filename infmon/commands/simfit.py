@@ -337,6 +337,13 @@ def render_fit(result: Any) -> list[str]:
             f"  API server: {c.api_server} ({how}); scatter of each: {each} (serial is kept "
             f"when at least {1 - SERIAL_MARGIN:.0%} smaller)"
         )
+    if c.wave_exponent < 1:
+        hi = c.fitted_range.concurrency[1]
+        lines.append(
+            f"  closed-loop waves: c ** {c.wave_exponent:.2f} requests sent together (c={hi}: "
+            f"{c.wave(hi)}), as the sessions' users bunched; the replay starts a level's users "
+            "in waves of that size"
+        )
     for i, name in enumerate(PARAMS):
         src = c.sources[i]
         if name in result.unseen:

@@ -15,7 +15,10 @@ users): the API server's one event loop serves a new request between rounds of e
 stream's chunks, so its wait grows with the streams in flight. vLLM's per-request timings show
 it: on the real vLLM here the client's TTFT minus the server's (queue → first token) was 4, 6,
 8, 11 and 21 ms at c = 1, 2, 4, 8, 16, its median close to its mean. Only a fit that has both
-clocks (``--targets both``) can tell it from the engine's queue.
+clocks (``--targets both``) can tell it from the engine's queue. A closed loop of alike
+requests sends in waves (the users whose requests ended in one step send again together): the
+replay starts a level's users in waves of ``c ** wave_exponent``, as the fitted sessions' users
+bunched (``FittedCost.wave``), where it once started them all together.
 
 Every cost is linear in the parameters once it is known which side of the ``max`` a step is on,
 so ``features`` gives the step's time as a vector: the fit sums these into each observation and
@@ -116,6 +119,10 @@ class FittedCost:
     """How the API server's ``request_s`` of work per request is done: ``concurrent`` (a
     request's wait is its own) or ``serial`` (one event loop: requests sent together are taken
     one after another, so a closed loop's lockstep waves spread out). The fit tries both."""
+    wave_exponent: float = 1.0
+    """A closed loop of ``c`` users sends in waves of ``c ** wave_exponent`` requests (``wave``),
+    as the fitted sessions' waves grew with ``c`` (``infmon.model.records.waves``): 1.0 sends
+    every user together and keeps them in step, as a profile from before the waves did."""
 
     def __post_init__(self) -> None:
         if len(self.values) != len(PARAMS):
@@ -131,6 +138,10 @@ class FittedCost:
 
     def value(self, name: str) -> float:
         return self.values[PARAMS.index(name)]
+
+    def wave(self, concurrency: int) -> int:
+        """Requests a closed loop of ``concurrency`` users sends together (1 to all of them)."""
+        return max(1, min(concurrency, round(concurrency**self.wave_exponent)))
 
     def stderr(self, name: str) -> float:
         i = PARAMS.index(name)

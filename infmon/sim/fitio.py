@@ -43,6 +43,8 @@ def dumps(cost: FittedCost) -> str:
         " server's per-request timings",
         f"api_server = {_toml_str(cost.api_server)}  # its work per request: concurrent, or"
         " serial (one event loop takes requests one after another)",
+        f"wave_exponent = {_num(cost.wave_exponent)}  # a closed loop of c users sends in waves"
+        " of c ** this (1.0: all together)",
         "",
         "[server]  # limits as the sessions recorded them (KV from cache_config_info)",
         f"kv_capacity_tokens = {cost.kv_capacity_tokens}",
@@ -142,6 +144,7 @@ def load(path: Path) -> FittedCost:
             rms_rel=float(_get(doc, where, "rms_rel")),
             targets=str(doc.get("targets", "client")),
             api_server=_api_server(doc.get("api_server", "concurrent"), where),
+            wave_exponent=_wave_exponent(doc.get("wave_exponent", 1.0), where),
             fitted_range=rng,
             acceptance=tuple(float(a) for a in _get(doc, where, "spec", "acceptance")),
             speculative_k=int(_get(doc, where, "spec", "speculative_k")),
@@ -162,3 +165,10 @@ def _api_server(value: object, where: str) -> str:
     if value not in API_SERVERS:
         raise ProfileError(f"{where}: api_server is {value!r}, not one of {', '.join(API_SERVERS)}")
     return str(value)
+
+
+def _wave_exponent(value: object, where: str) -> float:
+    """A profile's waves (from before them: 1.0, every user together)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ProfileError(f"{where}: wave_exponent is {value!r}, not a number from 0 to 1")
+    return float(value)

@@ -119,6 +119,8 @@ class _Replay:
         self.now, self.now_v = 0.0, self.zero.copy()
         self.api_free: tuple[float, np.ndarray] = (0.0, self.zero.copy())
         self.batch_max = self.preemptions = self.drafts = 0
+        self.waiting: list[int] = []  # the users not started yet, wave by wave
+        self.wave_every, self.steps = 1, 0
         self.accepted_per_pos: list[int] = []
         self.window: list[tuple[float, np.ndarray]] = []  # (time, vector) of the measured sends
         self.window_tokens = 0
@@ -168,17 +170,33 @@ class _Replay:
         return self.sent_s[n] + adm_s - door_s, self.sent[n] + adm_v - door_v
 
     def run(self) -> None:
+        """The closed loop: its users start in waves (``FittedCost.wave``; unfitted, all
+        together), one wave every ``output_tokens / waves`` engine steps, so alike requests
+        stay in waves of that size as on the fitted server; each finished request sends the
+        next."""
         total = self.shape.total_requests
-        for _ in range(min(self.shape.concurrency, total)):
-            self.send(0.0, self.zero)
+        users = min(self.shape.concurrency, total)
+        fitted = self.cfg.fitted
+        size = fitted.wave(users) if fitted is not None else users
+        self.waiting = [size] * (users // size) + ([users % size] if users % size else [])
+        self.wave_every = max(1, self.shape.output_tokens // len(self.waiting))
+        self.steps = 0
+        self._start_wave(0.0, self.zero)
         while len(self.finish) < total:
             self.admit()
             if not self.engine.has_work:
+                if not self.pending and self.waiting:  # a wave due while the engine is idle
+                    self._start_wave(self.now, self.now_v.copy())
+                    continue
                 if not self.pending:
                     break
                 self.now, self.now_v = self.arrive[self.pending[0][1]]
                 continue
             self._step()
+
+    def _start_wave(self, at_s: float, at_v: np.ndarray) -> None:
+        for _ in range(self.waiting.pop(0)):
+            self.send(at_s, at_v)
 
     def _step(self) -> None:
         self.starts[self.now] = self.now_v
@@ -187,6 +205,9 @@ class _Replay:
         if out.load is not None and self.cfg.fitted is not None:
             self.now_v = self.now_v + features(self.values, out.load, self.k, self.by_kind)
         self.now = out.end_s if out.end_s > self.now else self.now + 1e-6
+        self.steps += 1
+        if self.waiting and self.steps % self.wave_every == 0:
+            self._start_wave(self.now, self.now_v.copy())
         self.batch_max = max(self.batch_max, out.running)
         self.preemptions += out.preemptions
         self.drafts += out.drafts

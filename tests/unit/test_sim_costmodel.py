@@ -47,6 +47,22 @@ def test_toml_round_trip_keeps_every_number(tmp_path):
     assert back.kv_capacity_tokens == 65536
 
 
+def test_the_fitted_waves_go_round_trip_and_a_profile_from_before_them_is_lockstep(tmp_path):
+    from dataclasses import replace
+
+    path = tmp_path / "p.toml"
+    fitio.write(replace(cost(), wave_exponent=0.34), path)
+    assert fitio.load(path).wave_exponent == 0.34
+    text = path.read_text()
+    old = "\n".join(line for line in text.splitlines() if not line.startswith("wave_exponent"))
+    path.write_text(old)
+    assert fitio.load(path).wave_exponent == 1.0  # every user together, as before the waves
+    for bad in ("1.5", "-0.1", '"half"', "true"):
+        path.write_text(text.replace("wave_exponent = 0.34", f"wave_exponent = {bad}"))
+        with pytest.raises(ProfileError, match=r"wave_exponent is .*, not a number from 0 to 1"):
+            fitio.load(path)
+
+
 @pytest.mark.parametrize(
     "missing", [("frontend_stream_s",), ("attn_pair_s",), ("frontend_stream_s", "attn_pair_s")]
 )

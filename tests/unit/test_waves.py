@@ -6,13 +6,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from infmon.commands.simfit import read_session
 from infmon.model.records.columns import RecordColumns
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.waves import step_wave, wave_size
-from infmon.sim.fit import Observation
+from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange
+from infmon.sim.fit import Observation, wave_exponent
+from infmon.sim.levels import Shape, _Replay, level_config, replay
 from infmon.sim.rounds import WAVE_ROUNDS, wave_links, wave_sentence
+from infmon.sim.scenarios import SCENARIOS, build_config
 from tests.recorded import unpack_journal
 
 
@@ -41,6 +45,12 @@ def test_a_steps_waves_are_cut_at_half_its_tpot() -> None:
 def test_a_step_without_streams_has_no_wave() -> None:
     failed = [RequestRecord(i, i * 0.01, (), math.nan, error_kind="http") for i in range(3)]
     assert math.isnan(step_wave(RecordColumns.from_records(failed)))
+
+
+@pytest.fixture(scope="module")
+def observations_wandering(tmp_path_factory) -> list[Observation]:
+    session = unpack_journal("wandering-vllm", tmp_path_factory.mktemp("w") / "session")
+    return read_session(session, "auto", [])[0]
 
 
 def rounds(waves: list[float], ttft_ms: list[float], c: int = 16) -> list[Observation]:
@@ -75,3 +85,62 @@ def test_ttft_that_did_not_move_with_the_waves_is_not_blamed_on_them() -> None:
     assert wave_links(few) == []  # too few rounds to read a correlation
     unknown = rounds([math.nan] * 6, against)
     assert wave_links(unknown) == []
+
+
+def obs_waves(pairs: list[tuple[int, float]]) -> list[Observation]:
+    return [
+        Observation("s", c, 32, 32, 0.005, 0.02, 1000.0, ttft_p50_s=0.02, arrival_wave=w)
+        for c, w in pairs
+    ]
+
+
+def test_the_fit_reads_how_waves_grow_with_the_users() -> None:
+    """Waves of 2 at c=4 and 4 at c=16 are c ** 0.5; one user sends alone and says nothing."""
+    assert wave_exponent(obs_waves([(1, 1.0), (4, 2.0), (16, 4.0)])) == pytest.approx(0.5)
+    assert wave_exponent(obs_waves([(1, 1.0)])) == 1.0  # nothing to read: all together
+    assert wave_exponent(obs_waves([(4, math.nan)])) == 1.0
+    assert wave_exponent(obs_waves([(4, 4.0), (8, 8.0)])) == pytest.approx(1.0)  # lockstep
+
+
+def test_the_real_sessions_users_bunched_far_below_lockstep(observations_wandering) -> None:
+    """The real vLLM of 4 Dec (``wandering-vllm``): waves of c ** 0.3-0.6, not c."""
+    b = wave_exponent(observations_wandering)
+    assert 0.3 < b < 0.6
+
+
+def cost(b: float, api: str = "serial") -> FittedCost:
+    values = dict.fromkeys(PARAMS, 0.0) | {
+        "step_s": 1e-3, "seq_s": 0.1e-3, "weights_s": 1e-3, "compute_token_s": 0.02e-3,
+        "request_s": 1e-3,
+    }  # fmt: skip
+    n = len(PARAMS)
+    return FittedCost(
+        values=tuple(values[p] for p in PARAMS),
+        cov=tuple((0.0,) * n for _ in range(n)),
+        sources=("",) * n,
+        rms_rel=0.01,
+        fitted_range=FittedRange((1, 16), (32, 32), (32, 32), 16),
+        api_server=api,
+        wave_exponent=b,
+    )
+
+
+def test_a_fitted_wave_is_a_whole_number_of_users_from_one_to_all() -> None:
+    assert [cost(0.5).wave(c) for c in (1, 2, 4, 8, 16)] == [1, 1, 2, 3, 4]
+    assert cost(1.0).wave(16) == 16 and cost(0.0).wave(16) == 1
+
+
+def test_the_replay_starts_its_users_in_the_fitted_waves() -> None:
+    """c=16 in waves of 4 (c ** 0.5): four sends at once, four times, spread over a request's
+    life; with a serial API server a request waits behind its wave, so TTFT falls below
+    lockstep's, where the API server takes all 16 one after another (8.2 ms here; 7.1 in waves
+    of 4: the serial server itself spreads a lockstep wave over later steps)."""
+    base = build_config(SCENARIOS["baseline"])
+    shape = Shape(16, 32, 32)
+    run = _Replay(level_config(base, cost(0.5), shape), shape)
+    run.run()
+    starts = sorted(run.sent_s[:16])
+    assert [starts.count(t) for t in sorted(set(starts))] == [4, 4, 4, 4]
+    waves = replay(base, cost(0.5), shape).ttft_p50 @ cost(0.5).vector
+    lockstep = replay(base, cost(1.0), shape).ttft_p50 @ cost(1.0).vector
+    assert waves < 0.9 * lockstep
