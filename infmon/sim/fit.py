@@ -419,7 +419,8 @@ def wave_exponent(obs: list[Observation]) -> float:
     """``b`` in waves of ``c ** b`` requests, by least squares on ``log w = b log c`` over the
     levels above one user whose waves were measured (a level of one user sends one at a time,
     so the line goes through there); 1.0 (every user together) when none were. On the real
-    vLLM here the waves at c = 2, 4, 8, 16 were 1.0-1.1, 1.6-2.0, 1.6-2.8 and 1.6-4.9: b ≈ 0.45."""
+    vLLM here the waves at c = 2, 4, 8, 16 were 1.0-1.1, 1.6-2.0, 1.6-2.8 and 1.6-4.9: b ≈ 0.43
+    over all four, 0.26-0.35 from c = 2 and 4 alone (a fit that holds 8 and 16 out)."""
     pairs = [
         (math.log(o.concurrency), math.log(o.arrival_wave))
         for o in obs
