@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from infmon.sim.fit import Observation  # noqa: E402
-from infmon.sim.rounds import FIGURES, figure_value, round_index  # noqa: E402
+from infmon.sim.rounds import FIGURES, figure_value, forecast_figures, round_index  # noqa: E402
 
 Forecast = Callable[[frozenset[int], list[Observation], int], dict[str, float]]
 """(the subset's rounds, its observations, a held-out level) → figure → forecast value."""
@@ -55,9 +55,10 @@ class Reach:
     all_passed: int
 
 
-def subset(obs: Sequence[Observation], rounds: frozenset[int]) -> list[Observation]:
-    """The observations of ``rounds`` (a round is a step's place among its level's steps)."""
-    index = round_index(obs)
+def subset(
+    obs: Sequence[Observation], index: Sequence[int], rounds: frozenset[int]
+) -> list[Observation]:
+    """The observations of ``rounds`` (``index``: each one's round, ``round_index``)."""
     return [o for o, r in zip(obs, index, strict=True) if r in rounds]
 
 
@@ -71,8 +72,9 @@ def judge(
 ) -> Reach:
     passed: dict[tuple[int, str], int] = {(c, f): 0 for c in held for f, *_ in FIGURES}
     every = 0
+    index = round_index(obs)
     for rounds in subsets:
-        mine = subset(obs, rounds)
+        mine = subset(obs, index, rounds)
         ok = True
         for c in held:
             level = [o for o in mine if o.concurrency == c]
@@ -105,22 +107,14 @@ def fitted(base: object, held: Sequence[int]) -> Forecast:
     """``sim --fit`` on the subset's other levels; its forecast at ``c``."""
     from infmon.sim.forecast import holdout
 
-    cache: dict[int, dict[int, dict[str, float]]] = {}  # the last subset's forecasts
+    last: dict[frozenset[int], dict[int, dict[str, float]]] = {}  # one fit per subset
 
     def guess(rounds: frozenset[int], mine: list[Observation], c: int) -> dict[str, float]:
-        key = hash(rounds)
-        if key not in cache:
+        if rounds not in last:
             _, left = holdout(base, mine, set(held))  # type: ignore[arg-type]
-            cache.clear()
-            cache[key] = {
-                h.observation.concurrency: {
-                    "tpot": h.forecast.tpot_s.value,
-                    "ttft_p50": h.forecast.ttft_p50_s.value,
-                    "tok_s": h.forecast.output_tok_s.value,
-                }
-                for h in left
-            }
-        return cache[key][c]
+            last.clear()
+            last[rounds] = {h.observation.concurrency: forecast_figures(h.forecast) for h in left}
+        return last[rounds][c]
 
     return guess
 

@@ -180,7 +180,6 @@ class _Replay:
         size = fitted.wave(users) if fitted is not None else users
         self.waiting = [size] * (users // size) + ([users % size] if users % size else [])
         self.wave_every = max(1, self.shape.output_tokens // len(self.waiting))
-        self.steps = 0
         self._start_wave(0.0, self.zero)
         while len(self.finish) < total:
             self.admit()

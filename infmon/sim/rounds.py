@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infmon.sim.fit import Observation
-from infmon.sim.forecast import HeldOut
+from infmon.sim.forecast import Forecast, HeldOut
 
 WANDER_CV = 0.075
 """Rounds of one level whose coefficient of variation (sample) is above this wandered: half the
@@ -252,14 +252,17 @@ class HeldLevel:
     """(figure, its value in each round): how well the rounds know the level's mean."""
 
 
+def forecast_figures(f: Forecast) -> dict[str, float]:
+    """A level's forecast as ``FIGURES`` name them (TPOT, TTFT p50, output tok/s)."""
+    return {"tpot": f.tpot_s.value, "ttft_p50": f.ttft_p50_s.value, "tok_s": f.output_tok_s.value}
+
+
 def held_levels(left: Sequence[HeldOut]) -> list[HeldLevel]:
     """Each held-out level's forecast (the same for every round: one shape) against the mean of
     its rounds: what the README's held-out figures and the real-server check read."""
     out = []
     for session, c, idx in _by_level([h.observation for h in left]):
-        f = left[idx[0]].forecast
-        forecast = {"tpot": f.tpot_s.value, "ttft_p50": f.ttft_p50_s.value,
-                    "tok_s": f.output_tok_s.value}  # fmt: skip
+        forecast = forecast_figures(left[idx[0]].forecast)
         errors, values = [], []
         for figure, *_ in FIGURES:
             each = _measured([left[i].observation for i in idx], figure)

@@ -52,7 +52,7 @@ def test_one_wandering_round_fails_the_check_it_is_in_and_the_one_it_is_not(benc
 
 def test_a_subset_keeps_whole_rounds(bench) -> None:
     obs = rounds(1.0, 2.0, 3.0)
-    kept = bench.subset(obs, frozenset({0, 2}))
+    kept = bench.subset(obs, bench.round_index(obs), frozenset({0, 2}))
     assert [(o.concurrency, o.tpot_s * 1e3) for o in kept] == [
         (4, 2.0),
         (8, 1.0),
