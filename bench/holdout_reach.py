@@ -20,6 +20,7 @@ session already recorded.
 
     python bench/holdout_reach.py SESSION_DIR                       # c = 8, 16 held out, k = 3
     python bench/holdout_reach.py SESSION_DIR --holdout 8,16 --rounds 3 --fits 20
+    python bench/holdout_reach.py SESSION_DIR --shape-from WIDE.toml   # a wider sweep's shape
 
 README ("Fitted to your own server") cites its figures for the real vLLM of this host.
 """
@@ -103,15 +104,16 @@ def oracle(obs: Sequence[Observation]) -> Forecast:
     return guess
 
 
-def fitted(base: object, held: Sequence[int]) -> Forecast:
-    """``sim --fit`` on the subset's other levels; its forecast at ``c``."""
+def fitted(base: object, held: Sequence[int], carried: object = None) -> Forecast:
+    """``sim --fit`` on the subset's other levels (with ``carried``: the growth's shape of a
+    wider sweep, as ``--shape-from`` gives it); its forecast at ``c``."""
     from infmon.sim.forecast import holdout
 
     last: dict[frozenset[int], dict[int, dict[str, float]]] = {}  # one fit per subset
 
     def guess(rounds: frozenset[int], mine: list[Observation], c: int) -> dict[str, float]:
         if rounds not in last:
-            _, left = holdout(base, mine, set(held))  # type: ignore[arg-type]
+            _, left = holdout(base, mine, set(held), carried)  # type: ignore[arg-type]
             last.clear()
             last[rounds] = {h.observation.concurrency: forecast_figures(h.forecast) for h in left}
         return last[rounds][c]
@@ -142,9 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--fits", type=int, default=10, help="subsets fitted (default 10; 0: none)")
     p.add_argument("--tolerance", type=float, default=0.15)
     p.add_argument("--seed", type=int, default=30)
+    p.add_argument(
+        "--shape-from",
+        type=Path,
+        metavar="FILE",
+        help="fit with the growth's shape of this profile (sim --fit --shape-from)",
+    )
     args = p.parse_args(argv)
 
-    from infmon.commands.simfit import base_config, read_session
+    from infmon.commands.simfit import base_config, carried_growth, read_session
 
     obs, server = read_session(args.session)
     held = sorted(int(x) for x in args.holdout.split(","))
@@ -164,8 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         picked = random.Random(args.seed).sample(everything, min(args.fits, len(everything)))
         limits = argparse.Namespace(max_num_seqs=None, max_num_batched_tokens=None)
         base = base_config([server], limits)  # the recorded server's own
-        reach = judge(obs, picked, held, fitted(base, held), args.tolerance,
-                      "the fit (sim --fit on the subset's other levels)")  # fmt: skip
+        carried = carried_growth(args.shape_from)
+        how = f", the growth's shape {carried.source}" if carried else ""
+        reach = judge(obs, picked, held, fitted(base, held, carried), args.tolerance,
+                      f"the fit (sim --fit on the subset's other levels{how})")  # fmt: skip
         for line in render(reach, held, args.tolerance):
             print(line)
     return 0

@@ -18,7 +18,13 @@ it: on the real vLLM here the client's TTFT minus the server's (queue → first 
 clocks (``--targets both``) can tell it from the engine's queue. A closed loop of alike
 requests sends in waves (the users whose requests ended in one step send again together): the
 replay starts a level's users in waves of ``c ** wave_exponent``, as the fitted sessions' users
-bunched (``FittedCost.wave``), where it once started them all together.
+bunched (``FittedCost.wave``), where it once started them all together. Both growths with
+concurrency may slow: ``seq_s`` is paid ``running ** seq_exponent`` times a step and
+``frontend_stream_s`` ``box_cox(c, stream_exponent)`` times a request (``c - 1`` at 1, ``ln c``
+at 0). On the real vLLM here TPOT grew ~0.3 ms per sequence to c=4 and half that past it, and
+the API server's wait slower still; levels up to c=4 cannot show that, so a fit reads the
+exponents from levels that span 8x (``infmon.sim.fit.growth_shape``) or carries them from a
+profile of a wider sweep, and otherwise takes the line.
 
 Every cost is linear in the parameters once it is known which side of the ``max`` a step is on,
 so ``features`` gives the step's time as a vector: the fit sums these into each observation and
@@ -28,6 +34,7 @@ solves a linear least-squares problem (``infmon.sim.fit``), and a forecast's var
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -123,6 +130,15 @@ class FittedCost:
     """A closed loop of ``c`` users sends in waves of ``c ** wave_exponent`` requests (``wave``),
     as the fitted sessions' waves grew with ``c`` (``infmon.model.records.waves``): 1.0 sends
     every user together and keeps them in step, as a profile from before the waves did."""
+    seq_exponent: float = 1.0
+    """The host's work per step grows as ``running ** seq_exponent`` (``features``): 1.0 is a
+    fixed cost per running sequence, as a profile from before the shapes assumed."""
+    stream_exponent: float = 1.0
+    """The API server's wait grows with the open streams as ``box_cox(c, stream_exponent)``
+    (``open_streams``): 1.0 is ``c - 1``, one fixed wait per other stream; 0 is ``ln c``."""
+    shape_from: str = ""
+    """Where the two exponents came from: the fitted levels' own curves, a profile carried
+    over (``--shape-from``), or "" (none: assumed linear, as a profile before them was)."""
 
     def __post_init__(self) -> None:
         if len(self.values) != len(PARAMS):
@@ -142,6 +158,10 @@ class FittedCost:
     def wave(self, concurrency: int) -> int:
         """Requests a closed loop of ``concurrency`` users sends together (1 to all of them)."""
         return max(1, min(concurrency, round(concurrency**self.wave_exponent)))
+
+    def open_streams(self, concurrency: int) -> float:
+        """What ``frontend_stream_s`` is multiplied by in a closed loop of ``concurrency``."""
+        return box_cox(concurrency, self.stream_exponent)
 
     def stderr(self, name: str) -> float:
         i = PARAMS.index(name)
@@ -164,14 +184,24 @@ class FittedCost:
         return replace(self, values=tuple(vals))
 
 
-def features(values: np.ndarray, step: StepLoad, k: int, by_kind: bool = False) -> np.ndarray:
+def box_cox(c: float, exponent: float) -> float:
+    """``(c ** e - 1) / e``, ``ln c`` at ``e = 0``: zero at one, ``c - 1`` at ``e = 1``, and
+    between them a growth that slows as ``c`` grows."""
+    if exponent == 0:
+        return math.log(c)
+    return (c**exponent - 1.0) / exponent
+
+
+def features(
+    values: np.ndarray, step: StepLoad, k: int, by_kind: bool = False, seq_exponent: float = 1.0
+) -> np.ndarray:
     """The step's cost as a vector over ``PARAMS`` (its time is ``features @ values``); the
     side of the ``max`` is the one the current ``values`` put it on, or with ``by_kind`` the one
     a step's kind suggests (a prefill chunk computes, a decode reads memory): the fit's start,
     which cannot fall into the corner where one side is never taken and so never fitted."""
     phi = np.zeros(len(PARAMS))
     phi[I_STEP] = 1.0
-    phi[I_SEQ] = step.num_seqs
+    phi[I_SEQ] = float(step.num_seqs) ** seq_exponent
     ctx, tokens, pairs = step.target.context_read, step.target.tokens, step.target.attn_pairs
     memory = values[I_WEIGHTS] + values[I_KV] * ctx
     compute = values[I_COMPUTE] * tokens + values[I_ATTN] * pairs
@@ -189,4 +219,4 @@ def features(values: np.ndarray, step: StepLoad, k: int, by_kind: bool = False) 
 
 def step_time_s(cost: FittedCost, step: StepLoad, k: int) -> float:
     v = cost.vector
-    return float(features(v, step, k) @ v)
+    return float(features(v, step, k, seq_exponent=cost.seq_exponent) @ v)

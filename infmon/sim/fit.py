@@ -34,6 +34,7 @@ from infmon.sim.costmodel import (
     SPEC_PARAMS,
     FittedCost,
     FittedRange,
+    box_cox,
 )
 from infmon.sim.levels import LevelVectors, Shape, replay
 from infmon.sim.roofline import EngineConfig
@@ -256,15 +257,23 @@ def _design(
     return np.asarray(rows), vecs
 
 
-def fit(base: EngineConfig, obs: list[Observation], max_iterations: int = 30) -> FitResult:
+def fit(
+    base: EngineConfig,
+    obs: list[Observation],
+    max_iterations: int = 30,
+    carried: Growth | None = None,
+) -> FitResult:
     """Fit ``obs`` (one or more sessions); ``base`` gives the server's limits (KV blocks,
     ``max_num_seqs``, ``max_num_batched_tokens``). Each of the API server's shapes
     (``API_SERVERS``) is fitted; serial is kept when its relative scatter is clearly smaller
-    (``SERIAL_MARGIN``), and both scatters are reported."""
+    (``SERIAL_MARGIN``), and both scatters are reported. The growth's shapes are the levels'
+    own where they span enough (``growth_shape``), else ``carried`` (an earlier profile's),
+    else linear."""
     obs = [o for o in obs if o.tpot_s > 0 and o.ttft_s > 0 and o.output_tok_s > 0]
     if len(obs) < 2:
         raise FitError("a fit needs at least two measured levels (TPOT, TTFT and tokens/s)")
-    fits = {api: _fit_api(base, obs, api, max_iterations) for api in API_SERVERS}
+    growth = growth_shape(obs, carried)
+    fits = {api: _fit_api(base, obs, api, max_iterations, growth) for api in API_SERVERS}
     best = fits["concurrent"][0]  # unless serial is clearly the better account of the data
     if fits["serial"][0].scale < SERIAL_MARGIN * best.scale:
         best = fits["serial"][0]
@@ -279,16 +288,20 @@ def fit(base: EngineConfig, obs: list[Observation], max_iterations: int = 30) ->
 
 
 def _fit_api(
-    base: EngineConfig, obs: list[Observation], api: str, max_iterations: int
+    base: EngineConfig,
+    obs: list[Observation],
+    api: str,
+    max_iterations: int,
+    growth: Growth,
 ) -> tuple[_State, int]:
     prior = initial_values(obs)
-    start = _State(base, obs, prior, _free(obs), api, by_kind=True)
+    start = _State(base, obs, prior, _free(obs), (api, growth), by_kind=True)
     it = 0
     for it in range(1, max_iterations + 1):  # noqa: B007 (the count is reported)
         if not start.improve(prior):
             break
     best: _State | None = None
-    starts = _starts(base, obs, start.values, prior, api)
+    starts = _starts(base, obs, start.values, prior, (api, growth))
     for state in starts if api == "serial" else starts[:RUNS]:
         for _ in range(max_iterations):
             if not state.improve(prior):
@@ -301,7 +314,11 @@ def _fit_api(
 
 
 def _starts(
-    base: EngineConfig, obs: list[Observation], values: np.ndarray, prior: np.ndarray, api: str
+    base: EngineConfig,
+    obs: list[Observation],
+    values: np.ndarray,
+    prior: np.ndarray,
+    form: tuple[str, Growth],
 ) -> list[_State]:
     """The roofline's fit has more than one basin (how the decode step's fixed cost splits
     between host and weights, how much of TTFT is the API server): one Gauss-Newton step
@@ -312,7 +329,7 @@ def _starts(
         for front in SPLITS:
             v = _resplit(values, share)
             v[I_REQUEST] = front * ttft
-            state = _State(base, obs, v, _free(obs), api)
+            state = _State(base, obs, v, _free(obs), form)
             state.improve(prior)
             states.append(state)
     return sorted(states, key=lambda s: s.obj)
@@ -341,11 +358,11 @@ class _State:
         obs: list[Observation],
         values: np.ndarray,
         free: list[int],
-        api: str,
+        form: tuple[str, Growth],
         by_kind: bool = False,
     ) -> None:
         self.base, self.obs, self.all_free, self.by_kind = base, obs, free, by_kind
-        self.api = api
+        self.form = form  # the API server's shape and the growth's
         self.free = list(free)
         self.zeroed: tuple[str, ...] = ()
         self.unseen: tuple[str, ...] = ()
@@ -355,7 +372,7 @@ class _State:
     def _set(self, values: np.ndarray) -> None:
         self.values = values
         self.cost = _cost(
-            self.base, self.obs, values, self.cov, self.scale, self._fitted(), self.api
+            self.base, self.obs, values, self.cov, self.scale, self._fitted(), self.form
         )
         self.a, self.vecs = _design(self.base, self.cost, self.obs, self.by_kind)
         self.obj = _objective(self.a, values)
@@ -390,7 +407,7 @@ class _State:
                 return True
             self._set(old_values)
         self.cost = _cost(
-            self.base, self.obs, self.values, self.cov, self.scale, self._fitted(), self.api
+            self.base, self.obs, self.values, self.cov, self.scale, self._fitted(), self.form
         )
         return False
 
@@ -432,6 +449,75 @@ def wave_exponent(obs: list[Observation]) -> float:
     return min(1.0, max(0.0, b))
 
 
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """How the host's work per step grows with the running sequences (``running ** seq``) and
+    the API server's wait with the open streams (``box_cox(c, stream)``), and whence."""
+
+    seq: float = 1.0
+    stream: float = 1.0
+    source: str = ""  # "" = assumed linear
+
+
+SHAPE_LEVELS = 4
+SHAPE_SPAN = 8
+"""A growth's shape is read from the levels only when there are four at least and the highest
+is eight times the lowest: on the real vLLM here TPOT grew by 0.3 ms per sequence to c=4 and
+half that past it, which levels up to 4 cannot show (their three points fit any curvature)."""
+SHAPE_MARGIN = 0.75
+"""A slowing growth is kept only when it cuts the line's relative scatter over the levels by a
+quarter at least: on a simulator session (linear by construction) the line stays; on five
+sweeps of the real vLLM here (c = 1-16) the curve cut it by 31-79% (TPOT exponents 0.4-0.75,
+the API server's wait 0.1-0.55)."""
+EXPONENTS = tuple(i / 20 for i in range(21))
+
+
+def _curve_exponent(points: dict[int, list[float]]) -> float | None:
+    """The exponent ``e`` of ``y = a + b x box_cox(c, e)`` (``e`` in 0-1) that fits the levels'
+    mean figures best in relative terms, 1.0 unless it beats the line (``SHAPE_MARGIN``);
+    None when the levels do not span enough to tell (``SHAPE_LEVELS``, ``SHAPE_SPAN``)."""
+    means = {c: float(np.mean(v)) for c, v in points.items() if v and float(np.mean(v)) > 0}
+    if len(means) < SHAPE_LEVELS or max(means) < SHAPE_SPAN * min(means):
+        return None
+    cs = sorted(means)
+    y = np.array([means[c] for c in cs])
+
+    def scatter(e: float) -> float:
+        a = np.vstack([np.ones(len(cs)), [box_cox(c, e) for c in cs]]).T / y[:, None]
+        coef, *_ = np.linalg.lstsq(a, np.ones(len(cs)), rcond=None)
+        r = a @ coef - 1.0
+        return float(np.sqrt(r @ r / len(cs)))
+
+    best = min(EXPONENTS, key=scatter)
+    return best if scatter(best) <= SHAPE_MARGIN * scatter(1.0) else 1.0
+
+
+def growth_shape(obs: list[Observation], carried: Growth | None = None) -> Growth:
+    """The growth's shapes from the levels' own curves: the server's TPOT (the client's where
+    the server gave none) for the host's work per sequence, and the client's TTFT less the
+    server's (the API server's part) for its wait per stream. A curve the levels do not span
+    keeps ``carried``'s exponent, or the line."""
+    tpot: dict[int, list[float]] = {}
+    front: dict[int, list[float]] = {}
+    for o in obs:
+        if o.speculative_k:
+            continue
+        own = o.server_tpot_s if math.isfinite(o.server_tpot_s) else o.tpot_s
+        tpot.setdefault(o.concurrency, []).append(own)
+        if o.source == "both" and math.isfinite(o.server_ttft_s):
+            front.setdefault(o.concurrency, []).append(o.ttft_s - o.server_ttft_s)
+    seq, stream = _curve_exponent(tpot), _curve_exponent(front)
+    old = carried or Growth()
+    if seq is None and stream is None:
+        return old
+    span = f"c={min(tpot)}-{max(tpot)}"
+    return Growth(
+        old.seq if seq is None else seq,
+        old.stream if stream is None else stream,
+        f"fitted over {span}" + (f"; {old.source}" if carried and None in (seq, stream) else ""),
+    )
+
+
 def _cost(
     base: EngineConfig,
     obs: list[Observation],
@@ -439,8 +525,9 @@ def _cost(
     cov: np.ndarray,
     s: float,
     free: list[int],
-    api: str,
+    form: tuple[str, Growth],
 ) -> FittedCost:
+    api, growth = form
     spec = [o for o in obs if o.speculative_k]
     by_kind = {
         "": sorted({o.session for o in obs}),
@@ -481,6 +568,9 @@ def _cost(
         targets=", ".join(sorted({o.source for o in obs})),
         api_server=api,
         wave_exponent=wave_exponent(obs),
+        seq_exponent=growth.seq,
+        stream_exponent=growth.stream,
+        shape_from=growth.source,
     )
 
 

@@ -26,7 +26,21 @@ KIND = "infmon.fitted-server/1"
 
 
 def _toml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+    """A TOML basic string: quotes, backslashes and control characters escaped and a lone
+    surrogate (a path's undecodable byte) replaced, so the profile stays valid TOML and the
+    text comes back as written."""
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif o < 0x20 or o == 0x7F:
+            out.append(f"\\u{o:04x}")
+        elif 0xD800 <= o <= 0xDFFF:
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def _num(x: float) -> str:
@@ -45,6 +59,12 @@ def dumps(cost: FittedCost) -> str:
         " serial (one event loop takes requests one after another)",
         f"wave_exponent = {_num(cost.wave_exponent)}  # a closed loop of c users sends in waves"
         " of c ** this (1.0: all together)",
+        f"seq_exponent = {_num(cost.seq_exponent)}  # host work per step grows as running **"
+        " this (1.0: a fixed cost per sequence)",
+        f"stream_exponent = {_num(cost.stream_exponent)}  # the API server's wait grows as"
+        " (c ** this - 1) / this (1.0: c - 1; 0: ln c)",
+        f"shape_from = {_toml_str(cost.shape_from)}  # whence the two exponents (empty: assumed"
+        " linear)",
         "",
         "[server]  # limits as the sessions recorded them (KV from cache_config_info)",
         f"kv_capacity_tokens = {cost.kv_capacity_tokens}",
@@ -144,7 +164,10 @@ def load(path: Path) -> FittedCost:
             rms_rel=float(_get(doc, where, "rms_rel")),
             targets=str(doc.get("targets", "client")),
             api_server=_api_server(doc.get("api_server", "concurrent"), where),
-            wave_exponent=_wave_exponent(doc.get("wave_exponent", 1.0), where),
+            wave_exponent=_exponent(doc, "wave_exponent", where),
+            seq_exponent=_exponent(doc, "seq_exponent", where),
+            stream_exponent=_exponent(doc, "stream_exponent", where),
+            shape_from=str(doc.get("shape_from", "")),
             fitted_range=rng,
             acceptance=tuple(float(a) for a in _get(doc, where, "spec", "acceptance")),
             speculative_k=int(_get(doc, where, "spec", "speculative_k")),
@@ -167,8 +190,10 @@ def _api_server(value: object, where: str) -> str:
     return str(value)
 
 
-def _wave_exponent(value: object, where: str) -> float:
-    """A profile's waves (from before them: 1.0, every user together)."""
+def _exponent(doc: dict[str, object], name: str, where: str) -> float:
+    """A profile's exponent of waves or growth; one from before it has 1.0 (every user
+    together, a linear growth)."""
+    value = doc.get(name, 1.0)
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ProfileError(f"{where}: wave_exponent is {value!r}, not a number from 0 to 1")
+        raise ProfileError(f"{where}: {name} is {value!r}, not a number from 0 to 1")
     return float(value)

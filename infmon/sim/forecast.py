@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infmon.sim.costmodel import NONE_UNLESS_FITTED, PARAMS, FittedCost
-from infmon.sim.fit import FitResult, Observation, fit, with_cost
+from infmon.sim.fit import FitResult, Growth, Observation, fit, with_cost
 from infmon.sim.levels import Shape, replay
 from infmon.sim.roofline import EngineConfig
 
@@ -100,6 +100,11 @@ def outside_range(cost: FittedCost, shape: Shape, batch_max: int) -> tuple[str, 
     lo, hi = r.concurrency
     if not lo <= shape.concurrency <= hi:
         out.append(f"concurrency {shape.concurrency} is outside the fitted {lo}-{hi}")
+        if shape.concurrency > hi and not cost.shape_from:
+            out.append(
+                "the growth past the fitted levels is taken as linear (they cannot show whether "
+                "it slows: --fit --shape-from a profile of a wider sweep of this server)"
+            )
     if batch_max > r.batch_max:
         out.append(f"batches of up to {batch_max} sequences; the fit saw {r.batch_max} at most")
     for what, value, (a, b) in (
@@ -144,10 +149,10 @@ class HeldOut:
 
 
 def holdout(
-    base: EngineConfig, obs: list[Observation], levels: set[int]
+    base: EngineConfig, obs: list[Observation], levels: set[int], carried: Growth | None = None
 ) -> tuple[FitResult, list[HeldOut]]:
     """Fit without the levels at ``levels`` concurrency, then forecast each of them."""
     kept = [o for o in obs if o.concurrency not in levels]
     left = [o for o in obs if o.concurrency in levels]
-    result = fit(base, kept)
+    result = fit(base, kept, carried=carried)
     return result, [HeldOut(o, forecast(base, result.cost, o.shape)) for o in left]

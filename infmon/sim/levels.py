@@ -101,6 +101,9 @@ class _Replay:
         )
         self.stream_s = fitted.value("frontend_stream_s") if fitted is not None else 0.0
         self.api_serial = fitted is not None and fitted.api_server == "serial"
+        c = shape.concurrency
+        self.open_streams = fitted.open_streams(c) if fitted is not None else c - 1.0
+        self.seq_exponent = fitted.seq_exponent if fitted is not None else 1.0
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
         self.engine = Engine(cfg)
         self.zero = np.zeros(len(PARAMS))
@@ -128,7 +131,7 @@ class _Replay:
     def send(self, at_s: float, at_v: np.ndarray) -> None:
         """A request sent at ``at``: it reaches the scheduler after the API server's
         ``request_s`` and a round of its event loop over the other users' streams."""
-        n, open_streams = len(self.sent), self.shape.concurrency - 1
+        n, open_streams = len(self.sent), self.open_streams
         self.sent.append(at_v.copy())
         self.sent_s.append(at_s)
         if self.api_serial:  # one event loop: after the request it is still on
@@ -202,7 +205,9 @@ class _Replay:
         self.last_start = (self.now, self.now_v.copy())
         out = self.engine.step(self.now)
         if out.load is not None and self.cfg.fitted is not None:
-            self.now_v = self.now_v + features(self.values, out.load, self.k, self.by_kind)
+            self.now_v = self.now_v + features(
+                self.values, out.load, self.k, self.by_kind, self.seq_exponent
+            )
         self.now = out.end_s if out.end_s > self.now else self.now + 1e-6
         self.steps += 1
         if self.waiting and self.steps % self.wave_every == 0:

@@ -74,6 +74,8 @@ def test_both_clocks_recover_the_api_servers_wait_per_stream(base, observations)
     assert c.value("frontend_stream_s") == pytest.approx(TRUTH["frontend_stream_s"], rel=0.05)
     assert c.value("request_s") == pytest.approx(TRUTH["request_s"], rel=0.05)
     assert c.sources[PARAMS.index("frontend_stream_s")] == "both"
+    # the simulator's growth is linear: its levels span 8x, and no curve beats the line
+    assert (c.seq_exponent, c.stream_exponent, c.shape_from) == (1.0, 1.0, "fitted over c=1-8")
     assert all(abs(r.relative) < 0.02 for r in result.residuals)
     assert {r.figure for r in result.residuals} == {
         "tpot", "ttft", "tok_s", "server_tpot", "server_ttft", "server_prefill",

@@ -1,0 +1,107 @@
+"""Does a wider sweep's growth shape carry to another fit of the same server?
+
+Issue 30's must-show 1 fits ``infmon sim --fit`` at c = 1, 2, 4 and forecasts c = 8 and 16.
+Levels up to 4 cannot show whether TPOT and the API server's wait grow slower past them (on the
+real vLLM here both do), so a fit of them takes the line unless ``--shape-from`` carries the
+shape of a wider sweep. This script takes sweeps of c = 1-16 (session directories, or the
+``.journal.sqlite.xz`` fixtures of ``tests/fixtures/sessions``), reads each one's shape from its
+own levels (``infmon.sim.fit.growth_shape``), then for every other sweep fits its c = 1, 2, 4
+with that shape and compares the forecast at c = 8 and 16 with the mean of its rounds there:
+mean TPOT, TTFT p50 and output tok/s, within ``--tolerance`` (15%) as the test asks. Each sweep
+is also fitted with the line (no shape carried), the check as written.
+
+    python bench/shape_transfer.py                      # the real-vLLM sweeps in the fixtures
+    python bench/shape_transfer.py SESSION_DIR ...      # sweeps of your own server
+
+README ("Fitted to your own server") cites its figures for the real vLLM of this host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import lzma
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from infmon.sim.fit import Growth, Observation  # noqa: E402
+from infmon.sim.rounds import FIGURES, figure_value, forecast_figures  # noqa: E402
+
+FIXTURES = ("wandering-vllm", "steady-vllm")
+HELD = (8, 16)
+
+
+def session_dir(source: str, tmp: Path) -> Path:
+    """A session directory, or a fixture's journal unpacked into one."""
+    path = Path(source)
+    if path.is_dir():
+        return path
+    if not path.exists():
+        path = ROOT / "tests" / "fixtures" / "sessions" / f"{source}.journal.sqlite.xz"
+    out = tmp / path.name.split(".")[0]
+    out.mkdir()
+    (out / "journal.sqlite").write_bytes(lzma.decompress(path.read_bytes()))
+    return out
+
+
+def ratios(base: object, obs: list[Observation], carried: Growth | None) -> list[float]:
+    """Forecast ÷ the rounds' mean of each figure at each held-out level (c=8 first)."""
+    from infmon.sim.forecast import holdout
+
+    _, left = holdout(base, obs, set(HELD), carried)  # type: ignore[arg-type]
+    out = []
+    for c in HELD:
+        f = forecast_figures(next(h.forecast for h in left if h.observation.concurrency == c))
+        rounds = [o for o in obs if o.concurrency == c]
+        for fig, *_ in FIGURES:
+            out.append(f[fig] / statistics.fmean(figure_value(o, fig) for o in rounds))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("sweeps", nargs="*", default=list(FIXTURES), help="session dirs or fixtures")
+    p.add_argument("--tolerance", type=float, default=0.15)
+    args = p.parse_args(argv)
+
+    from infmon.commands.simfit import base_config, read_session
+    from infmon.sim.fit import growth_shape
+
+    limits = argparse.Namespace(max_num_seqs=None, max_num_batched_tokens=None)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = {}
+        for src in args.sweeps:
+            obs, server = read_session(session_dir(src, Path(tmp)), "auto", [])
+            data[Path(src).name.split(".")[0]] = (obs, base_config([server], limits))
+    shapes = {name: growth_shape(obs) for name, (obs, _) in data.items()}
+    head = "  ".join(f"c={c} {label}" for c in HELD for _, label, *_ in FIGURES)
+    print(f"forecast ÷ the rounds' mean, fitted at c = 1, 2, 4 ({head}); ±{args.tolerance:.0%}")
+    for name, g in shapes.items():
+        print(f"  {name}: its own shape: TPOT running ** {g.seq:.2f}, API wait {g.stream:.2f}")
+    passed = {"line": [0, 0], "carried": [0, 0]}
+    for name, (obs, base) in data.items():
+        rows = [("the line", "line", None)] + [
+            (f"shape of {other}", "carried", g) for other, g in shapes.items() if other != name
+        ]
+        for label, kind, carried in rows:
+            r = ratios(base, obs, carried)
+            worst = max(abs(x - 1) for x in r)
+            ok = worst <= args.tolerance
+            passed[kind][0] += ok
+            passed[kind][1] += 1
+            cells = " ".join(f"{x:.2f}" for x in r)
+            print(
+                f"  {name} with {label}: {cells}  worst {worst:.0%}{'  all inside' if ok else ''}"
+            )
+    for kind, (ok, n) in passed.items():
+        print(f"{kind}: all six figures inside in {ok} of {n} fits")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
