@@ -272,8 +272,10 @@ def fit(
     obs = [o for o in obs if o.tpot_s > 0 and o.ttft_s > 0 and o.output_tok_s > 0]
     if len(obs) < 2:
         raise FitError("a fit needs at least two measured levels (TPOT, TTFT and tokens/s)")
-    growth = growth_shape(obs, carried)
-    fits = {api: _fit_api(base, obs, api, max_iterations, growth) for api in API_SERVERS}
+    growth, waves = growth_shape(obs, carried), wave_exponent(obs)
+    fits = {
+        api: _fit_api(base, obs, _Form(api, growth, waves), max_iterations) for api in API_SERVERS
+    }
     best = fits["concurrent"][0]  # unless serial is clearly the better account of the data
     if fits["serial"][0].scale < SERIAL_MARGIN * best.scale:
         best = fits["serial"][0]
@@ -290,19 +292,18 @@ def fit(
 def _fit_api(
     base: EngineConfig,
     obs: list[Observation],
-    api: str,
+    form: _Form,
     max_iterations: int,
-    growth: Growth,
 ) -> tuple[_State, int]:
     prior = initial_values(obs)
-    start = _State(base, obs, prior, _free(obs), (api, growth), by_kind=True)
+    start = _State(base, obs, prior, _free(obs), form, by_kind=True)
     it = 0
     for it in range(1, max_iterations + 1):  # noqa: B007 (the count is reported)
         if not start.improve(prior):
             break
     best: _State | None = None
-    starts = _starts(base, obs, start.values, prior, (api, growth))
-    for state in starts if api == "serial" else starts[:RUNS]:
+    starts = _starts(base, obs, start.values, prior, form)
+    for state in starts if form.api == "serial" else starts[:RUNS]:
         for _ in range(max_iterations):
             if not state.improve(prior):
                 break
@@ -318,7 +319,7 @@ def _starts(
     obs: list[Observation],
     values: np.ndarray,
     prior: np.ndarray,
-    form: tuple[str, Growth],
+    form: _Form,
 ) -> list[_State]:
     """The roofline's fit has more than one basin (how the decode step's fixed cost splits
     between host and weights, how much of TTFT is the API server): one Gauss-Newton step
@@ -358,11 +359,11 @@ class _State:
         obs: list[Observation],
         values: np.ndarray,
         free: list[int],
-        form: tuple[str, Growth],
+        form: _Form,
         by_kind: bool = False,
     ) -> None:
         self.base, self.obs, self.all_free, self.by_kind = base, obs, free, by_kind
-        self.form = form  # the API server's shape and the growth's
+        self.form = form
         self.free = list(free)
         self.zeroed: tuple[str, ...] = ()
         self.unseen: tuple[str, ...] = ()
@@ -459,6 +460,16 @@ class Growth:
     source: str = ""  # "" = assumed linear
 
 
+@dataclass(frozen=True, slots=True)
+class _Form:
+    """What a fit holds fixed while it solves for the costs: the API server's shape, the
+    growth's, and the closed loop's wave exponent (each read once from the observations)."""
+
+    api: str
+    growth: Growth
+    waves: float
+
+
 SHAPE_LEVELS = 4
 SHAPE_SPAN = 8
 """A growth's shape is read from the levels only when there are four at least and the highest
@@ -525,9 +536,8 @@ def _cost(
     cov: np.ndarray,
     s: float,
     free: list[int],
-    form: tuple[str, Growth],
+    form: _Form,
 ) -> FittedCost:
-    api, growth = form
     spec = [o for o in obs if o.speculative_k]
     by_kind = {
         "": sorted({o.session for o in obs}),
@@ -566,11 +576,11 @@ def _cost(
         max_num_seqs=base.max_num_seqs,
         max_num_batched_tokens=base.max_num_batched_tokens,
         targets=", ".join(sorted({o.source for o in obs})),
-        api_server=api,
-        wave_exponent=wave_exponent(obs),
-        seq_exponent=growth.seq,
-        stream_exponent=growth.stream,
-        shape_from=growth.source,
+        api_server=form.api,
+        wave_exponent=form.waves,
+        seq_exponent=form.growth.seq,
+        stream_exponent=form.growth.stream,
+        shape_from=form.growth.source,
     )
 
 
