@@ -66,13 +66,23 @@ class FrontierBody(Body):
     figures when a snapshot came; a tmux test once saw the x axis' title missing at 120×40."""
 
     _drawn: tuple[FrontierView, Callable[[str], str]] | None = None
+    _chart: tuple[int, int, Text] | None = None  # the last chart drawn: its width, height
 
     def draw(
         self, view: FrontierView, width: int, height: int, style: Callable[[str], str]
     ) -> None:
         """Show ``view``; ``width`` × ``height`` only until the box has a size of its own."""
-        self._drawn = (view, style)
+        self._drawn, self._chart = (view, style), None
         self._redraw(self._drawn, width, height)
+
+    def _text(self, width: int, height: int) -> Text:
+        """The chart of the view drawn at ``width`` × ``height``, built once per view and size
+        (``_redraw`` and ``render`` both ask for it at each paint)."""
+        assert self._drawn is not None
+        if self._chart is None or self._chart[:2] != (width, height):
+            view, style = self._drawn
+            self._chart = (width, height, safe_text(frontier_text(view, width, height, style)))
+        return self._chart[2]
 
     def on_resize(self) -> None:
         if self._drawn is None:
@@ -88,14 +98,13 @@ class FrontierBody(Body):
         size = self.content_size
         if self._drawn is None or not (size.width and size.height):
             return super().render()
-        view, style = self._drawn
-        return safe_text(frontier_text(view, size.width, size.height, style))
+        return self._text(size.width, size.height)
 
     def _redraw(
         self, drawn: tuple[FrontierView, Callable[[str], str]], width: int, height: int
     ) -> None:
-        view, style = drawn
+        self._drawn = drawn
         size = self.content_size
         width, height = size.width or width, size.height or height
         if width and height:
-            self.show(frontier_text(view, width, height, style))
+            self.show(self._text(width, height))
