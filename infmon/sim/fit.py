@@ -521,12 +521,15 @@ def growth_shape(obs: list[Observation], carried: Growth | None = None) -> Growt
     old = carried or Growth()
     if seq is None and stream is None:
         return old
-    span = f"c={min(tpot)}-{max(tpot)}"
-    return Growth(
-        old.seq if seq is None else seq,
-        old.stream if stream is None else stream,
-        f"fitted over {span}" + (f"; {old.source}" if carried and None in (seq, stream) else ""),
-    )
+    span = f"fitted over c={min(tpot)}-{max(tpot)}"
+    if seq is not None and stream is not None:
+        source = span
+    else:  # one curve read (the other had no server timings, or too few levels)
+        read, other = (
+            ("TPOT's", "the API server's") if stream is None else ("the API server's", "TPOT's")
+        )
+        source = f"{read} {span}; {other} {old.source or 'linear (assumed)'}"
+    return Growth(old.seq if seq is None else seq, old.stream if stream is None else stream, source)
 
 
 def _cost(

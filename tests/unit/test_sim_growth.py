@@ -50,6 +50,13 @@ def test_levels_up_to_four_cannot_tell_and_keep_a_carried_shape_or_the_line(wand
     assert growth_shape(narrow) == Growth()  # assumed linear, and said so ("" source)
     carried = Growth(0.55, 0.25, "from wide.toml (c=1-16)")
     assert growth_shape(narrow, carried) == carried
+    # the client's clock alone: TPOT's curve is read, the API server's wait is not
+    client = [replace(o, source="client") for o in wandering]
+    g = growth_shape(client)
+    assert g.stream == 1.0 and g.seq < 1
+    assert g.source == "TPOT's fitted over c=1-16; the API server's linear (assumed)"
+    g = growth_shape(client, carried)
+    assert g.stream == 0.25 and g.source.endswith("the API server's from wide.toml (c=1-16)")
     # two levels span 16x but there are not four of them
     assert growth_shape([o for o in wandering if o.concurrency in (1, 16)]) == Growth()
 
