@@ -95,6 +95,16 @@ def _check_colour(path: Path, key: str, value: str) -> None:
         ) from None
 
 
+def home_relative(path: Path) -> str:
+    """``path`` with the home directory shown as ``~``: a skipped theme's line in the Events
+    pane stays short enough that three of them and the run's first events fit together (a
+    160x48 screen once lost the first of three under a long home's wrapped paths)."""
+    try:
+        return str(Path("~") / path.relative_to(Path.home()))
+    except (ValueError, RuntimeError):  # not under home, or no home to speak of
+        return str(path)
+
+
 def load_themes(user_dir: Path | None = USER_THEME_DIR) -> tuple[list[Theme], list[str]]:
     """Built-in palettes, then the user's (a user theme may replace a built-in by name).
     Returns the themes and the problems met (bad user files are skipped, not fatal)."""
@@ -107,8 +117,8 @@ def load_themes(user_dir: Path | None = USER_THEME_DIR) -> tuple[list[Theme], li
         for path in sorted(directory.glob("*.toml")):
             try:
                 theme = theme_from_toml(path)
-            except ThemeError as exc:
-                problems.append(str(exc))
+            except ThemeError as exc:  # its file shown as a shell would: ~/.config/…
+                problems.append(str(exc).replace(str(path), home_relative(path), 1))
                 continue
             themes[theme.name] = theme
     return list(themes.values()), problems

@@ -52,3 +52,19 @@ async def test_user_theme_is_selectable_in_the_app(tmp_path, clock):
     async with app2.run_test():
         assert app2.theme == "mine"
         assert app2.theme_variables["client"] == APP_VARIABLES["client"]
+
+
+def test_a_skipped_themes_file_is_shown_from_home(tmp_path, monkeypatch):
+    """The Events pane's line names the file as a shell would (``~/…``), short enough that
+    three such lines and the run's first events fit in the pane together."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    themes_dir = tmp_path / ".config" / "infmon" / "themes"
+    themes_dir.mkdir(parents=True)
+    (themes_dir / "a.toml").write_text('name = "a"\nprimary = "notacolor"\n')
+    _, problems = load_themes(themes_dir)
+    assert problems == ["~/.config/infmon/themes/a.toml: `primary` is not a colour: 'notacolor'"]
+    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    outside.mkdir()
+    (outside / "b.toml").write_text("name = [\n")
+    _, problems = load_themes(outside)
+    assert problems[0].startswith(f"{outside / 'b.toml'}: ")  # not under home: the whole path
