@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import lzma
-import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from infmon.sim.fit import Growth, Observation  # noqa: E402
-from infmon.sim.rounds import FIGURES, figure_value, forecast_figures  # noqa: E402
+from infmon.sim.rounds import FIGURES  # noqa: E402
 
 FIXTURES = ("wandering-vllm", "steady-vllm")
 HELD = (8, 16)
@@ -52,15 +51,11 @@ def session_dir(source: str, tmp: Path) -> Path:
 def ratios(base: object, obs: list[Observation], carried: Growth | None) -> list[float]:
     """Forecast ÷ the rounds' mean of each figure at each held-out level (c=8 first)."""
     from infmon.sim.forecast import holdout
+    from infmon.sim.rounds import held_levels
 
     _, left = holdout(base, obs, set(HELD), carried)  # type: ignore[arg-type]
-    out = []
-    for c in HELD:
-        f = forecast_figures(next(h.forecast for h in left if h.observation.concurrency == c))
-        rounds = [o for o in obs if o.concurrency == c]
-        for fig, *_ in FIGURES:
-            out.append(f[fig] / statistics.fmean(figure_value(o, fig) for o in rounds))
-    return out
+    levels = sorted(held_levels(left), key=lambda h: h.concurrency)
+    return [1.0 + err for h in levels for _, err in h.errors]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -73,7 +73,7 @@ class FrontierBody(Body):
     ) -> None:
         """Show ``view``; ``width`` × ``height`` only until the box has a size of its own."""
         self._drawn, self._chart = (view, style), None
-        self._redraw(self._drawn, width, height)
+        self._redraw(width, height)
 
     def _text(self, width: int, height: int) -> Text:
         """The chart of the view drawn at ``width`` × ``height``, built once per view and size
@@ -88,7 +88,7 @@ class FrontierBody(Body):
         if self._drawn is None:
             super().on_resize()
         else:
-            self._redraw(self._drawn, 0, 0)
+            self._redraw(0, 0)
 
     def render(self) -> RenderResult:
         """The chart at the box's size as it is painted: a layout change (the verdict line
@@ -100,10 +100,7 @@ class FrontierBody(Body):
             return super().render()
         return self._text(size.width, size.height)
 
-    def _redraw(
-        self, drawn: tuple[FrontierView, Callable[[str], str]], width: int, height: int
-    ) -> None:
-        self._drawn = drawn
+    def _redraw(self, width: int, height: int) -> None:
         size = self.content_size
         width, height = size.width or width, size.height or height
         if width and height:
