@@ -22,9 +22,18 @@ bunched (``FittedCost.wave``), where it once started them all together. Both gro
 concurrency may slow: ``seq_s`` is paid ``running ** seq_exponent`` times a step and
 ``frontend_stream_s`` ``box_cox(c, stream_exponent)`` times a request (``c - 1`` at 1, ``ln c``
 at 0). On the real vLLM here TPOT grew ~0.3 ms per sequence to c=4 and half that past it, and
-the API server's wait slower still; levels up to c=4 cannot show that, so a fit reads the
-exponents from levels that span 8x (``infmon.sim.fit.growth_shape``) or carries them from a
-profile of a wider sweep, and otherwise takes the line.
+the API server's wait slower still. Levels up to c=4 cannot show such a bend, so a fit reads
+the exponents from levels that span 8x (``infmon.sim.fit.growth_shape``) or carries them from a
+profile of a wider sweep. Otherwise it takes the **rate** form (``growth = "rate"``): both grow
+with the tokens streamed per second, not with the sequences. A step of ``n`` sequences lasting
+``t`` pays ``seq_s x n / t`` (so ``t = w + seq_s x n / t``, solved in ``features``), and a new
+request waits ``frontend_stream_s`` per token/s the other streams take. The bend then follows
+from how much the levels grew. On nine sweeps of the real vLLM here (c = 1-16, 3-5 Dec) TPOT
+lay closer to a line in the tokens/s than to one in ``c`` in seven, and a fit of c = 1, 2, 4
+in this form forecast TPOT at c=8 and 16 within 16% in eight, where the line overshot c=16 by
+up to 32%; the ninth grew as a line in ``c`` and the form missed it by 27%
+(``bench/shape_transfer.py``). On the simulator's sessions, where the host's work per sequence
+is 0.1% of a step, the two forms forecast alike.
 
 Every cost is linear in the parameters once it is known which side of the ``max`` a step is on,
 so ``features`` gives the step's time as a vector: the fit sums these into each observation and
@@ -65,6 +74,12 @@ server's wait per stream into ``request_s`` and the engine's costs, one prompt l
 attention into ``compute_token_s`` (its pairs then grow with the tokens), and a profile written
 before the cost existed did the same. Unfitted, such a cost is zero and a forecast need not flag
 it."""
+RATE_DESCRIBE = {
+    "seq_s": "host work per step, per sequence/s streamed (the rate form: s per token/s)",
+    "frontend_stream_s": "API server's event loop: a new request's wait per token/s the other"
+    " streams take (the rate form)",
+}
+"""``DESCRIBE``'s two costs whose unit the rate form changes (``FittedCost.growth``)."""
 DESCRIBE = {
     "step_s": "host work per engine step (scheduler, input preparation, sampler)",
     "seq_s": "host work per running sequence and step",
@@ -136,9 +151,15 @@ class FittedCost:
     stream_exponent: float = 1.0
     """The API server's wait grows with the open streams as ``box_cox(c, stream_exponent)``
     (``open_streams``): 1.0 is ``c - 1``, one fixed wait per other stream; 0 is ``ln c``."""
+    growth: str = "line"
+    """How the host's work per sequence and the API server's wait grow: ``line`` (per running
+    sequence and per open stream, bent by the two exponents) or ``rate`` (with the tokens
+    streamed per second: ``seq_s`` is paid ``running / step`` times a step, the step's own
+    length in seconds, and ``frontend_stream_s`` once per token/s the other streams take)."""
     shape_from: str = ""
     """Where the two exponents came from: the fitted levels' own curves, a profile carried
-    over (``--shape-from``), or "" (none: assumed linear, as a profile before them was)."""
+    over (``--shape-from``), or "" (none: assumed, the rate form or, in a profile from before
+    it, the line)."""
 
     def __post_init__(self) -> None:
         if len(self.values) != len(PARAMS):
@@ -184,6 +205,14 @@ class FittedCost:
         return replace(self, values=tuple(vals))
 
 
+def describe(name: str, growth: str = "line") -> str:
+    """What a cost is, in the profile's form (``FittedCost.growth``)."""
+    return RATE_DESCRIBE.get(name, DESCRIBE[name]) if growth == "rate" else DESCRIBE[name]
+
+
+GROWTHS = ("line", "rate")
+
+
 def box_cox(c: float, exponent: float) -> float:
     """``(c ** e - 1) / e``, ``ln c`` at ``e = 0``: zero at one, ``c - 1`` at ``e = 1``, and
     between them a growth that slows as ``c`` grows."""
@@ -193,12 +222,19 @@ def box_cox(c: float, exponent: float) -> float:
 
 
 def features(
-    values: np.ndarray, step: StepLoad, k: int, by_kind: bool = False, seq_exponent: float = 1.0
+    values: np.ndarray,
+    step: StepLoad,
+    k: int,
+    by_kind: bool = False,
+    seq_exponent: float = 1.0,
+    rate: bool = False,
 ) -> np.ndarray:
     """The step's cost as a vector over ``PARAMS`` (its time is ``features @ values``); the
     side of the ``max`` is the one the current ``values`` put it on, or with ``by_kind`` the one
     a step's kind suggests (a prefill chunk computes, a decode reads memory): the fit's start,
-    which cannot fall into the corner where one side is never taken and so never fitted."""
+    which cannot fall into the corner where one side is never taken and so never fitted. In
+    the ``rate`` form ``seq_s``'s entry is ``n / t`` for the step's own length ``t`` (solved
+    from the rest), so ``features @ values`` is still the step's time."""
     phi = np.zeros(len(PARAMS))
     phi[I_STEP] = 1.0
     phi[I_SEQ] = float(step.num_seqs) ** seq_exponent
@@ -214,9 +250,15 @@ def features(
     if step.spec_seqs and k:
         phi[I_DRAFT] = k
         phi[I_DRAFT_SEQ] = k * step.spec_seqs
+    if rate and step.num_seqs:
+        phi[I_SEQ] = 0.0
+        w, h, n = float(phi @ values), float(values[I_SEQ]), step.num_seqs
+        t = (w + math.sqrt(max(0.0, w * w + 4.0 * h * n))) / 2.0  # t = w + h x n / t
+        phi[I_SEQ] = n / t if t > 0 else 0.0
     return phi
 
 
 def step_time_s(cost: FittedCost, step: StepLoad, k: int) -> float:
     v = cost.vector
-    return float(features(v, step, k, seq_exponent=cost.seq_exponent) @ v)
+    rate = cost.growth == "rate"
+    return float(features(v, step, k, seq_exponent=cost.seq_exponent, rate=rate) @ v)

@@ -171,14 +171,14 @@ def vector(vec: LevelVectors, figure: str) -> np.ndarray:
     }[figure]
 
 
-def initial_values(obs: list[Observation]) -> np.ndarray:
+def initial_values(obs: list[Observation], rate: bool = False) -> np.ndarray:
     """A neutral start: half the lowest TPOT each to host and weights, a little per sequence,
     compute-bound only for big chunks, the API server a third of the lowest TTFT."""
     tpot = min(o.tpot_s for o in obs)
     ttft = min(o.ttft_s for o in obs)
     v = np.zeros(len(PARAMS))
     v[I_STEP] = v[I_WEIGHTS] = tpot / 2
-    v[I_SEQ] = tpot / 100
+    v[I_SEQ] = tpot * tpot / 100 if rate else tpot / 100  # rate: seconds per sequence/second
     v[I_KV] = tpot / 1e5
     v[I_COMPUTE] = tpot / 256
     v[I_REQUEST] = ttft / 3
@@ -262,17 +262,19 @@ def fit(
     obs: list[Observation],
     max_iterations: int = 30,
     carried: Growth | None = None,
+    rate: bool | None = None,
 ) -> FitResult:
     """Fit ``obs`` (one or more sessions); ``base`` gives the server's limits (KV blocks,
     ``max_num_seqs``, ``max_num_batched_tokens``). Each of the API server's shapes
     (``API_SERVERS``) is fitted; serial is kept when its relative scatter is clearly smaller
     (``SERIAL_MARGIN``), and both scatters are reported. The growth's shapes are the levels'
     own where they span enough (``growth_shape``), else ``carried`` (an earlier profile's),
-    else linear."""
+    else the rate form (``costmodel``: with the tokens streamed per second); ``rate`` True or
+    False asks for that form or for the line instead of the last."""
     obs = [o for o in obs if o.tpot_s > 0 and o.ttft_s > 0 and o.output_tok_s > 0]
     if len(obs) < 2:
         raise FitError("a fit needs at least two measured levels (TPOT, TTFT and tokens/s)")
-    growth, waves = growth_shape(obs, carried), wave_exponent(obs)
+    growth, waves = fit_growth(obs, carried, rate), wave_exponent(obs)
     fits = {
         api: _fit_api(base, obs, _Form(api, growth, waves), max_iterations) for api in API_SERVERS
     }
@@ -295,7 +297,7 @@ def _fit_api(
     form: _Form,
     max_iterations: int,
 ) -> tuple[_State, int]:
-    prior = initial_values(obs)
+    prior = initial_values(obs, form.growth.rate)
     start = _State(base, obs, prior, _free(obs), form, by_kind=True)
     it = 0
     for it in range(1, max_iterations + 1):  # noqa: B007 (the count is reported)
@@ -453,11 +455,13 @@ def wave_exponent(obs: list[Observation]) -> float:
 @dataclass(frozen=True, slots=True)
 class Growth:
     """How the host's work per step grows with the running sequences (``running ** seq``) and
-    the API server's wait with the open streams (``box_cox(c, stream)``), and whence."""
+    the API server's wait with the open streams (``box_cox(c, stream)``), and whence; or, with
+    ``rate``, both with the tokens streamed per second (``costmodel``'s rate form)."""
 
     seq: float = 1.0
     stream: float = 1.0
-    source: str = ""  # "" = assumed linear
+    source: str = ""  # "" = not read from any levels (assumed)
+    rate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,6 +536,18 @@ def growth_shape(obs: list[Observation], carried: Growth | None = None) -> Growt
     return Growth(old.seq if seq is None else seq, old.stream if stream is None else stream, source)
 
 
+def fit_growth(
+    obs: list[Observation], carried: Growth | None = None, rate: bool | None = None
+) -> Growth:
+    """The growth a fit of ``obs`` takes: the levels' own shape or ``carried``'s
+    (``growth_shape``), else the rate form; ``rate`` True or False asks for the rate form or
+    for the shape (the line where none is read or carried)."""
+    growth = growth_shape(obs, carried)
+    if rate or (rate is None and not growth.source):  # a shape nobody read: the rate form
+        return Growth(rate=True, source=growth.source if growth.rate else "")
+    return growth
+
+
 def _cost(
     base: EngineConfig,
     obs: list[Observation],
@@ -581,6 +597,7 @@ def _cost(
         targets=", ".join(sorted({o.source for o in obs})),
         api_server=form.api,
         wave_exponent=form.waves,
+        growth="rate" if form.growth.rate else "line",
         seq_exponent=form.growth.seq,
         stream_exponent=form.growth.stream,
         shape_from=form.growth.source,

@@ -9,11 +9,12 @@ from typing import Any
 
 from infmon.sim.costmodel import (
     API_SERVERS,
-    DESCRIBE,
+    GROWTHS,
     NONE_UNLESS_FITTED,
     PARAMS,
     FittedCost,
     FittedRange,
+    describe,
 )
 from infmon.sim.profiles import ProfileError
 
@@ -63,8 +64,10 @@ def dumps(cost: FittedCost) -> str:
         " this (1.0: a fixed cost per sequence)",
         f"stream_exponent = {_num(cost.stream_exponent)}  # the API server's wait grows as"
         " (c ** this - 1) / this (1.0: c - 1; 0: ln c)",
-        f"shape_from = {_toml_str(cost.shape_from)}  # whence the two exponents (empty: assumed"
-        " linear)",
+        f"growth = {_toml_str(cost.growth)}  # line: per sequence and per stream, bent by the"
+        " exponents; rate: with the tokens streamed per second",
+        f"shape_from = {_toml_str(cost.shape_from)}  # whence the shape (empty: not read from"
+        " levels, assumed)",
         "",
         "[server]  # limits as the sessions recorded them (KV from cache_config_info)",
         f"kv_capacity_tokens = {cost.kv_capacity_tokens}",
@@ -88,7 +91,7 @@ def dumps(cost: FittedCost) -> str:
     for name in PARAMS:
         lines += [
             "",
-            f"[params.{name}]  # {DESCRIBE[name]}",
+            f"[params.{name}]  # {describe(name, cost.growth)}",
             f"value = {_num(cost.value(name))}",
             f"stderr = {_num(cost.stderr(name))}",
             f"sessions = {_toml_str(cost.sources[PARAMS.index(name)])}",
@@ -163,10 +166,11 @@ def load(path: Path) -> FittedCost:
             sources=tuple(sources),
             rms_rel=float(_get(doc, where, "rms_rel")),
             targets=str(doc.get("targets", "client")),
-            api_server=_api_server(doc.get("api_server", "concurrent"), where),
+            api_server=_choice(doc, "api_server", API_SERVERS, where),
             wave_exponent=_exponent(doc, "wave_exponent", where),
             seq_exponent=_exponent(doc, "seq_exponent", where),
             stream_exponent=_exponent(doc, "stream_exponent", where),
+            growth=_choice(doc, "growth", GROWTHS, where),
             shape_from=str(doc.get("shape_from", "")),
             fitted_range=rng,
             acceptance=tuple(float(a) for a in _get(doc, where, "spec", "acceptance")),
@@ -183,10 +187,12 @@ def load(path: Path) -> FittedCost:
         raise ProfileError(f"{where}: fitted profile is malformed ({exc})") from None
 
 
-def _api_server(value: object, where: str) -> str:
-    """A profile's API server shape; a profile from before the choice was concurrent."""
-    if value not in API_SERVERS:
-        raise ProfileError(f"{where}: api_server is {value!r}, not one of {', '.join(API_SERVERS)}")
+def _choice(doc: dict[str, object], name: str, choices: tuple[str, ...], where: str) -> str:
+    """A profile's API server shape or growth form; a profile from before the choice has the
+    first (concurrent, line)."""
+    value = doc.get(name, choices[0])
+    if value not in choices:
+        raise ProfileError(f"{where}: {name} is {value!r}, not one of {', '.join(choices)}")
     return str(value)
 
 

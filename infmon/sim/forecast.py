@@ -101,8 +101,9 @@ def outside_range(cost: FittedCost, shape: Shape, batch_max: int) -> tuple[str, 
     if not lo <= shape.concurrency <= hi:
         out.append(f"concurrency {shape.concurrency} is outside the fitted {lo}-{hi}")
         if shape.concurrency > hi and not cost.shape_from:
+            how = "with the tokens/s (the rate form)" if cost.growth == "rate" else "as linear"
             out.append(
-                "the growth past the fitted levels is taken as linear (they cannot show whether "
+                f"the growth past the fitted levels is taken {how} (they cannot show whether "
                 "it slows: --fit --shape-from a profile of a wider sweep of this server)"
             )
     if batch_max > r.batch_max:
@@ -149,10 +150,15 @@ class HeldOut:
 
 
 def holdout(
-    base: EngineConfig, obs: list[Observation], levels: set[int], carried: Growth | None = None
+    base: EngineConfig,
+    obs: list[Observation],
+    levels: set[int],
+    carried: Growth | None = None,
+    rate: bool | None = None,
 ) -> tuple[FitResult, list[HeldOut]]:
-    """Fit without the levels at ``levels`` concurrency, then forecast each of them."""
+    """Fit without the levels at ``levels`` concurrency, then forecast each of them
+    (``carried`` and ``rate`` as ``fit`` takes them)."""
     kept = [o for o in obs if o.concurrency not in levels]
     left = [o for o in obs if o.concurrency in levels]
-    result = fit(base, kept, carried=carried)
+    result = fit(base, kept, carried=carried, rate=rate)
     return result, [HeldOut(o, forecast(base, result.cost, o.shape)) for o in left]

@@ -104,6 +104,8 @@ class _Replay:
         c = shape.concurrency
         self.open_streams = fitted.open_streams(c) if fitted is not None else c - 1.0
         self.seq_exponent = fitted.seq_exponent if fitted is not None else 1.0
+        self.rate = fitted is not None and fitted.growth == "rate"
+        self.others = c - 1
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
         self.engine = Engine(cfg)
         self.zero = np.zeros(len(PARAMS))
@@ -130,8 +132,12 @@ class _Replay:
 
     def send(self, at_s: float, at_v: np.ndarray) -> None:
         """A request sent at ``at``: it reaches the scheduler after the API server's
-        ``request_s`` and a round of its event loop over the other users' streams."""
+        ``request_s`` and a round of its event loop over the other users' streams (in the rate
+        form: their tokens per second, one per stream at the last step's pace)."""
         n, open_streams = len(self.sent), self.open_streams
+        if self.rate:
+            step_s = self.now - self.last_start[0]
+            open_streams = self.others / step_s if self.steps and step_s > 0 else 0.0
         self.sent.append(at_v.copy())
         self.sent_s.append(at_s)
         if self.api_serial:  # one event loop: after the request it is still on
@@ -206,7 +212,7 @@ class _Replay:
         out = self.engine.step(self.now)
         if out.load is not None and self.cfg.fitted is not None:
             self.now_v = self.now_v + features(
-                self.values, out.load, self.k, self.by_kind, self.seq_exponent
+                self.values, out.load, self.k, self.by_kind, self.seq_exponent, self.rate
             )
         self.now = out.end_s if out.end_s > self.now else self.now + 1e-6
         self.steps += 1

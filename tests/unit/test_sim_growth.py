@@ -1,6 +1,7 @@
 """How a fitted server's costs grow with concurrency (``infmon.sim.fit.growth_shape``): read
 from the levels' own curves where they span enough, carried from a wider sweep's profile
-(``--shape-from``) where they do not, linear otherwise; and the replay that uses the shape."""
+(``--shape-from``) where they do not; and the replay that uses the shape. The rate form a fit
+takes when neither is there: ``tests/unit/test_sim_rate.py``."""
 
 from __future__ import annotations
 
@@ -144,16 +145,16 @@ def steady(tmp_path_factory) -> tuple[list[Observation], dict]:
     return read_session(session, "auto", [])
 
 
-def held_errors(steady, carried: Growth | None) -> dict[str, float]:
+def held_errors(steady, carried: Growth | None, rate: bool | None = None) -> dict[str, float]:
     """``sim --fit --holdout 8,16`` on the steady sweep: each held-out figure's forecast over
-    the mean of its rounds, less one."""
+    the mean of its rounds, less one (``rate`` as ``fit`` takes it)."""
     from infmon.commands.simfit import base_config
     from infmon.sim.forecast import holdout
     from infmon.sim.rounds import held_levels
 
     obs, server = steady
     limits = type("Limits", (), {"max_num_seqs": None, "max_num_batched_tokens": None})
-    result, left = holdout(base_config([server], limits()), obs, {8, 16}, carried)
+    result, left = holdout(base_config([server], limits()), obs, {8, 16}, carried, rate)
     assert result.cost.fitted_range.concurrency == (1, 4)
     return {f"c={h.concurrency} {fig}": err for h in held_levels(left) for fig, err in h.errors}
 
@@ -164,7 +165,7 @@ def test_a_wider_sweeps_shape_carries_to_another_fit_and_the_line_does_not(
     """Issue 30's must-show on recorded rounds: fitted at c = 1, 2, 4 the line overshoots the
     steady sweep's c=16 (TPOT +32%, TTFT p50 +45%); with the growth's shape read from the
     afternoon's sweep (its own exponents, no cost carried) every figure lands within 15%."""
-    line = held_errors(steady, None)
+    line = held_errors(steady, None, rate=False)
     assert max(abs(e) for e in line.values()) > 0.25, line
     shape = growth_shape(wandering)
     carried = held_errors(steady, shape)
