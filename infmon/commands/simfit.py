@@ -365,7 +365,7 @@ def render_growth(c: FittedCost) -> list[str]:
         return [
             f"  growth with concurrency: {shape}, assumed: levels c={lo}-{hi} cannot show "
             "whether it slows past them, and in this form it bends by as much as they grew "
-            "(fitted so at c = 1, 2, 4, eight of nine sweeps of the real vLLM here read TPOT "
+            "(fitted so at c = 1, 2, 4, eight of ten sweeps of the real vLLM here read TPOT "
             "at c=8 and 16 within 16%; the line overshot by up to 32%). --shape-from a profile of a "
             "wider sweep of this server reads its shape instead; --growth line takes the line"
         ]

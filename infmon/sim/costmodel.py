@@ -31,8 +31,8 @@ request waits ``frontend_stream_s`` per token/s the other streams take. The bend
 from how much the levels grew. On nine sweeps of the real vLLM here (c = 1-16, 3-5 Dec) TPOT
 lay closer to a line in the tokens/s than to one in ``c`` in seven, and a fit of c = 1, 2, 4
 in this form forecast TPOT at c=8 and 16 within 16% in eight, where the line overshot c=16 by
-up to 32%; the ninth grew as a line in ``c`` and the form missed it by 27%
-(``bench/shape_transfer.py``). On the simulator's sessions, where the host's work per sequence
+up to 32%; the ninth grew as a line in ``c`` and the form missed it by 27%, as it did a tenth
+whose c = 1, 2, 4 rounds wandered by 2x (``bench/shape_transfer.py``). On the simulator's sessions, where the host's work per sequence
 is 0.1% of a step, the two forms forecast alike.
 
 Every cost is linear in the parameters once it is known which side of the ``max`` a step is on,

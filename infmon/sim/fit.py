@@ -503,8 +503,9 @@ def _curve_exponent(points: dict[int, list[float]]) -> float | None:
         r = a @ coef - 1.0
         return float(np.sqrt(r @ r / len(cs)))
 
-    best = min(EXPONENTS, key=scatter)
-    return best if scatter(best) <= SHAPE_MARGIN * scatter(1.0) else 1.0
+    scatters = {e: scatter(e) for e in EXPONENTS}
+    best = min(scatters, key=scatters.__getitem__)
+    return best if scatters[best] <= SHAPE_MARGIN * scatters[1.0] else 1.0
 
 
 def growth_shape(obs: list[Observation], carried: Growth | None = None) -> Growth:
