@@ -32,8 +32,8 @@ from how much the levels grew. On nine sweeps of the real vLLM here (c = 1-16, 3
 lay closer to a line in the tokens/s than to one in ``c`` in seven, and a fit of c = 1, 2, 4
 in this form forecast TPOT at c=8 and 16 within 16% in eight, where the line overshot c=16 by
 up to 32%; the ninth grew as a line in ``c`` and the form missed it by 27%, as it did a tenth
-whose c = 1, 2, 4 rounds wandered by 2x (``bench/shape_transfer.py``). On the simulator's sessions, where the host's work per sequence
-is 0.1% of a step, the two forms forecast alike.
+whose c = 1, 2, 4 rounds wandered by 2x (``bench/shape_transfer.py``). On the simulator's
+sessions, where the host's work per sequence is 0.1% of a step, the two forms forecast alike.
 
 Every cost is linear in the parameters once it is known which side of the ``max`` a step is on,
 so ``features`` gives the step's time as a vector: the fit sums these into each observation and
