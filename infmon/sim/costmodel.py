@@ -68,6 +68,8 @@ PARAMS = (
 SPEC_PARAMS = ("draft_pass_s", "draft_seq_s")
 API_SERVERS = ("concurrent", "serial")
 """The API server's two shapes a fit chooses between by their scatter (``FittedCost.api_server``)."""
+GROWTHS = ("line", "rate")
+"""How a fitted server's growth with concurrency is priced (``FittedCost.growth``)."""
 NONE_UNLESS_FITTED = frozenset({"frontend_stream_s", "attn_pair_s"})
 """Costs whose absence means none, not an unknown: a fit without both clocks folds the API
 server's wait per stream into ``request_s`` and the engine's costs, one prompt length folds
@@ -208,9 +210,6 @@ class FittedCost:
 def describe(name: str, growth: str = "line") -> str:
     """What a cost is, in the profile's form (``FittedCost.growth``)."""
     return RATE_DESCRIBE.get(name, DESCRIBE[name]) if growth == "rate" else DESCRIBE[name]
-
-
-GROWTHS = ("line", "rate")
 
 
 def box_cox(c: float, exponent: float) -> float:

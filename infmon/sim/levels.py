@@ -105,7 +105,6 @@ class _Replay:
         self.open_streams = fitted.open_streams(c) if fitted is not None else c - 1.0
         self.seq_exponent = fitted.seq_exponent if fitted is not None else 1.0
         self.rate = fitted is not None and fitted.growth == "rate"
-        self.others = c - 1
         self.k = cfg.speculative_k if cfg.spec_enabled else 0
         self.engine = Engine(cfg)
         self.zero = np.zeros(len(PARAMS))
@@ -137,7 +136,8 @@ class _Replay:
         n, open_streams = len(self.sent), self.open_streams
         if self.rate:
             step_s = self.now - self.last_start[0]
-            open_streams = self.others / step_s if self.steps and step_s > 0 else 0.0
+            others = self.shape.concurrency - 1
+            open_streams = others / step_s if self.steps and step_s > 0 else 0.0
         self.sent.append(at_v.copy())
         self.sent_s.append(at_s)
         if self.api_serial:  # one event loop: after the request it is still on
