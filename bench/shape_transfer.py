@@ -52,14 +52,17 @@ def session_dir(source: str, tmp: Path) -> Path:
 
 def ratios(
     base: object, obs: list[Observation], carried: Growth | None, rate: bool | None
-) -> list[float]:
-    """Forecast ÷ the rounds' mean of each figure at each held-out level (c=8 first)."""
+) -> list[tuple[float, float, bool]]:
+    """Forecast ÷ the rounds' mean of each figure at each held-out level (c=8 first), the
+    forecast's 95% band as a fraction of it, and whether the mean lies in that band."""
     from infmon.sim.forecast import holdout
     from infmon.sim.rounds import held_levels
 
     _, left = holdout(base, obs, set(HELD), carried, rate)  # type: ignore[arg-type]
     levels = sorted(held_levels(left), key=lambda h: h.concurrency)
-    return [1.0 + err for h in levels for _, err in h.errors]
+    return [
+        (1.0 + err, dict(h.bands)[f], h.inside_band()[f]) for h in levels for f, err in h.errors
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, g in shapes.items():
         print(f"  {name}: its own shape: TPOT running ** {g.seq:.2f}, API wait {g.stream:.2f}")
     passed = {"line": [0, 0], "rate": [0, 0], "carried": [0, 0]}
+    covered = {kind: [0, 0] for kind in passed}
     for name, (obs, base) in data.items():
         rows: list[tuple[str, str, Growth | None, bool | None]] = [
             ("the line", "line", None, False),
@@ -100,17 +104,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
         for label, kind, carried, rate in rows:
             r = ratios(base, obs, carried, rate)
-            worst = max(abs(x - 1) for x in r)
+            worst = max(abs(x - 1) for x, _, _ in r)
             ok = worst <= args.tolerance
             passed[kind][0] += ok
             passed[kind][1] += 1
-            cells = " ".join(f"{x:.2f}" for x in r)
+            covered[kind][0] += sum(inside for *_, inside in r)
+            covered[kind][1] += len(r)
+            cells = " ".join(f"{x:.2f}" for x, _, _ in r)
+            bands = " ".join(f"{w:.0%}{'' if inside else '!'}" for _, w, inside in r)
             print(
                 f"  {name} with {label}: {cells}  worst {worst:.0%}{'  all inside' if ok else ''}"
+                f"  (bands ±{bands}; !: the mean outside)"
             )
     for kind, (ok, n) in passed.items():
         if n:
-            print(f"{kind}: all six figures inside in {ok} of {n} fits")
+            inside, figures = covered[kind]
+            print(
+                f"{kind}: all six figures inside in {ok} of {n} fits; the rounds' mean inside "
+                f"the forecast's 95% band in {inside} of {figures} figures"
+            )
     return 0
 
 

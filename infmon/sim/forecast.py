@@ -6,18 +6,27 @@ is ``a @ values`` for a cost vector ``a`` (``infmon.sim.levels``), so its varian
 ``a' Cov a`` from the fit plus the fit's own scatter (``rms_rel`` of the value): the band is
 1.96 standard errors (95%). A question the fit never saw (more concurrency, a longer prompt, a
 bigger batch, a drafter) is answered, and said to leave the fitted range.
+
+Past the fitted levels a fit whose growth's form was assumed (levels up to c=4 cannot show
+whether the growth slows, and no wider sweep's shape was carried: ``FittedCost.shape_from``)
+may be wrong by its form, not by its noise: on the real vLLM here the line in ``c`` overshot
+c=16 by 20-70% where the rate form held, and in one hour the rate form undershot by 27% where
+the line held. There the band spans the other form too (``other_form``: the same server
+through the highest fitted level, grown the other way), added to the noise's variance as a
+95% range, so a what-if that leaves the fitted levels says how far the assumption reaches.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from infmon.sim.costmodel import NONE_UNLESS_FITTED, PARAMS, FittedCost
 from infmon.sim.fit import FitResult, Growth, Observation, fit, with_cost
-from infmon.sim.levels import Shape, replay
+from infmon.sim.levels import LevelVectors, Shape, replay
 from infmon.sim.roofline import EngineConfig
 
 Z95 = 1.96
@@ -57,30 +66,71 @@ class Forecast:
     outside: tuple[str, ...]  # how the question leaves the fitted range (empty: inside)
 
 
-def _band(a: np.ndarray, cost: FittedCost) -> Band:
+def _band(a: np.ndarray, cost: FittedCost, other: float = math.nan) -> Band:
+    """``a @ values`` with its noise (the fit's covariance and scatter) and, when ``other`` is
+    the other growth form's figure, the gap to it as a 95% range."""
     value = float(a @ cost.vector)
     var = float(a @ cost.covariance @ a) + (cost.rms_rel * value) ** 2
+    if math.isfinite(other):
+        var += ((other - value) / Z95) ** 2
     return Band(value, math.sqrt(max(var, 0.0)))
 
 
+def other_form(base: EngineConfig, cost: FittedCost, shape: Shape) -> FittedCost | None:
+    """The fitted server grown the other way past its highest fitted level, when its form was
+    assumed and ``shape`` reaches past those levels (None otherwise). The two forms meet at
+    the highest fitted level ``hi``, whose step lasts ``t`` (its TPOT): the rate form's costs
+    per token/s streamed are the line's per sequence times ``t`` (a step of ``n`` pays
+    ``seq_s x n / t``; a new request waits ``frontend_stream_s x (c - 1) / t``)."""
+    hi = cost.fitted_range.concurrency[1]
+    assumed = not cost.shape_from and cost.seq_exponent == cost.stream_exponent == 1.0
+    if not assumed or shape.concurrency <= hi:
+        return None
+    at_hi = replay(with_cost(base, cost), cost, replace(shape, concurrency=hi))
+    t = float(at_hi.tpot @ cost.vector)
+    if not t > 0:
+        return None
+    rate = cost.growth == "rate"
+    f = 1.0 / t if rate else t
+    return replace(
+        cost.scaled({"seq_s": f, "frontend_stream_s": f}), growth="line" if rate else "rate"
+    )
+
+
 def forecast(base: EngineConfig, cost: FittedCost, shape: Shape) -> Forecast:
-    """One closed-loop level on the fitted server (``base``'s limits, ``cost``'s prices)."""
+    """One closed-loop level on the fitted server (``base``'s limits, ``cost``'s prices); past
+    the fitted levels of an assumed form, each band spans the other form's figure too."""
     vec = replay(with_cost(base, cost), cost, shape)
-    per_token = _band(vec.time_per_token, cost)
+    alt = other_form(base, cost, shape)
+    alt_vec = replay(with_cost(base, alt), alt, shape) if alt is not None else None
+
+    def band(pick: Callable[[LevelVectors], np.ndarray]) -> Band:
+        if alt is None or alt_vec is None:
+            return _band(pick(vec), cost)
+        return _band(pick(vec), cost, float(pick(alt_vec) @ alt.vector))
+
+    per_token = band(lambda v: v.time_per_token)
     tok_s = 1.0 / per_token.value if per_token.value > 0 else math.nan
+    outside = outside_range(cost, shape, vec.batch_max)
+    if alt is not None and alt_vec is not None:
+        name = "the rate form" if alt.growth == "rate" else "the line"
+        outside += (
+            f"the band spans {name}'s forecast too (TPOT "
+            f"{float(alt_vec.tpot @ alt.vector) * 1e3:.2f} ms, TTFT p50 "
+            f"{float(alt_vec.ttft_p50 @ alt.vector) * 1e3:.2f} ms)",
+        )
     return Forecast(
         shape=shape,
-        tpot_s=_band(vec.tpot, cost),
-        ttft_mean_s=_band(vec.ttft_mean, cost),
-        ttft_p50_s=_band(vec.ttft_p50, cost),
+        tpot_s=band(lambda v: v.tpot),
+        ttft_mean_s=band(lambda v: v.ttft_mean),
+        ttft_p50_s=band(lambda v: v.ttft_p50),
         output_tok_s=Band(tok_s, tok_s * per_token.stderr / per_token.value),
-        queue_ttft_mean_s=_band(vec.queue_ttft_mean, cost),
-        queue_ttft_p50_s=_band(vec.queue_ttft_p50, cost),
-        prefill_s=_band(vec.prefill, cost),
+        queue_ttft_mean_s=band(lambda v: v.queue_ttft_mean),
+        queue_ttft_p50_s=band(lambda v: v.queue_ttft_p50),
+        prefill_s=band(lambda v: v.prefill),
         batch_max=vec.batch_max,
         preemptions=vec.preemptions,
-        outside=outside_range(cost, shape, vec.batch_max)
-        + _unfitted(cost, vec.tpot + vec.ttft_mean),
+        outside=outside + _unfitted(cost, vec.tpot + vec.ttft_mean),
     )
 
 

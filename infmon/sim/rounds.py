@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from infmon.sim.fit import Observation
-from infmon.sim.forecast import Forecast, HeldOut
+from infmon.sim.forecast import Band, Forecast, HeldOut
 
 WANDER_CV = 0.075
 """Rounds of one level whose coefficient of variation (sample) is above this wandered: half the
@@ -250,11 +250,23 @@ class HeldLevel:
     rounds: int
     values: tuple[tuple[str, tuple[float, ...]], ...] = ()
     """(figure, its value in each round): how well the rounds know the level's mean."""
+    bands: tuple[tuple[str, float], ...] = ()
+    """(figure, the forecast's 95% band as a fraction of the forecast)."""
+
+    def inside_band(self) -> dict[str, bool]:
+        """Whether each figure's mean of rounds lies in the forecast's band."""
+        band = dict(self.bands)
+        return {f: abs(e) / (1.0 + e) <= band[f] for f, e in self.errors if f in band}
+
+
+def forecast_bands(f: Forecast) -> dict[str, Band]:
+    """A level's forecast as ``FIGURES`` name them (TPOT, TTFT p50, output tok/s)."""
+    return {"tpot": f.tpot_s, "ttft_p50": f.ttft_p50_s, "tok_s": f.output_tok_s}
 
 
 def forecast_figures(f: Forecast) -> dict[str, float]:
-    """A level's forecast as ``FIGURES`` name them (TPOT, TTFT p50, output tok/s)."""
-    return {"tpot": f.tpot_s.value, "ttft_p50": f.ttft_p50_s.value, "tok_s": f.output_tok_s.value}
+    """Their values alone."""
+    return {name: band.value for name, band in forecast_bands(f).items()}
 
 
 def held_levels(left: Sequence[HeldOut]) -> list[HeldLevel]:
@@ -262,12 +274,14 @@ def held_levels(left: Sequence[HeldOut]) -> list[HeldLevel]:
     its rounds: what the README's held-out figures and the real-server check read."""
     out = []
     for session, c, idx in _by_level([h.observation for h in left]):
-        forecast = forecast_figures(left[idx[0]].forecast)
-        errors, values = [], []
+        forecast = forecast_bands(left[idx[0]].forecast)
+        errors, values, bands = [], [], []
         for figure, *_ in FIGURES:
             each = _measured([left[i].observation for i in idx], figure)
             if each is not None:
-                errors.append((figure, forecast[figure] / statistics.fmean(each) - 1))
+                band = forecast[figure]
+                errors.append((figure, band.value / statistics.fmean(each) - 1))
                 values.append((figure, each))
-        out.append(HeldLevel(session, c, tuple(errors), len(idx), tuple(values)))
+                bands.append((figure, band.half_width / band.value))
+        out.append(HeldLevel(session, c, tuple(errors), len(idx), tuple(values), tuple(bands)))
     return out

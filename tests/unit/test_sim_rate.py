@@ -6,6 +6,7 @@ shape is carried: on the real vLLM here it forecast c = 8 and 16 where the line 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from infmon.commands.simfit import render_growth
 from infmon.sim import fitio
 from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange, features, step_time_s
 from infmon.sim.fit import Growth, Observation, fit, fit_growth
-from infmon.sim.forecast import forecast
+from infmon.sim.forecast import forecast, other_form
 from infmon.sim.levels import Shape, measure, replay
 from infmon.sim.profiles import ProfileError
 from infmon.sim.roofline import PassLoad, StepLoad
@@ -148,3 +149,52 @@ def test_the_cli_asks_for_the_line_and_the_profile_says_which(tmp_path, capsys) 
     assert "growth with concurrency: linear (--growth line" in out
     assert fitio.load(profile).growth == "line"
     assert "  c=16 session (3 rounds): TPOT +3" in out, out  # the line overshoots c=16
+
+
+@pytest.fixture(scope="module")
+def steady_low(steady):
+    """The steady sweep's c = 1, 2, 4 fitted with nothing carried (the rate form, assumed),
+    the fitted server's limits, and the sweep's own observations."""
+    from infmon.commands.simfit import base_config
+
+    obs, server = steady
+    limits = type("Limits", (), {"max_num_seqs": None, "max_num_batched_tokens": None})
+    base = base_config([server], limits())
+    return fit(base, [o for o in obs if o.concurrency <= 4]).cost, base, obs
+
+
+def test_past_an_assumed_forms_levels_the_band_spans_the_other_form(steady_low) -> None:
+    """Levels up to c=4 cannot show the growth's form, so past them the band spans the line's
+    forecast too (there it overshot this sweep's c=16 by 32-45%): the two forms meet at c=4,
+    where the band is the noise's alone, and part at c=16, where the band reaches both and the
+    rounds' mean of every figure lies inside it. A carried shape widens nothing."""
+    cost, base, obs = steady_low
+    assert cost.growth == "rate" and not cost.shape_from
+    at4, at16 = (replace(obs[0].shape, concurrency=c) for c in (4, 16))
+    assert other_form(base, cost, at4) is None
+    line = other_form(base, cost, at16)
+    assert line is not None and line.growth == "line"
+    t4 = forecast(base, cost, at4).tpot_s.value
+    assert line.value("seq_s") == pytest.approx(cost.value("seq_s") / t4)
+    assert forecast(base, line, at4).tpot_s.value == pytest.approx(t4, rel=0.03)
+    rate16, line16 = forecast(base, cost, at16), forecast(base, line, at16)
+    assert line16.tpot_s.value > 1.15 * rate16.tpot_s.value  # the forms part past c=4
+    noise = forecast(base, replace(cost, shape_from="from wide.toml (c=1-16)"), at16)
+    assert noise.tpot_s.value == rate16.tpot_s.value
+    assert noise.tpot_s.half_width < rate16.tpot_s.half_width
+    for band, other in (
+        (rate16.tpot_s, line16.tpot_s),
+        (rate16.ttft_p50_s, line16.ttft_p50_s),
+        (rate16.output_tok_s, line16.output_tok_s),
+    ):
+        assert band.contains(other.value)
+    assert any("the band spans the line's forecast too" in w for w in rate16.outside)
+    for c in (8, 16):
+        rounds = [o for o in obs if o.concurrency == c]
+        f = forecast(base, cost, rounds[0].shape)
+        for band, measured in (
+            (f.tpot_s, [o.tpot_s for o in rounds]),
+            (f.ttft_p50_s, [o.ttft_p50_s for o in rounds]),
+            (f.output_tok_s, [o.output_tok_s for o in rounds]),
+        ):
+            assert band.contains(float(np.mean(measured))), (c, band, measured)
