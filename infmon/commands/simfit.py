@@ -589,6 +589,12 @@ def render_held_rounds(held: list[HeldLevel], label: Mapping[str, str]) -> list[
             f"  beyond the rounds' own interval: {', '.join(beyond)}: the model missed there, "
             "not the hour"
         )
+    covered = [inside for h in held for inside in h.inside_band().values()]
+    if covered:
+        lines.append(
+            f"  the forecast's 95% band holds the mean of rounds in {sum(covered)} of "
+            f"{len(covered)} figures"
+        )
     if widths:
         lines.append(
             f"  the rounds know these means to ±{min(widths):.0%}-{max(widths):.0%}: a held-out "

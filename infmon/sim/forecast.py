@@ -10,8 +10,8 @@ bigger batch, a drafter) is answered, and said to leave the fitted range.
 Past the fitted levels a fit whose growth's form was assumed (levels up to c=4 cannot show
 whether the growth slows, and no wider sweep's shape was carried: ``FittedCost.shape_from``)
 may be wrong by its form, not by its noise: on the real vLLM here the line in ``c`` overshot
-c=16 by 20-70% where the rate form held, and in one hour the rate form undershot by 27% where
-the line held. There the band spans the other form too (``other_form``: the same server
+c=16 by 20-70% where the rate form held, and in the hours whose TPOT grew as a line the rate
+form undershot it by up to 27%. There the band spans the other form too (``other_form``: the same server
 through the highest fitted level, grown the other way), added to the noise's variance as a
 95% range, so a what-if that leaves the fitted levels says how far the assumption reaches.
 """

@@ -66,7 +66,9 @@ from tests.recorded import unpack_journal
 # all six in four, the line in none: the steadier hours only, so the first stays unmet. 5 Dec
 # 08:23 (0 flagged; TPOT grew as a line, one c=4 round's TTFT half the others'): c=8 0.96, 0.72,
 # 1.04; c=16 0.88, 0.64, 1.12 (the carried shape 0.94, 0.70, 1.07 and 0.84, 0.61, 1.18); each
-# band now spans the line's forecast past c=4 too, and held all six rounds' means.
+# band now spans the line's forecast past c=4 too, and held all six rounds' means. 09:00 (0
+# flagged; c=16's TTFT p50 rounds 8.0, 8.0, 18.3 ms, waves 2.6, 1.8, 4.0): c=8 0.92, 0.67,
+# 1.11; c=16 1.17, 1.05, 0.84 (the band held 5 of 6). Over twelve sweeps: 4 of 12 all six.
 pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "32", "--endpoint", "completions")

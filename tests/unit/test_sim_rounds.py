@@ -185,6 +185,17 @@ def test_a_held_out_error_is_set_beside_how_well_its_rounds_know_the_mean() -> N
     assert "beyond the rounds' own interval: c=16 TPOT +90% (±83%): the model missed" in lines[2]
 
 
+def test_the_held_out_means_are_counted_against_the_forecasts_band() -> None:
+    """A forecast 25% over a mean with a ±30% band holds it (the mean is 20% of the forecast
+    below it); one half the mean with a ±50% band does not (the mean is the forecast again)."""
+    level = HeldLevel(
+        "s", 16, (("tpot", 0.25), ("tok_s", -0.5)), 3, (), (("tpot", 0.3), ("tok_s", 0.5))
+    )
+    assert level.inside_band() == {"tpot": True, "tok_s": False}
+    lines = render_held_rounds([level], LABEL)
+    assert "  the forecast's 95% band holds the mean of rounds in 1 of 2 figures" in lines
+
+
 def test_steady_rounds_make_a_narrow_interval_that_a_miss_falls_outside() -> None:
     """Ten rounds within 1% of each other know their mean to well under ±1%: a forecast 5% off
     is the model's, where the same miss on wandering rounds would be the hour's."""
