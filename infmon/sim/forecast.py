@@ -8,12 +8,12 @@ is ``a @ values`` for a cost vector ``a`` (``infmon.sim.levels``), so its varian
 bigger batch, a drafter) is answered, and said to leave the fitted range.
 
 Past the fitted levels a fit whose growth's form was assumed (levels up to c=4 cannot show
-whether the growth slows, and no wider sweep's shape was carried: ``FittedCost.shape_from``)
-may be wrong by its form, not by its noise: on the real vLLM here the line in ``c`` overshot
-c=16 by 20-70% where the rate form held, and in the hours whose TPOT grew as a line the rate
-form undershot it by up to 27%. There the band spans the other form too (``other_form``: the same server
-through the highest fitted level, grown the other way), added to the noise's variance as a
-95% range, so a what-if that leaves the fitted levels says how far the assumption reaches.
+whether the growth slows, and no wider sweep's shape was carried: ``FittedCost.shape_from``) may
+be wrong by its form, not by its noise: on the real vLLM here the line in ``c`` overshot c=16 by
+20-70% where the rate form held, and in the hours whose TPOT grew as a line the rate form
+undershot it by up to 27%. There the band spans the other form too (``other_form``: the same
+server through the highest fitted level, grown the other way), added to the noise's variance as
+a 95% range, so a what-if that leaves the fitted levels says how far the assumption reaches.
 """
 
 from __future__ import annotations
@@ -104,20 +104,23 @@ def forecast(base: EngineConfig, cost: FittedCost, shape: Shape) -> Forecast:
     alt = other_form(base, cost, shape)
     alt_vec = replay(with_cost(base, alt), alt, shape) if alt is not None else None
 
-    def band(pick: Callable[[LevelVectors], np.ndarray]) -> Band:
+    def other(pick: Callable[[LevelVectors], np.ndarray]) -> float:
+        """The other form's figure (NaN: no other form)."""
         if alt is None or alt_vec is None:
-            return _band(pick(vec), cost)
-        return _band(pick(vec), cost, float(pick(alt_vec) @ alt.vector))
+            return math.nan
+        return float(pick(alt_vec) @ alt.vector)
+
+    def band(pick: Callable[[LevelVectors], np.ndarray]) -> Band:
+        return _band(pick(vec), cost, other(pick))
 
     per_token = band(lambda v: v.time_per_token)
     tok_s = 1.0 / per_token.value if per_token.value > 0 else math.nan
     outside = outside_range(cost, shape, vec.batch_max)
-    if alt is not None and alt_vec is not None:
+    if alt is not None:
         name = "the rate form" if alt.growth == "rate" else "the line"
         outside += (
-            f"the band spans {name}'s forecast too (TPOT "
-            f"{float(alt_vec.tpot @ alt.vector) * 1e3:.2f} ms, TTFT p50 "
-            f"{float(alt_vec.ttft_p50 @ alt.vector) * 1e3:.2f} ms)",
+            f"the band spans {name}'s forecast too (TPOT {other(lambda v: v.tpot) * 1e3:.2f} "
+            f"ms, TTFT p50 {other(lambda v: v.ttft_p50) * 1e3:.2f} ms)",
         )
     return Forecast(
         shape=shape,
@@ -211,4 +214,8 @@ def holdout(
     kept = [o for o in obs if o.concurrency not in levels]
     left = [o for o in obs if o.concurrency in levels]
     result = fit(base, kept, carried=carried, rate=rate)
-    return result, [HeldOut(o, forecast(base, result.cost, o.shape)) for o in left]
+    by_shape: dict[Shape, Forecast] = {}  # the rounds of one level share a shape: one forecast
+    for o in left:
+        if o.shape not in by_shape:
+            by_shape[o.shape] = forecast(base, result.cost, o.shape)
+    return result, [HeldOut(o, by_shape[o.shape]) for o in left]

@@ -145,16 +145,22 @@ def steady(tmp_path_factory) -> tuple[list[Observation], dict]:
     return read_session(session, "auto", [])
 
 
+def recorded_base(server):
+    """The fitted server's limits as ``sim --fit`` reads them from a recorded session."""
+    from infmon.commands.simfit import base_config
+
+    limits = type("Limits", (), {"max_num_seqs": None, "max_num_batched_tokens": None})
+    return base_config([server], limits())
+
+
 def held_errors(steady, carried: Growth | None, rate: bool | None = None) -> dict[str, float]:
     """``sim --fit --holdout 8,16`` on the steady sweep: each held-out figure's forecast over
     the mean of its rounds, less one (``rate`` as ``fit`` takes it)."""
-    from infmon.commands.simfit import base_config
     from infmon.sim.forecast import holdout
     from infmon.sim.rounds import held_levels
 
     obs, server = steady
-    limits = type("Limits", (), {"max_num_seqs": None, "max_num_batched_tokens": None})
-    result, left = holdout(base_config([server], limits()), obs, {8, 16}, carried, rate)
+    result, left = holdout(recorded_base(server), obs, {8, 16}, carried, rate)
     assert result.cost.fitted_range.concurrency == (1, 4)
     return {f"c={h.concurrency} {fig}": err for h in held_levels(left) for fig, err in h.errors}
 

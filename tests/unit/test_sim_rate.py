@@ -21,7 +21,7 @@ from infmon.sim.profiles import ProfileError
 from infmon.sim.roofline import PassLoad, StepLoad
 from infmon.sim.scenarios import SCENARIOS, build_config
 from tests.recorded import unpack_journal
-from tests.unit.test_sim_growth import held_errors
+from tests.unit.test_sim_growth import held_errors, recorded_base
 
 SEQ, FRONT = PARAMS.index("seq_s"), PARAMS.index("frontend_stream_s")
 
@@ -155,11 +155,8 @@ def test_the_cli_asks_for_the_line_and_the_profile_says_which(tmp_path, capsys) 
 def steady_low(steady):
     """The steady sweep's c = 1, 2, 4 fitted with nothing carried (the rate form, assumed),
     the fitted server's limits, and the sweep's own observations."""
-    from infmon.commands.simfit import base_config
-
     obs, server = steady
-    limits = type("Limits", (), {"max_num_seqs": None, "max_num_batched_tokens": None})
-    base = base_config([server], limits())
+    base = recorded_base(server)
     return fit(base, [o for o in obs if o.concurrency <= 4]).cost, base, obs
 
 
