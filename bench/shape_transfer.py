@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from infmon.sim.fit import Growth, Observation  # noqa: E402
 from infmon.sim.rounds import FIGURES  # noqa: E402
 
-FIXTURES = ("wandering-vllm", "steady-vllm")
+FIXTURES = ("wandering-vllm", "steady-vllm", "jittered-vllm")
 HELD = (8, 16)
 
 

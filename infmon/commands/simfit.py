@@ -136,23 +136,29 @@ class ServerTimed:
     prefill_mean_s: float  # scheduled → first token (the step that prefilled it)
 
 
-def _per_step(session_dir: Path, timed: bool) -> tuple[dict[int, ServerTimed], dict[int, float]]:
+def _per_step(
+    session_dir: Path, timed: bool
+) -> tuple[dict[int, ServerTimed], dict[int, float], int]:
     """Per step, from its measured requests: the server's own per-request figures when
     ``timed`` (vLLM ``--enable-per-request-metrics``; the anatomy's ``split_columns``): TTFT =
     queued → first token, TPOT = its mean inter-token time; steps where under ``SERVER_SHARE``
     of the measured requests carried them are left out. And the closed loop's wave size
-    (``infmon.model.records.waves``)."""
+    (``infmon.model.records.waves``); with them, the spread of the session's output lengths
+    (one workload for every step: read over all of them, so rounds of a level replay alike)."""
     import numpy as np
 
     from infmon.journal.reader import SessionReader
     from infmon.model.records.anatomy import split_columns
     from infmon.model.records.waves import step_wave
+    from infmon.sim.levels import output_spread
 
-    out, waves = {}, {}
+    out, waves, lengths = {}, {}, []
     with SessionReader(session_dir) as reader:
         for step, cols in reader.iter_step_columns():
             measured = cols.take(~cols.warmup)
             waves[step] = step_wave(measured)
+            n = measured.output_token_count
+            lengths.append(n[(measured.error_code == 0) & (n >= 1)])
             if not timed:
                 continue
             split = split_columns(measured)
@@ -165,7 +171,8 @@ def _per_step(session_dir: Path, timed: bool) -> tuple[dict[int, ServerTimed], d
                     float(pers.mean()),
                     float(split.prefill.mean() / 1e3),
                 )
-    return out, waves
+    done = np.concatenate(lengths) if lengths else np.zeros(0)
+    return out, waves, output_spread(done, float(done.mean()) if len(done) else 0.0)
 
 
 def _client_step(session: str, st: Mapping[str, Any]) -> tuple[int, Observation] | None:
@@ -215,7 +222,7 @@ def read_session(
         raise CliError(f"{session_dir}: not a session directory")
     try:
         doc = build_summary(session_dir)
-        timed, waves = _per_step(session_dir, targets != "client")
+        timed, waves, spread = _per_step(session_dir, targets != "client")
     except JournalReadError as exc:
         raise CliError(str(exc)) from None
     name = Path(session_dir).name
@@ -254,9 +261,14 @@ def read_session(
                 server_prefill_s=srv.prefill_mean_s,
                 source="both",
             )
-        wave = waves.get(step, math.nan)
         out.append(
-            replace(o, speculative_k=len(acceptance), acceptance=acceptance, arrival_wave=wave)
+            replace(
+                o,
+                speculative_k=len(acceptance),
+                acceptance=acceptance,
+                arrival_wave=waves.get(step, math.nan),
+                output_spread=spread,
+            )
         )
     return out, dict(doc["server"])
 
@@ -638,7 +650,7 @@ def _shape(args: argparse.Namespace, cost: Any, concurrency: int, k: int) -> Any
     acc: tuple[float, ...] = ()
     if k:
         acc = expand_acceptance(tuple(args.acceptance) if args.acceptance else cost.acceptance, k)
-    return Shape(concurrency, prompt, output, k, acc)
+    return Shape(concurrency, prompt, output, k, acc, output_spread=round(r.output_spread * output))
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -669,9 +681,10 @@ def run_predict(args: argparse.Namespace) -> int:
 def render_forecast(f: Any) -> list[str]:
     s = f.shape
     spec = f", spec k={s.speculative_k}" if s.speculative_k else ""
+    spread = f" ± {s.output_spread}" if s.output_spread else ""
     lines = [
         f"fitted server, c={s.concurrency}, prompt {s.prompt_tokens}, output "
-        f"{s.output_tokens}{spec} (95% band):",
+        f"{s.output_tokens}{spread}{spec} (95% band):",
         f"  TPOT ms       {f.tpot_s.text(1e3)}",
         f"  TTFT ms p50   {f.ttft_p50_s.text(1e3)}   mean {f.ttft_mean_s.text(1e3)}",
         f"    from the scheduler's queue (as vLLM's per-request timings count it): p50 "

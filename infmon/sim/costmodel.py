@@ -117,6 +117,9 @@ class FittedRange:
     output_tokens: tuple[float, float]
     batch_max: int  # the most sequences that ran in one step of the replayed levels
     spec_k: tuple[int, ...] = ()
+    output_spread: float = 0.0
+    """The fitted levels' output lengths: half their range over their mean (median of the
+    levels; ``infmon bench``'s default ±10%: about 0.1). A what-if replays its lengths so."""
 
 
 @dataclass(frozen=True, slots=True)

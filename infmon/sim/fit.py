@@ -94,6 +94,8 @@ class Observation:
     arrival_wave: float = float("nan")
     """The closed loop's wave: the mean number of requests sent together (NaN: not known).
     Not fitted: it says which state of the loop a round's TTFT was measured in."""
+    output_spread: int = 0
+    """Half the range of its output lengths (``levels.output_spread``; 0: all alike)."""
 
     @property
     def shape(self) -> Shape:
@@ -103,6 +105,7 @@ class Observation:
             max(2, round(self.output_tokens)),
             self.speculative_k,
             conditional_acceptance(self.acceptance),
+            output_spread=self.output_spread,
         )
 
     def targets(self) -> tuple[tuple[str, float], ...]:
@@ -574,6 +577,7 @@ def _cost(
         output_tokens=(min(o.output_tokens for o in obs), max(o.output_tokens for o in obs)),
         batch_max=max(o.concurrency for o in obs),
         spec_k=tuple(sorted({o.speculative_k for o in spec})),
+        output_spread=float(np.median([o.output_spread / o.output_tokens for o in obs])),
     )
     acceptance: tuple[float, ...] = ()
     k = max((len(o.acceptance) for o in spec), default=0)

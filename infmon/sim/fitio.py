@@ -82,6 +82,8 @@ def dumps(cost: FittedCost) -> str:
         f"output_tokens = [{_num(r.output_tokens[0])}, {_num(r.output_tokens[1])}]",
         f"batch_max = {r.batch_max}",
         f"spec_k = [{', '.join(map(str, r.spec_k))}]",
+        f"output_spread = {_num(r.output_spread)}  # output lengths' half-range over their mean"
+        " (0: all alike)",
         "",
         "[spec]",
         f"speculative_k = {cost.speculative_k}",
@@ -145,6 +147,7 @@ def load(path: Path) -> FittedCost:
             output_tokens=tuple(_get(doc, where, "range", "output_tokens")),  # type: ignore[arg-type]
             batch_max=int(_get(doc, where, "range", "batch_max")),
             spec_k=tuple(int(k) for k in _get(doc, where, "range", "spec_k")),
+            output_spread=_spread(_get(doc, where, "range"), where),
         )
         server = _get(doc, where, "server")
         params = _get(doc, where, "params")
@@ -194,6 +197,14 @@ def _choice(doc: dict[str, object], name: str, choices: tuple[str, ...], where: 
     if value not in choices:
         raise ProfileError(f"{where}: {name} is {value!r}, not one of {', '.join(choices)}")
     return str(value)
+
+
+def _spread(rng: object, where: str) -> float:
+    """The range's output spread; a profile from before it has none (lengths all alike)."""
+    value = rng.get("output_spread", 0.0) if isinstance(rng, dict) else 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise ProfileError(f"{where}: range.output_spread is {value!r}, not a number from 0 to 1")
+    return float(value)
 
 
 def _exponent(doc: dict[str, object], name: str, where: str) -> float:

@@ -12,6 +12,7 @@ ramp) is left out of the figures.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -32,9 +33,16 @@ MIN_MEASURED = 16
 """Requests measured after the ramp, at least (and twice the concurrency)."""
 
 
+GOLDEN = (5**0.5 - 1) / 2
+"""The spread lengths' sequence: request ``n`` takes the fraction ``n·GOLDEN mod 1`` of the
+range, so any run of requests covers it evenly and a replay stays the same from run to run."""
+
+
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """The load of one level: closed loop, every request the same size (``ignore_eos``)."""
+    """The load of one level: closed loop, ``ignore_eos``; every request the same size, or
+    output lengths spread evenly over ``output_tokens ± output_spread`` (``infmon bench``'s
+    default load varies them by ±10%, so its users drift out of step)."""
 
     concurrency: int
     prompt_tokens: int
@@ -42,10 +50,35 @@ class Shape:
     speculative_k: int = 0
     acceptance: tuple[float, ...] = ()  # conditional, per draft position
     requests: int = 0  # 0: enough to measure (see MIN_MEASURED)
+    output_spread: int = 0
+    """Half the range of output lengths (0: every request ``output_tokens`` long)."""
 
     @property
     def total_requests(self) -> int:
         return self.requests or self.concurrency + max(MIN_MEASURED, 2 * self.concurrency)
+
+    def output_of(self, n: int) -> int:
+        """Request ``n``'s output length."""
+        h = min(self.output_spread, self.output_tokens - 2)
+        if h <= 0:
+            return self.output_tokens
+        return self.output_tokens - h + int((n * GOLDEN) % 1.0 * (2 * h + 1))
+
+
+def output_spread(lengths: np.ndarray, mean: float) -> int:
+    """The ``Shape.output_spread`` of measured output lengths: the half-range ``h`` of an even
+    spread over the ``2h + 1`` lengths ``mean ± h`` with their standard deviation (its SD is
+    ``√(h(h + 1)/3)``: 2 tokens for 29-35), over the lengths between their 1st and 99th
+    percentiles (a stream cut short is not a spread); none where they hardly vary (SD under
+    half a token: a fixed length)."""
+    if len(lengths) < 2:
+        return 0
+    lo, hi = np.percentile(lengths, [1, 99])
+    sd = float(np.std(lengths[(lengths >= lo) & (lengths <= hi)]))
+    if sd < 0.5:
+        return 0
+    h = (math.sqrt(1 + 12 * sd * sd) - 1) / 2
+    return max(0, min(round(h), round(mean) - 2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +184,11 @@ class _Replay:
             self.window.append((at_s, at_v.copy()))
 
     def admit(self) -> None:
-        p, o = self.shape.prompt_tokens, self.shape.output_tokens
+        p = self.shape.prompt_tokens
         while self.pending and self.pending[0][0] <= self.now:
             _, n = heapq.heappop(self.pending)
             self._take_in(n)
-            seq = Sequence(f"f{n}", p, o, None, self.sent_s[n], handle=n)
+            seq = Sequence(f"f{n}", p, self.shape.output_of(n), None, self.sent_s[n], handle=n)
             self.engine.add(seq, [n * p + i + 1 for i in range(p)])
 
     def _take_in(self, n: int) -> None:
@@ -245,24 +278,31 @@ class _Replay:
 
     def figures(self) -> Figures:
         """The level in plain numbers, as a bench sees it."""
-        o, measured = self.shape.output_tokens, self.measured()
-        tpot = float(np.mean([self.finish[n][0] - self.first[n][0] for n in measured]))
+        measured = self.measured()
+        tpot = np.mean([(self.finish[n][0] - self.first[n][0]) / self._gaps(n) for n in measured])
         ttfts = [self.first[n][0] - self.seen_sent(n)[0] for n in measured]
         if len(self.window) >= 2 and self.window_tokens:
             tok_s = self.window_tokens / (self.window[-1][0] - self.window[0][0])
         else:
-            tok_s = o * len(self.finish) / max(t for t, _ in self.finish.values())
+            tok_s = self._tokens() / max(t for t, _ in self.finish.values())
         acc = tuple(n / self.drafts for n in self.accepted_per_pos) if self.drafts else ()
         return Figures(
-            tpot / max(o - 1, 1),
+            float(tpot),
             float(np.mean(ttfts)),
             float(np.percentile(ttfts, 50)),
             tok_s,
             acc,
         )
 
+    def _gaps(self, n: int) -> int:
+        """Request ``n``'s gaps between tokens (its TPOT's divisor)."""
+        return max(self.shape.output_of(n) - 1, 1)
+
+    def _tokens(self) -> int:
+        return sum(self.shape.output_of(n) for n in self.finish)
+
     def vectors(self) -> LevelVectors:
-        o, measured = self.shape.output_tokens, self.measured()
+        measured = self.measured()
         sent = {n: self.seen_sent(n) for n in measured}
         ttft_mean, ttft_p50 = _spans(sent, self.first, measured)
         queue_mean, queue_p50 = _spans(self.admitted, self.first, measured)
@@ -272,9 +312,12 @@ class _Replay:
             per_token = span / self.window_tokens
         else:  # too few requests for a window: the whole run
             end = max(self.finish.values(), key=lambda sv: sv[0])[1]
-            per_token = end / max(1, o * len(self.finish))
+            per_token = end / max(1, self._tokens())
+        tpot = np.mean(
+            [(self.finish[n][1] - self.first[n][1]) / self._gaps(n) for n in measured], 0
+        )
         return LevelVectors(
-            tpot=_spans(self.first, self.finish, measured)[0] / max(o - 1, 1),
+            tpot=tpot,
             ttft_p50=ttft_p50,
             ttft_mean=ttft_mean,
             time_per_token=per_token,
