@@ -3,11 +3,13 @@ llama.cpp, TGI, none): detection, counting, the probe correction, the approximat
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
 import pytest
 
+from infmon.load import tokenize
 from infmon.load.tokenize import ApproxCounter, ServerTokenizer, make_counter
 from infmon.load.workload.items import Prompt
 
@@ -75,3 +77,44 @@ async def test_no_tokenize_endpoint_is_approximate_with_its_error() -> None:
     assert counter.describe().startswith(f"approximate (±{counter.error_tokens} tokens")
     n = await counter.count(Prompt(text="one two three " * 40))
     assert abs(n - 120) <= counter.error_tokens + 1
+
+
+def slow_vllm(delay_s: float) -> httpx.AsyncClient:
+    """A vLLM tokenize API that takes ``delay_s`` to answer each call."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(delay_s)
+        body = json.loads(request.content or b"{}")
+        ids = words(body.get("prompt", "x"))
+        return httpx.Response(200, json={"count": len(ids), "tokens": ids})
+
+    return httpx.AsyncClient(base_url="http://x", transport=httpx.MockTransport(handler))
+
+
+@pytest.mark.parametrize("starved", [False, True])
+async def test_the_budget_counts_the_servers_time_not_the_clients_wait_for_a_cpu(
+    starved: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start-up's tokenizer calls share one budget (``TOKENIZE_BUDGET_S``). A client starved of
+    CPU (the kernel's schedstat: its thread runnable, no CPU free, for the whole call) spent
+    that time waiting for itself, not for the server: it is not charged. CI once failed a
+    bench pinned beside six CPU hogs with "/tokenize: no complete answer within 0.004 s": its
+    start-up had been charged its own 60 s of waits."""
+    loop = asyncio.get_running_loop()
+    # the thread's run-queue wait: all of the call's time when starved, none otherwise
+    sched = (lambda: (0.0, loop.time(), 1)) if starved else (lambda: (0.0, 0.0, 1))
+    monkeypatch.setattr(tokenize, "thread_sched", sched)
+    monkeypatch.setattr(tokenize, "TOKENIZE_BUDGET_S", 0.1)
+    async with slow_vllm(0.03) as http:
+        counter = ServerTokenizer(http, "m", chat=False)
+        counter.info = tokenize.TokenizerInfo("vllm", False, True)
+        if starved:
+            for _ in range(8):  # 0.24 s of calls, every moment of it the client's own wait
+                assert await counter.token_ids("a bb ccc") == [1, 2, 3]
+            assert counter.spent_s < 0.02
+        else:
+            with pytest.raises(
+                tokenize.TokenizeError, match=r"took over 0.1 s in \d+ calls; too slow"
+            ):
+                for _ in range(8):
+                    await counter.token_ids("a bb ccc")
