@@ -39,16 +39,19 @@ from infmon.model.base.sanitize import loads_json
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 """Largest tokenize answer read (a 1M-token prompt's ids are about 8 MB of JSON)."""
 TOKENIZE_TIMEOUT_S = 30.0
-"""One tokenizer call, from sending to the last byte of its answer."""
+"""One tokenizer call, from sending to the last byte of its answer: the server's time (wall
+time less this client's own wait for a CPU), and never over ``STARVED_WALL_FACTOR`` times it
+in wall time however starved the client."""
+STARVED_WALL_FACTOR = 4.0
 TOKENIZE_BUDGET_S = 60.0
 """Every tokenizer call of one start-up together: the server's time, not this client's own wait
 for a CPU (a starved client's calls are slow by its own waits, which are not the server's)."""
 ANSWER_BASE_BYTES = 64 * 1024
 ANSWER_BYTES_PER_REQUEST_BYTE = 16
 PROBE_SIZES_CHARS = (256, 1024, 3072)
+"""Prompt sizes of the calibration probes when the server has no tokenize endpoint."""
 GUESS_CHARS_PER_TOKEN = 4.0
 """When nothing can be measured: English text and code average about 4 characters a token."""
-"""Prompt sizes of the calibration probes when the server has no tokenize endpoint."""
 
 
 class TokenizeError(Exception):
@@ -72,11 +75,33 @@ async def post_bytes(
     max_bytes: int = MAX_RESPONSE_BYTES,
     deadline_s: float = TOKENIZE_TIMEOUT_S,
 ) -> tuple[int, bytes]:
-    """POST ``body``; (status, body bytes) read up to ``max_bytes`` within ``deadline_s``."""
+    """POST ``body``; (status, body bytes) read up to ``max_bytes`` within ``deadline_s`` of
+    the server's time (:func:`server_time_s`)."""
+    task = asyncio.ensure_future(_read_capped(http, path, body, max_bytes))
+    loop = asyncio.get_running_loop()
+    t0, sched0 = loop.time(), thread_sched()
+    wall_end = t0 + deadline_s * STARVED_WALL_FACTOR
+    left = deadline_s
     try:
-        return await asyncio.wait_for(_read_capped(http, path, body, max_bytes), deadline_s)
-    except asyncio.TimeoutError:
-        raise TokenizeTimeout(f"{path}: no complete answer within {deadline_s:g} s") from None
+        while left > 0 and loop.time() < wall_end:
+            await asyncio.wait({task}, timeout=min(left, wall_end - loop.time()))
+            if task.done():
+                return task.result()
+            left = deadline_s - server_time_s(loop.time() - t0, sched0)
+        raise TokenizeTimeout(f"{path}: no complete answer within {deadline_s:g} s")
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def server_time_s(wall_s: float, sched0: tuple[float, float, int] | None) -> float:
+    """Of ``wall_s`` since ``sched0`` (:func:`thread_sched`), the time that was not this
+    thread's own wait for a CPU (the kernel's run-queue wait): the server's time. A client
+    starved of CPU is slow by its own waits, which are not the server's."""
+    sched1 = thread_sched()
+    starved = sched1[1] - sched0[1] if sched0 is not None and sched1 is not None else 0.0
+    return max(0.0, wall_s - starved)
 
 
 async def _read_capped(
@@ -185,9 +210,7 @@ class ServerTokenizer:
         except httpx.HTTPError as exc:
             raise TokenizeError(f"{path}: {exc.__class__.__name__}") from None
         finally:
-            sched1 = thread_sched()
-            starved = sched1[1] - sched0[1] if sched0 is not None and sched1 is not None else 0.0
-            self.spent_s += max(0.0, loop.time() - t0 - starved)
+            self.spent_s += server_time_s(loop.time() - t0, sched0)
 
     @staticmethod
     def _over_budget(path: str, calls: int) -> TokenizeError:

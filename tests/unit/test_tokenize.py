@@ -118,3 +118,27 @@ async def test_the_budget_counts_the_servers_time_not_the_clients_wait_for_a_cpu
             ):
                 for _ in range(8):
                     await counter.token_ids("a bb ccc")
+
+
+@pytest.mark.parametrize("starved", [False, True])
+async def test_a_calls_deadline_counts_the_servers_time_and_a_starved_one_ends_too(
+    starved: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One call's deadline (``TOKENIZE_TIMEOUT_S``) is the server's time as well: a call whose
+    wall time was all the client's own wait for a CPU is not cut short by it (the budget's end
+    once told a starved bench "no complete answer within 0.004 s"); however starved, it ends
+    at ``STARVED_WALL_FACTOR`` times the deadline in wall time."""
+    loop = asyncio.get_running_loop()
+    sched = (lambda: (0.0, loop.time(), 1)) if starved else (lambda: (0.0, 0.0, 1))
+    monkeypatch.setattr(tokenize, "thread_sched", sched)
+    body = {"model": "m", "prompt": "a bb ccc"}
+    async with slow_vllm(0.15) as http:  # three times the deadline
+        if starved:
+            status, _ = await tokenize.post_bytes(http, "/tokenize", body, deadline_s=0.05)
+            assert status == 200
+        t0 = loop.time()
+        with pytest.raises(tokenize.TokenizeTimeout, match=r"no complete answer within 0.03 s"):
+            await tokenize.post_bytes(http, "/tokenize", body, deadline_s=0.03)
+        waited = loop.time() - t0
+        factor = tokenize.STARVED_WALL_FACTOR if starved else 1.0
+        assert 0.03 * factor - 0.005 <= waited < 0.03 * factor + 1.0
