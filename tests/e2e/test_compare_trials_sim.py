@@ -14,7 +14,8 @@ import pytest
 from infmon.model.compare.trial_stats import ratio_ci
 from tests.conftest import REPO, infmon_cmd, running_sim
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# sessions shared by the tests: on one worker of the slow tier (--dist loadgroup)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("compare_trials")]
 LOAD = ("--concurrency", "4,8", "--step-duration", "3", "--warmup", "1",
         "--output-tokens", "16-48")  # fmt: skip
 

@@ -17,7 +17,8 @@ import pytest
 
 from tests.conftest import REPO, infmon_cmd, running_sim
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# three runs shared by the tests: on one worker of the slow tier (--dist loadgroup)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("method_flow")]
 LOAD = ("--concurrency", "1,16", "--step-duration", "4", "--warmup", "1", "--output-tokens", "64")
 RULE = "tok/s<-5%,ttft_p90>+50%"
 

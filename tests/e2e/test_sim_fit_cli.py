@@ -14,7 +14,8 @@ from infmon.sim.costmodel import PARAMS
 from infmon.sim.fit import fit
 from tests.conftest import REPO, infmon_cmd, running_sim
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a 4-level bench, then fits: ~45 s
+# a 4-level bench, then fits (~45 s), shared by the tests: on one worker (--dist loadgroup)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("sim_fit_cli")]
 
 
 def run(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:

@@ -15,9 +15,9 @@ from infmon.sim.forecast import forecast, holdout
 from infmon.sim.levels import Shape, measure
 from infmon.sim.scenarios import SCENARIOS, build_config
 
-pytestmark = (
-    pytest.mark.slow
-)  # the fit replays the scheduler ~200k steps: ~40 s: CI's slow tier runs it
+# the fit replays the scheduler ~200k steps (~100 s on CI): CI's slow tier runs it, the
+# module's tests on one worker (--dist loadgroup) so that the fit is made once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sim_fit")]
 
 OUTPUT = 64
 PROMPTS = (128, 1024)

@@ -15,9 +15,9 @@ from infmon.sim.levels import Shape, measure
 from infmon.sim.scenarios import SCENARIOS, build_config
 from infmon.sim.spec_fit import break_even
 
-pytestmark = (
-    pytest.mark.slow
-)  # a baseline and a spec session replayed and fitted: ~25 s: CI's slow tier runs it
+# a baseline and a spec session replayed and fitted (~80 s on CI): CI's slow tier runs it, the
+# module's tests on one worker (--dist loadgroup) so that the fit is made once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("sim_spec_fit")]
 
 PROMPT, OUTPUT = 128, 64
 
