@@ -136,9 +136,19 @@ class ServerTimed:
     prefill_mean_s: float  # scheduled → first token (the step that prefilled it)
 
 
-def _per_step(
-    session_dir: Path, timed: bool
-) -> tuple[dict[int, ServerTimed], dict[int, float], int]:
+@dataclass(frozen=True, slots=True)
+class StepFacts:
+    """What the fit reads from a session's requests, beside its report's steps."""
+
+    timed: dict[int, ServerTimed]
+    """Per step: the server's own timings (only steps that carried them)."""
+    waves: dict[int, float]
+    """Per step: the closed loop's wave size (requests sent together)."""
+    output_spread: int
+    """The session's output lengths' half-range in tokens (0: every output alike)."""
+
+
+def _step_facts(session_dir: Path, timed: bool) -> StepFacts:
     """Per step, from its measured requests: the server's own per-request figures when
     ``timed`` (vLLM ``--enable-per-request-metrics``; the anatomy's ``split_columns``): TTFT =
     queued → first token, TPOT = its mean inter-token time; steps where under ``SERVER_SHARE``
@@ -172,7 +182,7 @@ def _per_step(
                     float(split.prefill.mean() / 1e3),
                 )
     done = np.concatenate(lengths) if lengths else np.zeros(0)
-    return out, waves, output_spread(done, float(done.mean()) if len(done) else 0.0)
+    return StepFacts(out, waves, output_spread(done, float(done.mean()) if len(done) else 0.0))
 
 
 def _client_step(session: str, st: Mapping[str, Any]) -> tuple[int, Observation] | None:
@@ -222,7 +232,7 @@ def read_session(
         raise CliError(f"{session_dir}: not a session directory")
     try:
         doc = build_summary(session_dir)
-        timed, waves, spread = _per_step(session_dir, targets != "client")
+        facts = _step_facts(session_dir, targets != "client")
     except JournalReadError as exc:
         raise CliError(str(exc)) from None
     name = Path(session_dir).name
@@ -235,7 +245,7 @@ def read_session(
         for st in doc["steps"]
         if not st.get("client_late") and (row := _client_step(name, st)) is not None
     ]
-    server = bool(steps) and all(step in timed for step, _ in steps)
+    server = bool(steps) and all(step in facts.timed for step, _ in steps)
     if targets in ("server", "both") and not server:
         raise CliError(
             f"{session_dir}: --targets {targets}, but not every step carries the server's "
@@ -243,7 +253,7 @@ def read_session(
         )
     out = []
     for step, seen in steps:
-        srv = timed[step] if server else None
+        srv = facts.timed[step] if server else None
         o = seen
         if srv is not None and targets == "server":
             o = replace(
@@ -266,8 +276,8 @@ def read_session(
                 o,
                 speculative_k=len(acceptance),
                 acceptance=acceptance,
-                arrival_wave=waves.get(step, math.nan),
-                output_spread=spread,
+                arrival_wave=facts.waves.get(step, math.nan),
+                output_spread=facts.output_spread,
             )
         )
     return out, dict(doc["server"])
