@@ -178,6 +178,10 @@ def render_text(snap: ServerSnapshot) -> str:
             f"p90 {seconds(st.p90)}  p99 {seconds(st.p99)}"
         )
     lines += _p50_caveats(snap)
+    if snap.api_server_cpu_s_total is not None:  # the process that answered: its CPU so far
+        cores = snap.api_server_cpu_cores
+        now = DASH if cores is None else f"{cores:.2f} cores over the window"
+        lines.append(f"API server CPU {snap.api_server_cpu_s_total:,.1f} s ({now})")
     if snap.spec_decode:
         sd = snap.spec_decode
         length = DASH if sd.mean_acceptance_length is None else f"{sd.mean_acceptance_length:.2f}"

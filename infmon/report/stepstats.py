@@ -79,6 +79,7 @@ def knee_point(step: StepEntry) -> KneePoint | None:
         number(ev.get("waiting_p50")),
         number(ev.get("kv_usage_max")),
         number(ev.get("preemptions")),
+        number(ev.get("api_server_cpu_cores")),
     )
 
 

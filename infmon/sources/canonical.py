@@ -55,6 +55,22 @@ class Readings:
     """The backend the page's own names point to (``--backend`` may have forced another)."""
     labelled: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     lora: LoraState | None = None
+    api_cpu_s: float | None = None
+    """``process_cpu_seconds_total``: the CPU seconds of the process that answered the page."""
+
+
+API_CPU = "process_cpu_seconds_total"
+"""prometheus_client's process collector: the CPU time of the process that served the page, which
+for vLLM and SGLang is the API server (HTTP, tokenising, detokenising, streaming every token),
+not the engine core's process; the simulator's is its own. Read only unlabelled (one process),
+and kept out of ``counters``, whose label groups are the engines."""
+
+
+def _process_cpu(page: Page) -> float | None:
+    for s in page.get(API_CPU):
+        if not s.labels and 0.0 <= s.value < math.inf:
+            return s.value
+    return None
 
 
 def _first(page: Page, names: Sequence[str]) -> tuple[Sample, ...]:
@@ -231,6 +247,7 @@ def read_page(
         detected=found.name if found else None,
         labelled=read_labelled(page, table),
         lora=read_lora(page, table.lora_info) if table.lora_info else None,
+        api_cpu_s=_process_cpu(page),
     )
 
 
@@ -291,6 +308,15 @@ class _Window:
         if h is None or self.prev is None:
             return h
         return delta(self.prev.hists.get(concept), h)[0]
+
+
+def _cpu_cores(w: _Window) -> float | None:
+    """The API server's CPU over the window in cores (1.0: one core busy all the time); None
+    without two pages, or across a restart of its process (the counter went down)."""
+    now, before = w.cur.api_cpu_s, w.prev.api_cpu_s if w.prev is not None else None
+    if now is None or before is None or not w.window_s or now < before:
+        return None
+    return (now - before) / w.window_s
 
 
 def _kv_usage(r: Readings) -> float | None:
@@ -445,6 +471,8 @@ def snapshot_from(
         prefix_cache_queries_total=queries_total,
         preemptions_total=w.total("preemptions"),
         preemptions_per_s=w.rate("preemptions"),
+        api_server_cpu_s_total=cur.api_cpu_s,
+        api_server_cpu_cores=_cpu_cores(w),
         prompt_tokens_total=w.total("prompt_tokens"),
         generation_tokens_total=w.total("generation_tokens"),
         prompt_tokens_per_s=w.rate("prompt_tokens"),

@@ -98,6 +98,13 @@ def test_bench_concurrency_steps(vllm: rs.Server, tmp_path: Path) -> None:
     )
     assert finished >= completed and generated >= 32 * completed, (finished, generated, completed)
 
+    # vLLM's API server (the process answering /metrics) streamed more tokens at c=16 than at
+    # c=1, and spent more of its CPU doing it (its process_cpu_seconds_total over each step).
+    cpu = [(s.get("server_evidence") or {}).get("api_server_cpu_cores") for s in steps]
+    print("  API server CPU by step (cores): " + ", ".join(f"{c}" for c in cpu))
+    assert all(c is not None and 0 < c < (os.cpu_count() or 1) for c in cpu), cpu
+    assert cpu[2] > cpu[0], cpu
+
     # A session was recorded (one journal line per request at least) and reports are written from it.
     assert (session / "journal.sqlite").is_file(), (
         f"no journal in {session}: {sorted(p.name for p in session.iterdir())}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,29 @@ def test_metric_parity_with_sim(vllm: rs.Server) -> None:
     with running_sim("--scenario", "baseline", "--seed", "1") as sim_url:
         sim_page = get_text(sim_url + "/metrics")
     check_parity(real_page, sim_page, CONCEPT_FAMILIES)
+
+
+def _process_cpu_s(pid: int) -> float:
+    """utime + stime of ``pid`` (all its threads, not its children), from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_the_api_server_cpu_is_the_serving_processs_own(vllm: rs.Server, tmp_path: Path) -> None:
+    """``api_server_cpu_s_total`` is the CPU time of the process that answered ``/metrics``:
+    vLLM's API server, the ``vllm serve`` process itself (its engine core is a child, whose
+    CPU is not in it). Read between two readings of that process's own counters in ``/proc``,
+    with two scrapes' worth of its work between them."""
+    for i in range(3):
+        complete(vllm.url, f"def api_{i}(x):", max_tokens=16)
+    before = _process_cpu_s(vllm.pid)
+    proc = infmon("scrape", vllm.url, "--json", "--interval", "1", cwd=tmp_path)  # two pages
+    after = _process_cpu_s(vllm.pid)
+    assert proc.returncode == 0, explain(proc)
+    data = json.loads(proc.stdout)
+    got = data["api_server_cpu_s_total"]
+    print(f"\nAPI server CPU: /proc {before:.2f}-{after:.2f} s, scraped {got:.2f} s, "
+          f"{data['api_server_cpu_cores']} cores over the window")  # fmt: skip
+    assert before - 0.02 <= got <= after + 0.02
+    cores = data["api_server_cpu_cores"]
+    assert cores is not None and 0.0 <= cores < (os.cpu_count() or 1)

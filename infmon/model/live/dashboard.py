@@ -174,6 +174,8 @@ class ServerView:
     prefill_s: float = NAN
     decode_s: float = NAN
     generation_tokens_per_s: float = NAN
+    api_cpu_cores: float = NAN
+    """The API server's process CPU over the last window, in cores (nan: not published)."""
     kv_series: tuple[float, ...] = ()
     spec: SpecView | None = None
     rows: tuple[EndpointRow, ...] = ()

@@ -84,6 +84,7 @@ def server_view_from(snap: ServerSnapshot, tokens_per_seq: float = NAN) -> Serve
         prefill_s=_mean(snap, "prefill"),
         decode_s=_mean(snap, "decode"),
         generation_tokens_per_s=_f(snap.generation_tokens_per_s),
+        api_cpu_cores=_f(snap.api_server_cpu_cores),
         spec=spec_view_from(snap.spec_decode),
         rows=endpoint_rows(snap.engines),
         detail=detail_view(snap.detail, snap.waiting),

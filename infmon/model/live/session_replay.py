@@ -68,6 +68,8 @@ def snapshot_of(t: float, d: Mapping[str, Any]) -> ServerSnapshot:
         prefix_cache_queries_total=num("prefix_cache_queries_total"),
         preemptions_total=num("preemptions_total"),
         preemptions_per_s=num("preemptions_per_s"),
+        api_server_cpu_s_total=num("api_server_cpu_s_total"),
+        api_server_cpu_cores=num("api_server_cpu_cores"),
         prompt_tokens_total=num("prompt_tokens_total"),
         generation_tokens_total=num("generation_tokens_total"),
         prompt_tokens_per_s=num("prompt_tokens_per_s"),

@@ -136,6 +136,8 @@ class ServerSnapshotDict(ServerDetailDict):
     prefix_cache_queries_total: float | None
     preemptions_total: float | None
     preemptions_per_s: float | None
+    api_server_cpu_s_total: float | None
+    api_server_cpu_cores: float | None
     prompt_tokens_total: float | None
     generation_tokens_total: float | None
     prompt_tokens_per_s: float | None
@@ -461,6 +463,13 @@ class ServerSnapshot:
     prefix_cache_queries_total: float | None = None
     preemptions_total: float | None = None
     preemptions_per_s: float | None = None
+    api_server_cpu_s_total: float | None = None
+    """CPU seconds of the process that answered ``/metrics`` (``process_cpu_seconds_total``):
+    vLLM's and SGLang's API server, which parses, tokenises, detokenises and streams every
+    token in one Python process apart from the engine core's."""
+    api_server_cpu_cores: float | None = None
+    """That process's CPU over the window, in cores: near 1.0 its one event loop is the limit
+    (vLLM's ``--api-server-count`` runs more of them)."""
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
     prompt_tokens_per_s: float | None = None
@@ -534,6 +543,8 @@ class ServerSnapshot:
             "prefix_cache_queries_total": self.prefix_cache_queries_total,
             "preemptions_total": self.preemptions_total,
             "preemptions_per_s": self.preemptions_per_s,
+            "api_server_cpu_s_total": self.api_server_cpu_s_total,
+            "api_server_cpu_cores": self.api_server_cpu_cores,
             "prompt_tokens_total": self.prompt_tokens_total,
             "generation_tokens_total": self.generation_tokens_total,
             "prompt_tokens_per_s": self.prompt_tokens_per_s,

@@ -28,6 +28,7 @@ class ServerEvidenceInfo(TypedDict, total=False):
     kv_usage_max: float | None
     preemptions: float | None
     generation_tokens_per_s: float | None
+    api_server_cpu_cores: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class ServerSample:
     preemptions_total: float = NAN
     generation_tokens_total: float = NAN
     restarted: bool = False
+    api_server_cpu_s: float = NAN
 
     @classmethod
     def of(cls, snap: ServerSnapshot) -> ServerSample | None:
@@ -54,6 +56,7 @@ class ServerSample:
             _f(snap.preemptions_total),
             _f(snap.generation_tokens_total),
             bool(snap.server_restarted),
+            _f(snap.api_server_cpu_s_total),
         )
 
     @classmethod
@@ -69,6 +72,7 @@ class ServerSample:
             _f(d.get("preemptions_total")),
             _f(d.get("generation_tokens_total")),
             bool(d.get("server_restarted", False)),
+            _f(d.get("api_server_cpu_s_total")),
         )
 
 
@@ -89,6 +93,8 @@ class ServerEvidence:
     """Preemptions counted during the step (nan when unknown or across a restart)."""
     generation_tokens_per_s: float = NAN
     """The server's generation counter over the step's first to last scrape."""
+    api_server_cpu_cores: float = NAN
+    """The API server's process CPU over the same span, in cores (nan: not published)."""
 
     def to_dict(self) -> ServerEvidenceInfo:
         def j(x: float) -> float | None:
@@ -102,6 +108,7 @@ class ServerEvidence:
             "kv_usage_max": j(self.kv_usage_max),
             "preemptions": j(self.preemptions),
             "generation_tokens_per_s": j(self.generation_tokens_per_s),
+            "api_server_cpu_cores": j(self.api_server_cpu_cores),
         }
 
     @classmethod
@@ -115,6 +122,7 @@ class ServerEvidence:
             "kv_usage_max",
             "preemptions",
             "generation_tokens_per_s",
+            "api_server_cpu_cores",
         )
         return cls(int(d["samples"]), *(_f(d.get(k)) for k in keys))
 
@@ -137,11 +145,11 @@ def evidence_of(samples: Iterable[ServerSample]) -> ServerEvidence | None:
         return None
     restarted = any(x.restarted for x in s[1:])
     first, last = s[0], s[-1]
-    gen = NAN
+    gen = cpu = NAN
     span = last.t - first.t
     if not restarted and span > 0:
-        d = _delta(first.generation_tokens_total, last.generation_tokens_total)
-        gen = d / span if not math.isnan(d) else NAN
+        gen = _delta(first.generation_tokens_total, last.generation_tokens_total) / span
+        cpu = _delta(first.api_server_cpu_s, last.api_server_cpu_s) / span
     running = [x.running for x in s]
     return ServerEvidence(
         samples=len(s),
@@ -151,4 +159,5 @@ def evidence_of(samples: Iterable[ServerSample]) -> ServerEvidence | None:
         kv_usage_max=max((x.kv_usage for x in s if not math.isnan(x.kv_usage)), default=NAN),
         preemptions=NAN if restarted else _delta(first.preemptions_total, last.preemptions_total),
         generation_tokens_per_s=gen,
+        api_server_cpu_cores=cpu,
     )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infmon.model.base.units import latency_text
 
@@ -37,6 +37,11 @@ running count stopped where max_num_seqs or the KV cache lets it)."""
 QUEUE_FRACTION = 0.05
 """A queue longer than this fraction of the running count (and than one) is real queueing."""
 KV_FULL = 0.95
+API_CPU_BUSY = 0.85
+"""The API server's process at this many cores or more (``process_cpu_seconds_total``) past the
+knee: its one Python event loop, which streams every token of every request, is near its limit,
+and may be what flattened throughput rather than the engine (vLLM's ``--api-server-count`` runs
+more of them). Said beside the knee's reason; it does not place the knee."""
 
 NAN = math.nan
 
@@ -53,6 +58,8 @@ class KneePoint:
     waiting: float = NAN
     kv_max: float = NAN
     preemptions: float = NAN
+    api_cpu: float = NAN
+    """The API server's process CPU over the step, in cores (nan: not published)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +153,24 @@ def find_knee(points: Sequence[KneePoint | None]) -> Knee | None:
 
 
 def knee_of_points(pts: list[KneePoint]) -> Knee | None:
-    """The knee of points already one per concurrency, by concurrency (``points_of``)."""
+    """The knee of points already one per concurrency, by concurrency (``points_of``), with
+    the API server's CPU said beside its reason when it was busy past it (``API_CPU_BUSY``)."""
+    knee = _knee(pts)
+    if knee is None:
+        return None
+    busy = [p for p in pts if p.concurrency > knee.concurrency and p.api_cpu >= API_CPU_BUSY]
+    if not busy:
+        return knee
+    p = busy[0]
+    note = (
+        f"; the API server's process used {p.api_cpu:.2f} cores at c={p.concurrency:g} (it "
+        "streams every token in one Python process: it may be the limit, not the engine; "
+        "vLLM's --api-server-count runs more)"
+    )
+    return replace(knee, reason=knee.reason + note)
+
+
+def _knee(pts: list[KneePoint]) -> Knee | None:
     by_tput, by_server = _throughput_knee(pts), _server_knee(pts)
     if by_server is None:
         return by_tput

@@ -102,6 +102,7 @@ class StepResult:
             ev.waiting_p50 if ev else NAN,
             ev.kv_usage_max if ev else NAN,
             ev.preemptions if ev else NAN,
+            ev.api_server_cpu_cores if ev else NAN,
         )
 
     @property

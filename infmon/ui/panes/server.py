@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 
 from infmon.model.live.dashboard import EndpointRow, ServerView
+from infmon.model.steps.knee import API_CPU_BUSY
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 
@@ -49,6 +50,7 @@ class ServerPane(Pane):
             f.pct(s.prefix_hit_rate),
             "\n",
             *_phases(s, muted),
+            *self._api_cpu(s, muted),
             *_detail(s, muted),
             no_wrap=True,
             overflow="ellipsis",
@@ -60,6 +62,19 @@ class ServerPane(Pane):
         if s.rows and self.app.size.width >= ROWS_FROM_COLUMNS:
             text.append_text(self._rows(s.rows))
         return text
+
+    def _api_cpu(self, s: ServerView, muted: str) -> list[tuple[str, str] | str]:
+        """``API server CPU 0.42 cores`` when the server publishes its process CPU; in the
+        warning style from ``API_CPU_BUSY`` (its one event loop near its limit)."""
+        if f.missing(s.api_cpu_cores):
+            return []
+        busy = s.api_cpu_cores >= API_CPU_BUSY
+        value = f"{s.api_cpu_cores:.2f} cores"
+        return [
+            "\n",
+            ("API server CPU ", muted),
+            (value, self.style("warning", True) if busy else ""),
+        ]
 
     def _rows(self, rows: tuple[EndpointRow, ...]) -> Text:
         """One line per endpoint/pod: running, waiting, KV %, generation tok/s; in a
