@@ -405,13 +405,14 @@ class _State:
     def improve(self, prior: np.ndarray, tol: float = 1e-5) -> bool:
         """One step; False when no step lowers the objective by more than ``tol``."""
         target = self._nnls(prior)
+        kept = self.values, self.a, self.vecs, self.obj
         for t in (1.0, 0.5, 0.25, 0.125, 0.0625):
-            cand = self.values + t * (target - self.values)
-            old_values, old_obj = self.values, self.obj
-            self._set(cand)
-            if self.obj < old_obj * (1 - tol) - 1e-15:
+            self._set(kept[0] + t * (target - kept[0]))
+            if self.obj < kept[3] * (1 - tol) - 1e-15:
                 return True
-            self._set(old_values)
+        # the design of the values kept, as replayed before (a replay depends on the values
+        # and the form alone, so replaying them again would give the same rows)
+        self.values, self.a, self.vecs, self.obj = kept
         self.cost = _cost(
             self.base, self.obs, self.values, self.cov, self.scale, self._fitted(), self.form
         )
