@@ -125,3 +125,38 @@ def test_fp8_weights_shrink_the_memory_bound_step_and_its_variance():
     assert saved == pytest.approx(7.5e-3, rel=0.1)  # decode steps are memory-bound here
     assert after.output_tok_s.value > before.output_tok_s.value
     assert before.outside == ()
+
+
+@pytest.mark.parametrize("growth", ["line", "rate"])
+@pytest.mark.parametrize("seq_exponent", [1.0, 0.6])
+def test_a_steps_time_is_its_cost_vector_times_the_values(growth, seq_exponent):
+    """``step_time_s`` (the engine's clock under a fitted cost) and ``features @ values`` (the
+    fit's derivatives) are one figure, computed apart for speed: on both sides of the roofline,
+    with drafting, in both forms, at a bent exponent."""
+    from dataclasses import replace
+
+    from infmon.sim.costmodel import features, step_time_s
+    from infmon.sim.roofline import PassLoad, StepLoad
+
+    vals = VALUES | {"attn_pair_s": 1e-9, "draft_pass_s": 2e-3, "draft_seq_s": 5e-5}
+    c = replace(
+        cost(), values=tuple(vals.get(n, 0.0) for n in PARAMS), growth=growth,
+        seq_exponent=seq_exponent,
+    )  # fmt: skip
+    steps = [
+        StepLoad(PassLoad(2048, 1, 2048, 2048 * 1024.0), 1, prefill_tokens=2048),  # computes
+        StepLoad(PassLoad(8, 8, 8 * 1024, 8 * 1024.0), 8),  # reads memory
+        StepLoad(PassLoad(4 * 5, 4 * 5, 4 * 900, 4 * 5 * 900.0), 4, 4, 4 * 900),  # drafts
+        StepLoad(PassLoad(0, 0, 0, 0.0), 0),
+    ]
+    for step in steps:
+        for k in (0, 4):
+            phi = features(c.vector, step, k, seq_exponent=seq_exponent, rate=growth == "rate")
+            assert step_time_s(c, step, k) == pytest.approx(float(phi @ c.vector), rel=1e-12)
+    assert step_time_s(c, steps[0], 0) > 2048 * vals["compute_token_s"]
+    drafting = step_time_s(c, steps[2], 4) - step_time_s(c, steps[2], 0)
+    pays = 4 * (vals["draft_pass_s"] + 4 * vals["draft_seq_s"])
+    if growth == "line":
+        assert drafting == pytest.approx(pays, rel=1e-12)
+    else:  # a longer step streams its sequences more slowly: seq_s's share shrinks
+        assert 0 < drafting < pays
