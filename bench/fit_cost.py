@@ -54,13 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("sweeps", nargs="*", default=["jittered-vllm"], help="session dirs or fixtures")
     args = p.parse_args(argv)
 
-    from infmon.commands.simfit import base_config, read_session
+    from infmon.commands.simfit_read import base_config, read_session
 
-    limits = argparse.Namespace(max_num_seqs=None, max_num_batched_tokens=None)
     for src in args.sweeps:
         with tempfile.TemporaryDirectory() as tmp:
             obs, server = read_session(session_dir(src, Path(tmp)), "auto", [])
-        base = base_config([server], limits)
+        base = base_config([server])
         obs = [o for o in obs if o.concurrency in FITTED]
         t0 = time.process_time()
         result = fit.fit(base, obs)

@@ -152,7 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
 
-    from infmon.commands.simfit import base_config, carried_growth, read_session
+    from infmon.commands.simfit import carried_growth
+    from infmon.commands.simfit_read import base_config, read_session
 
     obs, server = read_session(args.session)
     held = sorted(int(x) for x in args.holdout.split(","))
@@ -170,8 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line)
     if args.fits > 0:
         picked = random.Random(args.seed).sample(everything, min(args.fits, len(everything)))
-        limits = argparse.Namespace(max_num_seqs=None, max_num_batched_tokens=None)
-        base = base_config([server], limits)  # the recorded server's own
+        base = base_config([server])  # the recorded server's own
         carried = carried_growth(args.shape_from)
         how = f", the growth's shape {carried.source}" if carried else ""
         reach = judge(obs, picked, held, fitted(base, held, carried), args.tolerance,

@@ -97,7 +97,7 @@ def join_steps(session: Path, by_core: dict[int, list[tuple[float, float]]]) -> 
     """Each step of the session beside the probes inside its measured time, and r."""
     import json
 
-    from infmon.commands.simfit import read_session
+    from infmon.commands.simfit_read import read_session
 
     doc = json.loads((session / "report.json").read_text())
     t0 = float(doc["session"]["started_wall_s"])

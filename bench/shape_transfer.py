@@ -72,10 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-carry", action="store_true", help="the line and the rate form only")
     args = p.parse_args(argv)
 
-    from infmon.commands.simfit import base_config, read_session
+    from infmon.commands.simfit_read import base_config, read_session
     from infmon.sim.fit import growth_shape
 
-    limits = argparse.Namespace(max_num_seqs=None, max_num_batched_tokens=None)
     with tempfile.TemporaryDirectory() as tmp:
         data = {}
         for src in args.sweeps:
@@ -83,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name = Path(src).name.split(".")[0]
             if name in data:  # two session dirs of one name: told apart by their paths
                 name = src
-            data[name] = (obs, base_config([server], limits))
+            data[name] = (obs, base_config([server]))
     shapes = {name: growth_shape(obs) for name, (obs, _) in data.items()}
     head = "  ".join(f"c={c} {label}" for c in HELD for _, label, *_ in FIGURES)
     print(f"forecast ÷ the rounds' mean, fitted at c = 1, 2, 4 ({head}); ±{args.tolerance:.0%}")

@@ -1,9 +1,7 @@
-"""`infmon sim --fit SESSION_DIR…`: read recorded sessions into plain observations, fit the
-simulator's step costs to them (``infmon.sim.fit``), print the residuals, write the profile;
-and `--predict --fitted FILE`: what-ifs on that server with error bands.
-
-The simulator stands alone (it imports no other infmon package), so reading a session (its
-report document) into typed observations happens here, on the commands side.
+"""`infmon sim --fit SESSION_DIR…`: read recorded sessions into plain observations
+(``infmon.commands.simfit_read``), fit the simulator's step costs to them (``infmon.sim.fit``),
+print the residuals, write the profile; and `--predict --fitted FILE`: what-ifs on that server
+with error bands.
 """
 
 from __future__ import annotations
@@ -11,16 +9,19 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infmon.commands import CliError
+from infmon.commands.simfit_read import base_config, read_session
 
 if TYPE_CHECKING:
     from infmon.sim.costmodel import FittedCost
-    from infmon.sim.fit import Growth, Observation
-    from infmon.sim.forecast import HeldOut
+    from infmon.sim.fit import FitResult, Growth, Observation
+    from infmon.sim.forecast import Forecast, HeldOut
+    from infmon.sim.levels import Shape
+    from infmon.sim.roofline import EngineConfig
     from infmon.sim.rounds import HeldLevel, Rounds
 
 DEFAULT_PROFILE = "sim-profile.toml"
@@ -98,209 +99,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# -- sessions into observations -------------------------------------------------------------
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
-
-
-def _acceptance(session_dir: Path) -> tuple[float, ...]:
-    """Mean per-position acceptance over the session's scrapes (vLLM's per-position counters)."""
-    from infmon.journal.reader import SessionReader
-
-    rows: list[list[float]] = []
-    with SessionReader(session_dir) as reader:
-        for line in reader.iter_scrapes():
-            spec = (line.get("snap") or {}).get("spec_decode") or {}
-            per_pos = [v for v in spec.get("acceptance_per_position") or [] if _num(v) is not None]
-            if per_pos:
-                rows.append([float(v) for v in per_pos])
-    if not rows:
-        return ()
-    k = max(len(r) for r in rows)
-    rows = [r for r in rows if len(r) == k]
-    return tuple(sum(r[i] for r in rows) / len(rows) for i in range(k))
-
-
-SERVER_SHARE = 0.9
-"""A step's TTFT and TPOT come from the server's per-request timings only when at least this
-share of its measured requests carried them (the rest: a server without the flag, an error)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerTimed:
-    """One step's TTFT and TPOT as the server timed its requests (seconds)."""
-
-    ttft_mean_s: float
-    ttft_p50_s: float
-    tpot_mean_s: float
-    prefill_mean_s: float  # scheduled → first token (the step that prefilled it)
-
-
-@dataclass(frozen=True, slots=True)
-class StepFacts:
-    """What the fit reads from a session's requests, beside its report's steps."""
-
-    timed: dict[int, ServerTimed]
-    """Per step: the server's own timings (only steps that carried them)."""
-    waves: dict[int, float]
-    """Per step: the closed loop's wave size (requests sent together)."""
-    output_spread: int
-    """The session's output lengths' half-range in tokens (0: every output alike)."""
-
-
-def _step_facts(session_dir: Path, timed: bool) -> StepFacts:
-    """Per step, from its measured requests: the server's own per-request figures when
-    ``timed`` (vLLM ``--enable-per-request-metrics``; the anatomy's ``split_columns``): TTFT =
-    queued → first token, TPOT = its mean inter-token time; steps where under ``SERVER_SHARE``
-    of the measured requests carried them are left out. And the closed loop's wave size
-    (``infmon.model.records.waves``); with them, the spread of the session's output lengths
-    (one workload for every step: read over all of them, so rounds of a level replay alike)."""
-    import numpy as np
-
-    from infmon.journal.reader import SessionReader
-    from infmon.model.records.anatomy import split_columns
-    from infmon.model.records.waves import step_wave
-    from infmon.sim.levels import output_spread
-
-    out, waves, lengths = {}, {}, []
-    with SessionReader(session_dir) as reader:
-        for step, cols in reader.iter_step_columns():
-            measured = cols.take(~cols.warmup)
-            waves[step] = step_wave(measured)
-            n = measured.output_token_count
-            lengths.append(n[(measured.error_code == 0) & (n >= 1)])
-            if not timed:
-                continue
-            split = split_columns(measured)
-            firsts = (split.queue + split.prefill) / 1e3
-            pers = split.server_itl[~np.isnan(split.server_itl)] / 1e3  # 1-token outputs: none
-            if len(firsts) >= SERVER_SHARE * (len(firsts) + split.without) and len(pers) >= 2:
-                out[step] = ServerTimed(
-                    float(firsts.mean()),
-                    float(np.median(firsts)),
-                    float(pers.mean()),
-                    float(split.prefill.mean() / 1e3),
-                )
-    done = np.concatenate(lengths) if lengths else np.zeros(0)
-    return StepFacts(out, waves, output_spread(done, float(done.mean()) if len(done) else 0.0))
-
-
-def _client_step(session: str, st: Mapping[str, Any]) -> tuple[int, Observation] | None:
-    """One closed-loop step of a report document as the client measured it (None: not one)."""
-    from infmon.sim.fit import Observation
-
-    c, done = st.get("concurrency"), st.get("completed") or 0
-    prompt, output = _num(st.get("prompt_tokens")), _num(st.get("output_tokens"))
-    ttft_ms = st.get("ttft_ms") or {}
-    tpot, ttft = _num((st.get("tpot_ms") or {}).get("mean")), _num(ttft_ms.get("mean"))
-    p50, tok_s = _num(ttft_ms.get("p50")), _num(st.get("output_throughput_tok_s"))
-    if (
-        not c
-        or done < 2
-        or prompt is None
-        or output is None
-        or tpot is None
-        or ttft is None
-        or tok_s is None
-    ):
-        return None
-    obs = Observation(
-        session=session,
-        concurrency=int(c),
-        prompt_tokens=prompt / done,
-        output_tokens=output / done,
-        tpot_s=tpot / 1e3,
-        ttft_s=ttft / 1e3,
-        output_tok_s=tok_s,
-        ttft_p50_s=p50 / 1e3 if p50 is not None else math.nan,
-    )
-    return int(st.get("step") or 0), obs
-
-
-def read_session(
-    session_dir: Path, targets: str = "auto", left_out: list[str] | None = None
-) -> tuple[list[Observation], dict[str, Any]]:
-    """The session's closed-loop steps as observations, and its server config. ``targets``:
-    whose TTFT and TPOT (``auto``: the server's when every step carries them, else the
-    client's; ``server``: a step without them is an error). A step the client self-check
-    flagged (timestamps late: a starved client) is left out and named in ``left_out``: its
-    figures are the client's own waits, and its load what a starved client could send."""
-    from infmon.journal import JournalReadError, is_session_dir
-    from infmon.report import build_summary
-
-    if not is_session_dir(session_dir):
-        raise CliError(f"{session_dir}: not a session directory")
-    try:
-        doc = build_summary(session_dir)
-        facts = _step_facts(session_dir, targets != "client")
-    except JournalReadError as exc:
-        raise CliError(str(exc)) from None
-    name = Path(session_dir).name
-    acceptance = _acceptance(session_dir)
-    late = [st for st in doc["steps"] if st.get("client_late")]
-    if left_out is not None:
-        left_out += [f"step {st.get('step')} (c={st.get('concurrency')})" for st in late]
-    steps = [
-        row
-        for st in doc["steps"]
-        if not st.get("client_late") and (row := _client_step(name, st)) is not None
-    ]
-    server = bool(steps) and all(step in facts.timed for step, _ in steps)
-    if targets in ("server", "both") and not server:
-        raise CliError(
-            f"{session_dir}: --targets {targets}, but not every step carries the server's "
-            "per-request timings (start vLLM with --enable-per-request-metrics)"
-        )
-    out = []
-    for step, seen in steps:
-        srv = facts.timed[step] if server else None
-        o = seen
-        if srv is not None and targets == "server":
-            o = replace(
-                seen,
-                tpot_s=srv.tpot_mean_s,
-                ttft_s=srv.ttft_mean_s,
-                ttft_p50_s=srv.ttft_p50_s,
-                source="server",
-            )
-        elif srv is not None:  # both: the client's, and the engine's under them
-            o = replace(
-                seen,
-                server_tpot_s=srv.tpot_mean_s,
-                server_ttft_s=srv.ttft_mean_s,
-                server_prefill_s=srv.prefill_mean_s,
-                source="both",
-            )
-        out.append(
-            replace(
-                o,
-                speculative_k=len(acceptance),
-                acceptance=acceptance,
-                arrival_wave=facts.waves.get(step, math.nan),
-                output_spread=facts.output_spread,
-            )
-        )
-    return out, dict(doc["server"])
-
-
-def base_config(servers: list[dict[str, Any]], args: argparse.Namespace) -> Any:
-    """The fitted server's limits: KV blocks from ``cache_config_info``, the rest from flags."""
-    from infmon.sim.scenarios import SCENARIOS, build_config
-
-    blocks = next((s["kv_num_gpu_blocks"] for s in servers if s.get("kv_num_gpu_blocks")), None)
-    block = next((s["kv_block_size_tokens"] for s in servers if s.get("kv_block_size_tokens")), 16)
-    max_len = next((s["max_model_len"] for s in servers if s.get("max_model_len")), 32768)
-    cfg = build_config(SCENARIOS["baseline"], max_model_len=int(max_len))
-    return replace(
-        cfg,
-        num_gpu_blocks=int(blocks) if blocks else None,
-        block_size=int(block),
-        max_num_seqs=args.max_num_seqs or cfg.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens or cfg.max_num_batched_tokens,
-        enable_prefix_caching=False,
-    )
-
-
 def _levels(text: str | None) -> set[int]:
     if not text:
         return set()
@@ -329,7 +127,7 @@ def run_fit(args: argparse.Namespace) -> int:
         servers.append(server)
     if not obs:
         raise CliError("no closed-loop steps with TPOT, TTFT and tokens/s in these sessions")
-    base = base_config(servers, args)
+    base = base_config(servers, args.max_num_seqs, args.max_num_batched_tokens)
     held = _levels(args.holdout)
     carried = carried_growth(args.shape_from)
     rate = {"auto": None, "rate": True, "line": False}[args.growth]
@@ -398,7 +196,7 @@ def render_growth(c: FittedCost) -> list[str]:
     ]
 
 
-def render_fit(result: Any) -> list[str]:
+def render_fit(result: FitResult) -> list[str]:
     from infmon.sim.costmodel import PARAMS, describe
     from infmon.sim.fit import SERIAL_MARGIN
 
@@ -493,7 +291,7 @@ RESIDUAL_COLUMNS = (
 """The residual table's columns: figure, header, scale."""
 
 
-def render_holdout(left: list[Any]) -> list[str]:
+def render_holdout(left: list[HeldOut]) -> list[str]:
     if not left:
         return []
     lines = ["held out (forecast from the other levels; error and whether inside the 95% band):"]
@@ -627,7 +425,7 @@ def render_held_rounds(held: list[HeldLevel], label: Mapping[str, str]) -> list[
 
 
 # -- what-ifs on a fitted server ------------------------------------------------------------
-def fitted_cost(args: argparse.Namespace) -> Any:
+def fitted_cost(args: argparse.Namespace) -> FittedCost:
     """The fitted profile with the asked what-ifs applied (weights, compute, a drafter)."""
     from infmon.sim import fitio
     from infmon.sim.profiles import ProfileError
@@ -650,7 +448,7 @@ def fitted_cost(args: argparse.Namespace) -> Any:
     return cost
 
 
-def _shape(args: argparse.Namespace, cost: Any, concurrency: int, k: int) -> Any:
+def _shape(args: argparse.Namespace, cost: FittedCost, concurrency: int, k: int) -> Shape:
     from infmon.sim.levels import Shape
     from infmon.sim.spec import expand_acceptance
 
@@ -673,7 +471,7 @@ def run_predict(args: argparse.Namespace) -> int:
         raise CliError("a drafter what-if needs --draft-cost C or a spec session in the fit")
     if k and not (args.acceptance or cost.acceptance):
         raise CliError("a drafter what-if needs --acceptance (no spec session in the fit)")
-    base = with_cost(base_config([], args), cost)
+    base = with_cost(base_config([], args.max_num_seqs, args.max_num_batched_tokens), cost)
     if args.max_num_seqs:
         base = replace(base, max_num_seqs=args.max_num_seqs)
     if args.max_num_batched_tokens:
@@ -688,7 +486,7 @@ def run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def render_forecast(f: Any) -> list[str]:
+def render_forecast(f: Forecast) -> list[str]:
     s = f.shape
     spec = f", spec k={s.speculative_k}" if s.speculative_k else ""
     spread = f" ± {s.output_spread}" if s.output_spread else ""
@@ -706,7 +504,7 @@ def render_forecast(f: Any) -> list[str]:
     return lines
 
 
-def _break_even(args: argparse.Namespace, base: Any, cost: Any, k: int) -> int:
+def _break_even(args: argparse.Namespace, base: EngineConfig, cost: FittedCost, k: int) -> int:
     from infmon.sim.spec_fit import break_even
 
     if not k:

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 
 import pytest
 
-from infmon.commands.simfit import base_config, read_session
+from infmon.commands.simfit_read import base_config, read_session
 from infmon.sim import fitio
 from infmon.sim.costmodel import PARAMS
 from infmon.sim.fit import fit
@@ -144,8 +143,7 @@ def timed_session(tmp_path_factory):
 def residuals(session_dir, targets: str) -> dict[tuple[int, str], float]:
     """The fit's relative residual per (level, figure), as `sim --fit` computes them."""
     obs, server = read_session(session_dir, targets)
-    args = argparse.Namespace(max_num_seqs=None, max_num_batched_tokens=None)
-    result = fit(base_config([server], args), obs)
+    result = fit(base_config([server]), obs)
     return {(r.observation.concurrency, r.figure): r.relative for r in result.residuals}
 
 

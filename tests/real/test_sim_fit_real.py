@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from infmon.commands.simfit import base_config, read_session
+from infmon.commands.simfit_read import base_config, read_session
 from infmon.sim import fitio
 from infmon.sim.forecast import forecast
 from tests.real.harness import explain, infmon, rs
@@ -126,11 +126,6 @@ def bench(url: str, tmp: Path, name: str, levels: str) -> Path:
     return session
 
 
-class _Args:
-    max_num_seqs = None
-    max_num_batched_tokens = None
-
-
 @pytest.fixture(scope="module")
 def vllm_timed(real_setup, server_logs: Path) -> Iterator[rs.Server]:
     """vLLM that puts its own per-request timings in each stream's usage chunk."""
@@ -160,7 +155,7 @@ def fit_and_check(session: Path, tmp: Path, *extra: str) -> list[str]:
     measured, server = read_session(session)
     measured = [o for o in measured if o.concurrency in (8, 16)]  # the levels the fit never saw
     assert sorted({o.concurrency for o in measured}) == [8, 16]
-    base = base_config([server], _Args())  # type: ignore[arg-type]
+    base = base_config([server])
     rows, misses = [], []
     for c in sorted({o.concurrency for o in measured}):
         rounds = [o for o in measured if o.concurrency == c]

@@ -11,7 +11,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from infmon.commands.simfit import read_session, render_growth
+from infmon.commands.simfit import render_growth
+from infmon.commands.simfit_read import ServerLimits, read_session
 from infmon.sim import fitio
 from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange, box_cox, features
 from infmon.sim.fit import Growth, Observation, growth_shape
@@ -139,7 +140,7 @@ def test_the_step_and_the_replay_use_the_shape() -> None:
 
 
 @pytest.fixture(scope="module")
-def steady(tmp_path_factory) -> tuple[list[Observation], dict]:
+def steady(tmp_path_factory) -> tuple[list[Observation], ServerLimits]:
     """The steadiest sweep of the same real vLLM, 4 Dec at night (``steady-vllm``)."""
     session = unpack_journal("steady-vllm", tmp_path_factory.mktemp("s") / "session")
     return read_session(session, "auto", [])
@@ -147,10 +148,9 @@ def steady(tmp_path_factory) -> tuple[list[Observation], dict]:
 
 def recorded_base(server):
     """The fitted server's limits as ``sim --fit`` reads them from a recorded session."""
-    from infmon.commands.simfit import base_config
+    from infmon.commands.simfit_read import base_config
 
-    limits = type("Limits", (), {"max_num_seqs": None, "max_num_batched_tokens": None})
-    return base_config([server], limits())
+    return base_config([server])
 
 
 def held_errors(steady, carried: Growth | None, rate: bool | None = None) -> dict[str, float]:

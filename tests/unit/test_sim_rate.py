@@ -120,7 +120,7 @@ def test_a_fit_of_levels_that_cannot_show_the_shape_takes_the_rate_form_and_says
 
 @pytest.fixture(scope="module")
 def steady(tmp_path_factory):
-    from infmon.commands.simfit import read_session
+    from infmon.commands.simfit_read import read_session
 
     session = unpack_journal("steady-vllm", tmp_path_factory.mktemp("r") / "session")
     return read_session(session, "auto", [])

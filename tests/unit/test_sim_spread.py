@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from infmon.cli import main
-from infmon.commands.simfit import read_session
+from infmon.commands.simfit_read import read_session
 from infmon.model.records.waves import WAVE_GAP_TPOT, wave_size
 from infmon.sim import fitio
 from infmon.sim.fit import fit

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from infmon.commands.simfit import read_session
+from infmon.commands.simfit_read import read_session
 from infmon.model.records.columns import RecordColumns
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.waves import step_wave, wave_size
