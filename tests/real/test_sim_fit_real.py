@@ -76,6 +76,8 @@ from tests.recorded import unpack_journal
 # (29-35; the fit replays them so): 22:00, both tests passed (c=8 1.05, 1.04, 0.91; c=16 1.04,
 # 0.99, 0.94; the carried shape 1.04, 0.99, 0.93 and 1.02, 0.94, 0.95), waves 1.2-1.6, in an
 # hour whose rounds wandered in 15 of 15 figures (CV 14-32%): README for the sweeps since.
+# 6 Dec 04:10, a steady sweep (4 of 15 figures wandered): c=8 1.07, 1.45, 0.89; c=16 0.97, 1.13,
+# 1.01 (the carried shape: c=8 TTFT p50 1.38): the client's TTFT p50 13.6 ms at c=4, 13.1 at c=8.
 pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "29-35", "--endpoint", "completions")
