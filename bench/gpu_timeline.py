@@ -16,9 +16,10 @@ import time
 import tracemalloc
 from typing import Any
 
+from infmon.model.server.gpu import GpuSnapshot
 from infmon.model.server.gpu_state import GpuRow, GpuState
 from infmon.model.server.gpu_steps import GpuTimeline, serving_pods
-from infmon.model.server.snapshot import GpuSnapshot, ServerSnapshot
+from infmon.model.server.snapshot import ServerSnapshot
 from infmon.sim.dcgm import DcgmSeries, Neighbour
 from infmon.sim.engine import Engine, Sequence
 from infmon.sim.scenarios import SCENARIOS, build_config

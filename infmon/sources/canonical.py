@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 from infmon.model.base.rates import counter_increase, ratio
 from infmon.model.server.families import LoraState, pd_role
+from infmon.model.server.gpu import GpuSnapshot
 from infmon.model.server.histogram import Histogram, delta, window_stat
 from infmon.model.server.snapshot import (
     LATENCY_NAMES,
     EngineSnapshot,
-    GpuSnapshot,
     ServerSnapshot,
     SpecDecode,
 )

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from infmon.model.server.snapshot import GpuProcess, GpuSnapshot
+from infmon.model.server.gpu import GpuProcess, GpuSnapshot
 from infmon.sources.exposition import Page, Sample
 
 PREFIX = "DCGM_FI_"

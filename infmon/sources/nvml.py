@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from infmon.model.base.sanitize import clean
-from infmon.model.server.snapshot import GpuProcess, GpuSnapshot
+from infmon.model.server.gpu import GpuProcess, GpuSnapshot
 from infmon.sources.gpu import GpuReading, throttle_names
 
 MIB = float(2**20)

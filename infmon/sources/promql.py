@@ -24,10 +24,10 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from requests.adapters import HTTPAdapter
 
+from infmon.model.server.gpu import GpuSnapshot
 from infmon.model.server.snapshot import (
     LATENCY_NAMES,
     EngineSnapshot,
-    GpuSnapshot,
     ServerSnapshot,
     WindowStat,
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infmon.model.server.snapshot import GpuSnapshot
+from infmon.model.server.gpu import GpuSnapshot
 from infmon.sources.canonical import read_page, snapshot_of_page
 from infmon.sources.exposition import parse_exposition
 from infmon.sources.gpu import dcgm_gpus, is_blank, reading, throttle_names

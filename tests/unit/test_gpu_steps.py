@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from infmon.model.server.gpu import GpuSnapshot
 from infmon.model.server.gpu_steps import GpuTimeline, step_lines
-from infmon.model.server.snapshot import EngineSnapshot, GpuSnapshot, ServerSnapshot
+from infmon.model.server.snapshot import EngineSnapshot, ServerSnapshot
 from infmon.report.gpu import attach, html_parts, markdown_lines, rows
 from infmon.report.markdown import _table
 from infmon.sources.exposition import parse_exposition

@@ -6,7 +6,8 @@ import pytest
 
 from infmon.model.server.efficiency import Peak, mfu, peak_tflops_of, resolve_peak
 from infmon.model.server.families import Estimates, ServerDetail, detail_view
-from infmon.model.server.snapshot import EngineSnapshot, GpuSnapshot, ServerSnapshot
+from infmon.model.server.gpu import GpuSnapshot
+from infmon.model.server.snapshot import EngineSnapshot, ServerSnapshot
 from infmon.sources.detail import with_mfu
 
 

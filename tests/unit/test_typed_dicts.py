@@ -16,12 +16,9 @@ from infmon.model.server.families import (
     ServerDetail,
     ServerDetailDict,
 )
+from infmon.model.server.gpu import GPU_NUMBERS, GpuDict, GpuProcess, GpuSnapshot
 from infmon.model.server.snapshot import (
-    GPU_NUMBERS,
     EngineSnapshot,
-    GpuDict,
-    GpuProcess,
-    GpuSnapshot,
     ServerSnapshot,
     ServerSnapshotDict,
     SpecDecode,

@@ -20,7 +20,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from infmon.model.server.snapshot import GpuProcess, GpuSnapshot, ServerSnapshot
+from infmon.model.server.gpu import GpuProcess, GpuSnapshot
+from infmon.model.server.snapshot import ServerSnapshot
 
 NAN = math.nan
 MIB_PER_GIB = 1024.0

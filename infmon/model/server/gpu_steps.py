@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from infmon.model.base.units import latency_text
+from infmon.model.server.gpu import GpuSnapshot
 from infmon.model.server.gpu_state import GpuRow, GpuState, HolderView
 from infmon.model.server.gpu_text import IDLE_ACTIVITY, LATENCY_RISE, contention_text, throttle_text
-from infmon.model.server.snapshot import GpuSnapshot
 
 NAN = math.nan
 MAX_GPUS = 16
