@@ -9,11 +9,17 @@ the session. A session whose server sent no per-request figures has no section.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypedDict
 
 from infmon.model.records.acceptance import AcceptanceGroup, by_prompt_length, by_task, drafter_fit
-from infmon.model.records.anatomy import PARTS, Anatomy, anatomy_of_columns, client_growth
+from infmon.model.records.anatomy import (
+    PARTS,
+    Anatomy,
+    anatomy_of_columns,
+    client_growth,
+    front_split,
+)
 from infmon.model.records.columns import MISSING, RecordColumns
 
 
@@ -40,6 +46,11 @@ class StepAnatomyInfo(TypedDict):
     server_itl_p50_ms: float | None
     over_e2e: int
     most_client_side: list[UnexplainedInfo]
+    front_api_server_ms: float | None
+    """The front's mean inside the server's API process (``FrontSplit``; None: no TTFT
+    histogram of the server's in the step) ..."""
+    front_outside_ms: float | None
+    """... and the rest of it, outside the server (HTTP, SSE, the network, the client)."""
 
 
 class AcceptanceInfo(TypedDict):
@@ -84,7 +95,8 @@ def _label(cols: RecordColumns) -> tuple[str, float]:
     return (f"r={rate[0]:g}", float(rate[0])) if rate.size else ("–", math.nan)
 
 
-def _step_info(index: int, label: str, a: Anatomy) -> StepAnatomyInfo:
+def _step_info(index: int, label: str, a: Anatomy, server_ttft_ms: float) -> StepAnatomyInfo:
+    split = front_split(a, server_ttft_ms)
     return {
         "step": index,
         "label": label,
@@ -100,6 +112,8 @@ def _step_info(index: int, label: str, a: Anatomy) -> StepAnatomyInfo:
             {"request_id": u.request_id, "e2e_ms": u.e2e_ms, "client_ms": u.client_ms}
             for u in a.top
         ],
+        "front_api_server_ms": None if split is None else _n(split.api_server_ms),
+        "front_outside_ms": None if split is None else _n(split.outside_ms),
     }
 
 
@@ -133,17 +147,25 @@ class PerRequestReport:
             self._steps.append((index, label, load, a))
         self._spec.append(cols.take(cols.ok, chunks=False))
 
-    def section(self) -> PerRequestPart:
+    def section(self, server_ttft_s: Mapping[int, float] | None = None) -> PerRequestPart:
+        """The part; ``server_ttft_s``: each step's server TTFT histogram mean (its server
+        evidence), which splits the front (``FrontSplit``)."""
         every = RecordColumns.concat(self._spec) if self._spec else None
         tasks = by_task(every) if every is not None else ()
         if not self._steps and not tasks:
             return {}
-        growth = client_growth([(x, a) for _, _, x, a in self._steps if x == x])
+        ttft = {i: 1e3 * t for i, t in (server_ttft_s or {}).items()}
+        loaded = [(i, x, a) for i, _, x, a in self._steps if x == x]
+        growth = client_growth(
+            [(x, a) for _, x, a in loaded], [ttft.get(i, math.nan) for i, _, _ in loaded]
+        )
         fit = drafter_fit(tasks)
         lengths = by_prompt_length(every) if every is not None else ()
         return {
             "per_request": {
-                "steps": [_step_info(i, label, a) for i, label, _, a in self._steps],
+                "steps": [
+                    _step_info(i, label, a, ttft.get(i, math.nan)) for i, label, _, a in self._steps
+                ],
                 "self_check": growth.text() if growth else None,
                 "acceptance_by_task": [_acceptance(g) for g in tasks],
                 "acceptance_by_prompt_length": [_acceptance(g) for g in lengths],
@@ -180,7 +202,10 @@ def markdown_lines(part: PerRequestPart, table: MarkdownTable) -> list[str]:
         return []
     out = ["## Per request (the server's own view)", ""]
     if s["steps"]:
+        split = any(st.get("front_api_server_ms") is not None for st in s["steps"])
         head = ("step", "requests", *(f"{p} p50 / p90" for p in PARTS), "client-side p50 / p90")
+        if split:
+            head += ("front: API server / rest (means)",)
         rows = [
             [
                 st["label"],
@@ -190,12 +215,24 @@ def markdown_lines(part: PerRequestPart, table: MarkdownTable) -> list[str]:
                     for p in PARTS
                 ),
                 f"{_ms(st['client']['p50_ms'])} / {_ms(st['client']['p90_ms'])}",
+                *(
+                    [f"{_ms(st.get('front_api_server_ms'))} / {_ms(st.get('front_outside_ms'))}"]
+                    if split
+                    else []
+                ),
             ]
             for st in s["steps"]
         ]
         out += [
             "Latency anatomy, ms (front: to the server and the first token back; tail: the "
-            "stream's delivery lag beyond the engine's decode):",
+            "stream's delivery lag beyond the engine's decode"
+            + (
+                "; the front split at the server's own TTFT histogram, in its API process and "
+                "the rest, over the step's scrape windows"
+                if split
+                else ""
+            )
+            + "):",
             "",
             *table(head, rows),
             "",

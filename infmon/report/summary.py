@@ -259,7 +259,7 @@ def summary_and_steps(
     session = _session(session_dir, reader, totals, events)
     workload, server_timeline = _workload(events), thin(series.points)
     marks = _marks(events, origin_s)
-    per_request = steps.per_request.section()
+    per_request = steps.per_request.section(_server_ttft_s(step_list))
     detail_lines, detail_part = server_detail.attach(step_list, scrapes.detail)
     doc: ReportDoc = {
         "schema": SCHEMA,
@@ -292,6 +292,17 @@ def summary_and_steps(
 
 def _or_zero(x: float) -> float:
     return 0.0 if math.isnan(x) else x
+
+
+def _server_ttft_s(steps: list[StepEntry]) -> dict[int, float]:
+    """Each step's server TTFT histogram mean, from its server evidence (where it has one)."""
+    out = {}
+    for st in steps:
+        ev = st.get("server_evidence") or {}
+        t = ev.get("server_ttft_s")
+        if isinstance(t, (int, float)) and math.isfinite(t):
+            out[st["step"]] = float(t)
+    return out
 
 
 def _add_server_windows(steps: list[StepEntry], series: ServerSeries) -> None:

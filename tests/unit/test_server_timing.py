@@ -271,3 +271,33 @@ async def test_asking_for_them_from_a_server_without_says_what_to_do() -> None:
         assert not (await client.detect_capabilities()).per_request_metrics
     finally:
         await client.aclose()
+
+
+def test_the_servers_ttft_histogram_says_whether_the_front_grew_in_its_api_server() -> None:
+    """The front (client TTFT − the engine's queued → first token) grew from 1 to 15 ms. The
+    server's TTFT histogram (vLLM's API server clock) splits it: grown inside the API server
+    (the histogram grew with it) the self-check names the API server; grown outside it (the
+    histogram stayed) the client or the network, each with the figures."""
+
+    def at(front_ms: float) -> object:
+        t = ServerTiming(1.0, 20.0 - 1.0 - front_ms, 20.0)  # the client's TTFT: 20 ms
+        a = anatomy_of_records([_rec(1, t)])
+        assert a is not None and a.engine_ttft_mean_ms == pytest.approx(20.0 - front_ms)
+        return a
+
+    loads = [(1, at(1.0)), (32, at(15.0))]
+    inside = client_growth(loads, [19.5, 18.0])  # type: ignore[arg-type]
+    assert inside is not None and inside.in_api_server
+    assert inside.low_split is not None and inside.high_split is not None
+    assert inside.low_split.api_server_ms == pytest.approx(0.5)
+    assert inside.high_split.api_server_ms == pytest.approx(13.0)
+    assert inside.high_split.outside_ms == pytest.approx(2.0)
+    assert "mostly inside the server's API process" in inside.text()
+    assert "0.5 → 13.0 ms (means), the rest 0.5 → 2.0 ms" in inside.text()
+    outside = client_growth(loads, [19.5, 6.0])  # type: ignore[arg-type]
+    assert outside is not None and not outside.in_api_server
+    assert "outside the server" in outside.text() and "client or the network" in outside.text()
+    # one end without the histogram: no split, as before it
+    unknown = client_growth(loads, [19.5, math.nan])  # type: ignore[arg-type]
+    assert unknown is not None and unknown.high_split is None
+    assert "the server's own times do not explain it" in unknown.text()

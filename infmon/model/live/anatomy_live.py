@@ -8,7 +8,9 @@ requests with the largest client-side share, and the self-check. Memory is bound
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infmon.model.records.anatomy import Anatomy, Unexplained, anatomy, client_growth, split_records
@@ -57,6 +59,7 @@ class AnatomyBook:
         self._levels: dict[int, tuple[str, float]] = {}
         self._without = 0
         self._view: AnatomyView | None = AnatomyView()
+        self._server_ttft_s: dict[int, float] = {}
 
     def add(self, rec: RequestRecord) -> None:
         if not rec.ok or rec.warmup:
@@ -76,8 +79,13 @@ class AnatomyBook:
         step.append(rec)
         self._view = None
 
-    def view(self) -> AnatomyView:
-        """Recomputed only after new records (the session asks once a second)."""
+    def view(self, server_ttft_s: Mapping[int, float] | None = None) -> AnatomyView:
+        """Recomputed only after new records or new ``server_ttft_s`` (the session asks once a
+        second): each settled step's server TTFT histogram mean (its evidence), which splits
+        the front in the self-check (``infmon.model.records.anatomy.FrontSplit``)."""
+        ttft = dict(server_ttft_s or {})
+        if ttft != self._server_ttft_s:
+            self._server_ttft_s, self._view = ttft, None
         if self._view is None:
             self._view = self._build()
         return self._view
@@ -88,8 +96,11 @@ class AnatomyBook:
             a = anatomy(split_records(list(recs)))
             if a is not None:
                 rows.append(AnatomyRow(index, self._levels[index][0], a))
-        loads = [(self._levels[r.step][1], r.anatomy) for r in rows]
-        growth = client_growth([(x, a) for x, a in loads if x == x])
+        loads = [(self._levels[r.step][1], r.anatomy, r.step) for r in rows]
+        growth = client_growth(
+            [(x, a) for x, a, _ in loads if x == x],
+            [1e3 * self._server_ttft_s.get(i, math.nan) for x, _, i in loads if x == x],
+        )
         return AnatomyView(
             rows=tuple(rows if len(rows) <= ROWS_SHOWN else rows[:1] + rows[1 - ROWS_SHOWN :]),
             top=rows[-1].anatomy.top if rows else (),

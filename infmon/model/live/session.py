@@ -279,6 +279,14 @@ class Session:
         """What the comparison with the baseline run needs (copies, for another thread)."""
         return self.method.inputs(now, self._evidence(now), self.facts())
 
+    def _server_ttft_s(self) -> dict[int, float]:
+        """Each settled step's server TTFT histogram mean (the anatomy's front split)."""
+        return {
+            r.index: r.evidence.server_ttft_s
+            for r in self.ledger.settled_results()
+            if r.evidence is not None and math.isfinite(r.evidence.server_ttft_s)
+        }
+
     def _evidence(self, now: float) -> dict[int, ServerEvidence | None]:
         return {r.index: r.evidence for r in self.ledger.results(now)}
 
@@ -379,7 +387,7 @@ class Session:
             self._throughput_view(t),
             replace(
                 latency_view(self.windows, self.config.window_s, self.config.slo, self.series, t),
-                anatomy=self.anatomy.view(),
+                anatomy=self.anatomy.view(self._server_ttft_s()),
             ),
             self._server_view(t),
             self._knee_view(t),

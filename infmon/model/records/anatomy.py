@@ -85,6 +85,10 @@ class Anatomy:
     negative: int
     """Requests where the server's span exceeds the client's by over 1 ms (clock or units)."""
     top: tuple[Unexplained, ...] = ()
+    front_mean_ms: float = math.nan
+    engine_ttft_mean_ms: float = math.nan
+    """Means of the front and of the engine's queued → first token (queue + prefill): a
+    histogram's mean of the server's TTFT splits the front's mean at it (``FrontSplit``)."""
 
     def part(self, name: str) -> Quantiles:
         return dict(self.parts)[name]
@@ -171,7 +175,38 @@ def anatomy(s: Split, top: int = TOP_UNEXPLAINED) -> Anatomy | None:
         top=tuple(
             Unexplained(int(s.request_id[i]), float(s.e2e[i]), float(client[i])) for i in order
         ),
+        front_mean_ms=_mean(s.front),
+        engine_ttft_mean_ms=_mean(s.queue + s.prefill),
     )
+
+
+def _mean(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class FrontSplit:
+    """A step's front (means, ms) split at the server's own TTFT histogram. vLLM times that
+    in its API server, from the prompt's rendering (before tokenising) to the first token into
+    its output loop, so less the engine's queued → first token it is the API server's part
+    (tokenising, the trip to the engine core, the wait for the step under way, the way back);
+    the rest is outside it (the HTTP request before the stamp, the SSE write, the network and
+    the client). The histogram's requests are those of the scrape windows inside the step, the
+    anatomy's those the step measured: one load, not one set of requests."""
+
+    api_server_ms: float
+    outside_ms: float
+
+
+def front_split(a: Anatomy, server_ttft_ms: float) -> FrontSplit | None:
+    """The split, when the step has both means (None without the histogram's)."""
+    if not (math.isfinite(server_ttft_ms) and math.isfinite(a.front_mean_ms)):
+        return None
+    if not math.isfinite(a.engine_ttft_mean_ms):
+        return None
+    api = server_ttft_ms - a.engine_ttft_mean_ms
+    return FrontSplit(api, a.front_mean_ms - api)
 
 
 def anatomy_of_columns(cols: RecordColumns) -> Anatomy | None:
@@ -190,29 +225,65 @@ class ClientGrowth:
     high_load: float
     low_ms: float
     high_ms: float
+    low_split: FrontSplit | None = None
+    high_split: FrontSplit | None = None
+    """The front's split at both loads, when the server published its TTFT histogram."""
+
+    @property
+    def in_api_server(self) -> bool:
+        """The front grew more inside the server's API process than outside it."""
+        lo, hi = self.low_split, self.high_split
+        if lo is None or hi is None:
+            return False
+        return hi.api_server_ms - lo.api_server_ms > hi.outside_ms - lo.outside_ms
 
     def text(self) -> str:
-        return (
+        grew = (
             f"client-side share grows with load: median {self.low_ms:.1f} ms at "
-            f"{self.low_load:g} → {self.high_ms:.1f} ms at {self.high_load:g} while the server's "
-            "own times do not explain it: the client or the network is the bottleneck, "
-            "not the server"
+            f"{self.low_load:g} → {self.high_ms:.1f} ms at {self.high_load:g}"
         )
+        lo, hi = self.low_split, self.high_split
+        if lo is None or hi is None:
+            return (
+                f"{grew} while the server's own times do not explain it: the client or the "
+                "network is the bottleneck, not the server"
+            )
+        parts = (
+            f"the server's TTFT histogram less its engine's queued → first token went "
+            f"{lo.api_server_ms:.1f} → {hi.api_server_ms:.1f} ms (means), the rest "
+            f"{lo.outside_ms:.1f} → {hi.outside_ms:.1f} ms"
+        )
+        if self.in_api_server:
+            return (
+                f"{grew}, mostly inside the server's API process: {parts}. Its API server "
+                "(tokenising, the trip to the engine and back, its event loop) is the "
+                "bottleneck, not the client or the network"
+            )
+        return f"{grew} outside the server ({parts}): the client or the network is the bottleneck"
 
 
-def client_growth(by_load: Sequence[tuple[float, Anatomy]]) -> ClientGrowth | None:
-    """Compare the lowest and the highest load's client-side share (median, ms)."""
+def client_growth(
+    by_load: Sequence[tuple[float, Anatomy]], server_ttft_ms: Sequence[float] = ()
+) -> ClientGrowth | None:
+    """Compare the lowest and the highest load's client-side share (median, ms);
+    ``server_ttft_ms``, one per ``by_load`` (nan: none), splits the front at both ends."""
+    ttft = list(server_ttft_ms) or [math.nan] * len(by_load)
     points = sorted(
-        ((load, a) for load, a in by_load if math.isfinite(a.client.p50_ms)), key=lambda p: p[0]
+        (
+            (load, a, t)
+            for (load, a), t in zip(by_load, ttft, strict=True)
+            if math.isfinite(a.client.p50_ms)
+        ),
+        key=lambda p: p[0],
     )  # by load alone: two steps at one load (a revisit) have no order of their own
     if len(points) < 2:
         return None
-    (lo, a_lo), (hi, a_hi) = points[0], points[-1]
+    (lo, a_lo, t_lo), (hi, a_hi, t_hi) = points[0], points[-1]
     if hi <= lo:
         return None
     low, high = max(a_lo.client.p50_ms, 0.0), a_hi.client.p50_ms
     if high - low >= GROWTH_MIN_MS and high >= GROWTH_FACTOR * max(low, 1.0):
-        return ClientGrowth(lo, hi, low, high)
+        return ClientGrowth(lo, hi, low, high, front_split(a_lo, t_lo), front_split(a_hi, t_hi))
     return None
 
 

@@ -16,6 +16,8 @@ import numpy as np
 from infmon.model.server.snapshot import ServerSnapshot, SourceState
 
 NAN = math.nan
+WINDOW_SLACK_S = 0.05
+"""A scrape's window starts at the scrape before it, give or take the scrape's own time."""
 
 
 class ServerEvidenceInfo(TypedDict, total=False):
@@ -29,6 +31,7 @@ class ServerEvidenceInfo(TypedDict, total=False):
     preemptions: float | None
     generation_tokens_per_s: float | None
     api_server_cpu_cores: float | None
+    server_ttft_s: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +46,19 @@ class ServerSample:
     generation_tokens_total: float = NAN
     restarted: bool = False
     api_server_cpu_s: float = NAN
+    ttft_count: float = NAN
+    """Requests the server's TTFT histogram observed in this scrape's window ..."""
+    ttft_mean_s: float = NAN
+    """... their mean (vLLM: timed by its API server, from the prompt's rendering to the
+    first token into its output loop) ..."""
+    window_s: float = NAN
+    """... and the window's length (the scrape before it, for a direct scrape)."""
 
     @classmethod
     def of(cls, snap: ServerSnapshot) -> ServerSample | None:
         if snap.state != SourceState.OK:
             return None
+        ttft = snap.latency_s.get("ttft")
         return cls(
             snap.timestamp_s,
             _f(snap.running),
@@ -57,6 +68,9 @@ class ServerSample:
             _f(snap.generation_tokens_total),
             bool(snap.server_restarted),
             _f(snap.api_server_cpu_s_total),
+            _f(ttft.count) if ttft is not None else NAN,
+            _f(ttft.mean) if ttft is not None else NAN,
+            _f(snap.window_s),
         )
 
     @classmethod
@@ -64,6 +78,9 @@ class ServerSample:
         """From a journal scrape (``ServerSnapshot.to_dict()`` with its None values left out)."""
         if d.get("state", SourceState.OK) != SourceState.OK:
             return None
+        latency = d.get("latency_s")
+        ttft = latency.get("ttft") if isinstance(latency, Mapping) else None
+        ttft = ttft if isinstance(ttft, Mapping) else {}
         return cls(
             float(t),
             _f(d.get("running")),
@@ -73,6 +90,9 @@ class ServerSample:
             _f(d.get("generation_tokens_total")),
             bool(d.get("server_restarted", False)),
             _f(d.get("api_server_cpu_s_total")),
+            _f(ttft.get("count")),
+            _f(ttft.get("mean")),
+            _f(d.get("window_s")),
         )
 
 
@@ -95,6 +115,11 @@ class ServerEvidence:
     """The server's generation counter over the step's first to last scrape."""
     api_server_cpu_cores: float = NAN
     """The API server's process CPU over the same span, in cores (nan: not published)."""
+    server_ttft_s: float = NAN
+    """The server's own TTFT histogram's mean over the scrape windows wholly inside the step
+    (nan: none, or not published). vLLM times it in its API server, from the prompt's rendering
+    (before tokenising) to the first token into its output loop: against the engine's queued →
+    first token it shows the API server's own part of a client's TTFT."""
 
     def to_dict(self) -> ServerEvidenceInfo:
         def j(x: float) -> float | None:
@@ -109,6 +134,7 @@ class ServerEvidence:
             "preemptions": j(self.preemptions),
             "generation_tokens_per_s": j(self.generation_tokens_per_s),
             "api_server_cpu_cores": j(self.api_server_cpu_cores),
+            "server_ttft_s": j(self.server_ttft_s),
         }
 
     @classmethod
@@ -123,6 +149,7 @@ class ServerEvidence:
             "preemptions",
             "generation_tokens_per_s",
             "api_server_cpu_cores",
+            "server_ttft_s",
         )
         return cls(int(d["samples"]), *(_f(d.get(k)) for k in keys))
 
@@ -160,4 +187,20 @@ def evidence_of(samples: Iterable[ServerSample]) -> ServerEvidence | None:
         preemptions=NAN if restarted else _delta(first.preemptions_total, last.preemptions_total),
         generation_tokens_per_s=gen,
         api_server_cpu_cores=cpu,
+        server_ttft_s=_windows_mean(s),
     )
+
+
+def _windows_mean(s: list[ServerSample]) -> float:
+    """The TTFT histogram's mean over the windows that opened no earlier than the first
+    sample (so none of them holds the step's warm-up or the level before it)."""
+    total = count = 0.0
+    for x in s[1:]:
+        n = x.ttft_count
+        if x.restarted or not (n > 0) or math.isnan(x.ttft_mean_s):
+            continue
+        if not (x.t - x.window_s >= s[0].t - WINDOW_SLACK_S):
+            continue  # a window that reaches back before the step (or one of unknown length)
+        total += n * x.ttft_mean_s
+        count += n
+    return total / count if count else NAN
