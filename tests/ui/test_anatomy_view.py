@@ -63,7 +63,7 @@ async def test_the_self_check_shows_when_the_client_side_share_grows(clock) -> N
         clock.advance(2.0)
         app.render_tick()
         await pilot.pause()
-        assert "client or the network is the bottleneck" in _text(app)
+        assert "client or network limits: client-side" in _text(app)
 
 
 async def test_the_server_pane_says_why_requests_wait_and_the_cache_share(clock) -> None:

@@ -301,3 +301,26 @@ def test_the_servers_ttft_histogram_says_whether_the_front_grew_in_its_api_serve
     unknown = client_growth(loads, [19.5, math.nan])  # type: ignore[arg-type]
     assert unknown is not None and unknown.high_split is None
     assert "the server's own times do not explain it" in unknown.text()
+
+
+def test_the_monitors_self_check_leads_with_its_conclusion() -> None:
+    """The anatomy pane is narrow: its line says who limits first, the figures after."""
+
+    def at(front_ms: float) -> object:
+        a = anatomy_of_records([_rec(1, ServerTiming(1.0, 20.0 - 1.0 - front_ms, 20.0))])
+        assert a is not None
+        return a
+
+    loads = [(1, at(1.0)), (32, at(15.0))]
+    inside = client_growth(loads, [19.5, 18.0])  # type: ignore[arg-type]
+    outside = client_growth(loads, [19.5, 6.0])  # type: ignore[arg-type]
+    unknown = client_growth(loads)  # type: ignore[arg-type]
+    assert inside is not None and outside is not None and unknown is not None
+    assert inside.short() == (
+        "API server limits: its part 0.5 → 13.0 ms, client-side 1.0 → 15.0 ms (1 → 32)"
+    )
+    assert outside.short() == (
+        "client or network limits: client-side 1.0 → 15.0 ms (1 → 32), "
+        "the API server's part 0.5 → 1.0 ms"
+    )
+    assert unknown.short() == "client or network limits: client-side 1.0 → 15.0 ms (1 → 32)"

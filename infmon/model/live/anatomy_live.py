@@ -38,7 +38,8 @@ class AnatomyView:
     top: tuple[Unexplained, ...] = ()
     """The latest step's requests with the largest client-side share."""
     growth: str | None = None
-    """The self-check: the client-side share grows with load (None: it does not)."""
+    """The self-check, conclusion first (``ClientGrowth.short``): the client-side share grows
+    with load, and where (None: it does not)."""
     without: int = 0
     """Successful requests that carried no server figures (this server sends none)."""
 
@@ -104,6 +105,6 @@ class AnatomyBook:
         return AnatomyView(
             rows=tuple(rows if len(rows) <= ROWS_SHOWN else rows[:1] + rows[1 - ROWS_SHOWN :]),
             top=rows[-1].anatomy.top if rows else (),
-            growth=growth.text() if growth else None,
+            growth=growth.short() if growth else None,
             without=self._without,
         )

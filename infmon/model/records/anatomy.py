@@ -261,6 +261,18 @@ class ClientGrowth:
             )
         return f"{grew} outside the server ({parts}): the client or the network is the bottleneck"
 
+    def short(self) -> str:
+        """The conclusion first, for a narrow pane (the monitor's anatomy view)."""
+        loads = f"({self.low_load:g} → {self.high_load:g})"
+        client = f"client-side {self.low_ms:.1f} → {self.high_ms:.1f} ms {loads}"
+        lo, hi = self.low_split, self.high_split
+        if lo is None or hi is None:
+            return f"client or network limits: {client}"
+        part = f"part {lo.api_server_ms:.1f} → {hi.api_server_ms:.1f} ms"
+        if self.in_api_server:
+            return f"API server limits: its {part}, {client}"
+        return f"client or network limits: {client}, the API server's {part}"
+
 
 def client_growth(
     by_load: Sequence[tuple[float, Anatomy]], server_ttft_ms: Sequence[float] = ()
