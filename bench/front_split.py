@@ -15,7 +15,9 @@ first token in (``IterationStats``), so it splits that rest in two:
   request's trip to the engine core, its wait for the step under way, and the first token's
   trip back to the output loop.
 
-Per level of a bench session (means over its rounds; a round's scrapes after its warm-up):
+Per level of a bench session (means over its rounds): the histogram's mean is each step's
+server evidence (``ServerEvidence.server_ttft_s``: the scrape windows wholly inside the step),
+as the report's anatomy splits the front with it:
 
     python bench/front_split.py SESSION_DIR ...
 
@@ -35,59 +37,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def step_windows(session: Path) -> dict[int, tuple[float, float]]:
-    """Each step's measured span on the journal's clock: after its warm-up, to its end."""
-    from infmon.journal.reader import SessionReader
-
-    begin: dict[int, float] = {}
-    out: dict[int, tuple[float, float]] = {}
-    with SessionReader(session) as reader:
-        for e in reader.iter_events():
-            if e.get("kind") == "step_begin":
-                begin[int(e["index"])] = float(e["t"]) + float(e.get("warmup_s") or 0.0)
-            elif e.get("kind") == "step_end" and int(e["index"]) in begin:
-                out[int(e["index"])] = (begin[int(e["index"])], float(e["t"]))
-    return out
-
-
-def histogram_ttft_s(session: Path, windows: dict[int, tuple[float, float]]) -> dict[int, float]:
-    """Per step: the mean of vLLM's TTFT histogram over the scrape windows wholly inside its
-    measured span (none of the level before, nor of its warm-up), weighted by their counts."""
-    from infmon.journal.reader import SessionReader
-
-    sums: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0])
-    last = -math.inf  # the window of a scrape runs from the scrape before it
-    with SessionReader(session) as reader:
-        for line in reader.iter_scrapes():
-            t, opened = float(line["t"]), last
-            last = t
-            ttft = ((line.get("snap") or {}).get("latency_s") or {}).get("ttft") or {}
-            n, mean = ttft.get("count"), ttft.get("mean")
-            if not n or mean is None:
-                continue
-            for step, (lo, hi) in windows.items():
-                if lo <= opened and t <= hi:  # the whole window inside the measured span
-                    sums[step][0] += n * mean
-                    sums[step][1] += n
-    return {step: (s / n if n else math.nan) for step, (s, n) in sums.items()}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("sessions", nargs="+", type=Path, help="bench session directories")
     args = p.parse_args(argv)
 
     from infmon.commands.simfit_read import read_session
+    from infmon.model.steps.evidence import ServerEvidence
+    from infmon.report import build_summary
 
     for session in args.sessions:
         obs, _ = read_session(session, "both", [])
-        steps = sorted(step_windows(session))
-        hist = histogram_ttft_s(session, step_windows(session))
-        if len(steps) != len(obs):  # a flagged step: the report's order of the steps kept
-            import json
-
-            doc = json.loads((session / "report.json").read_text())
-            steps = [int(st["step"]) for st in doc["steps"] if not st.get("client_late")]
+        doc = build_summary(session)  # each step's server evidence holds the histogram's mean
+        steps = [int(st["step"]) for st in doc["steps"] if not st.get("client_late")]
+        hist = {
+            int(st["step"]): ev.server_ttft_s
+            for st in doc["steps"]
+            if (ev := ServerEvidence.from_dict(st.get("server_evidence"))) is not None
+        }
         rows: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
         for step, o in zip(steps, obs, strict=True):
             h = hist.get(step, math.nan)

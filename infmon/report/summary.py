@@ -23,6 +23,7 @@ from infmon.journal.reader import SessionReader
 from infmon.model.base.jsontypes import JSON
 from infmon.model.records.columns import MISSING, RecordColumns
 from infmon.model.server.gpu_steps import GpuTimeline
+from infmon.model.steps.evidence import ServerEvidence
 from infmon.report import diagnosis, gpu, perreq, server_detail, stepstats
 from infmon.report.doc import (
     SCHEMA,
@@ -298,10 +299,9 @@ def _server_ttft_s(steps: list[StepEntry]) -> dict[int, float]:
     """Each step's server TTFT histogram mean, from its server evidence (where it has one)."""
     out = {}
     for st in steps:
-        ev = st.get("server_evidence") or {}
-        t = ev.get("server_ttft_s")
-        if isinstance(t, (int, float)) and math.isfinite(t):
-            out[st["step"]] = float(t)
+        ev = ServerEvidence.from_dict(st.get("server_evidence"))
+        if ev is not None and math.isfinite(ev.server_ttft_s):
+            out[st["step"]] = ev.server_ttft_s
     return out
 
 
