@@ -97,10 +97,10 @@ class AnatomyBook:
             a = anatomy(split_records(list(recs)))
             if a is not None:
                 rows.append(AnatomyRow(index, self._levels[index][0], a))
-        loads = [(self._levels[r.step][1], r.anatomy, r.step) for r in rows]
+        loaded = [(x, r) for r in rows if (x := self._levels[r.step][1]) == x]
         growth = client_growth(
-            [(x, a) for x, a, _ in loads if x == x],
-            [1e3 * self._server_ttft_s.get(i, math.nan) for x, _, i in loads if x == x],
+            [(x, r.anatomy) for x, r in loaded],
+            [1e3 * self._server_ttft_s.get(r.step, math.nan) for _, r in loaded],
         )
         return AnatomyView(
             rows=tuple(rows if len(rows) <= ROWS_SHOWN else rows[:1] + rows[1 - ROWS_SHOWN :]),
