@@ -67,9 +67,16 @@ def knee_point(step: StepEntry) -> KneePoint | None:
     """What the knee rule reads of a ``steps[]`` entry (None: not a closed-loop step it may
     judge): the entry's own figures, as ``StepResult.knee_point`` gives them live."""
     c = step.get("concurrency")
+    ev = step.get("server_evidence") or {}
+    if c is not None and step.get("queued") is True and ev:
+        return KneePoint.of_queue(
+            float(c),
+            number(ev.get("running_p50")),
+            number(ev.get("waiting_p50")),
+            number(ev.get("kv_usage_max")),
+        )
     if c is None or step.get("eligible") is False:
         return None
-    ev = step.get("server_evidence") or {}
     return KneePoint(
         float(c),
         number(step.get("output_throughput_tok_s")),

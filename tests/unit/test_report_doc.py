@@ -44,7 +44,7 @@ CONDITIONAL = {
     ReportDoc: {"gpu", "imported_from", "per_request", "server_detail"},
     SessionInfo: {"journal", "reports_dir"},
     TargetInfo: {"endpoints", "load_thread"},
-    StepEntry: {"concurrency", "rate", "transition", "gpu", "efficiency"},
+    StepEntry: {"concurrency", "rate", "transition", "queued", "gpu", "efficiency"},
     QualityInfo: {"baseline", "compared", "length_ratio", "first_divergence", "baseline_accuracy"},
 }
 """Keys written only in some sessions (GPU data, several endpoints, a rate step…)."""
@@ -149,7 +149,7 @@ def test_the_written_document_has_every_typed_key_with_its_type(session):
     assert doc["workload"]["seed"] == 7 and doc["quality"] and doc["memory_budget"]
     assert type_errors(doc, ReportDoc) == []
     assert set(doc) == ReportDoc.__required_keys__
-    optional = {"rate", "transition", "gpu", "efficiency"}
+    optional = {"rate", "transition", "queued", "gpu", "efficiency"}
     assert set(doc["steps"][0]) == set(typing.get_type_hints(StepEntry)) - optional
 
 

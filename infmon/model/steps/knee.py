@@ -11,7 +11,11 @@ One rule, used by bench, the live pane, the sweep and every report:
   client's noisy throughput says; the knee is then the level before it.
 
 The earlier of the two is the knee. It is *confirmed* when a level past it shows saturation or
-a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". Steps too short to
+a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". The server's queue
+is read before the client's figures are: a level too short to judge (yet, or ended so) whose
+every scrape, ``EARLY_SAMPLES`` or more over ``EARLY_SPAN_S``, saw the batch full
+(``queued_throughout``) names the knee before it, as confirming, confirmed once its step is
+judged. Steps too short to
 judge (``eligible`` false) and revisits of a level are left out: one point per level, the first
 eligible step at it. A knee the live pane showed and the figures stop holding is said
 withdrawn (``KneeWatch``), with the doubling that grew. The rule reads ``KneePoint``s: a live
@@ -36,6 +40,12 @@ QUEUE_SHARE = 0.2
 running count stopped where max_num_seqs or the KV cache lets it)."""
 QUEUE_FRACTION = 0.05
 """A queue longer than this fraction of the running count (and than one) is real queueing."""
+EARLY_SAMPLES = 3
+EARLY_SPAN_S = 2.0
+"""A level not yet judged (``eligible`` false) may still show the server saturated: every one
+of this many scrapes at least, over this span at least (after its warm-up), saw the queue. A
+level's step-up queue (its new streams waiting to be admitted) drains in a few engine steps;
+a queue that never once drained in two seconds is the batch being full."""
 KV_FULL = 0.95
 API_CPU_BUSY = 0.85
 """The API server's process at this many cores or more (``process_cpu_seconds_total``) past the
@@ -60,6 +70,17 @@ class KneePoint:
     preemptions: float = NAN
     api_cpu: float = NAN
     """The API server's process CPU over the step, in cores (nan: not published)."""
+    queue_only: bool = False
+    """The server's queue alone, of a level whose step is not judged (too short yet, or ended
+    so: ``queued_throughout``): no client figures; a knee it places is confirming until the
+    step is judged."""
+
+    @classmethod
+    def of_queue(
+        cls, concurrency: float, running: float, waiting: float, kv_max: float
+    ) -> KneePoint:
+        """The point of a step not judged whose every scrape saw the batch full."""
+        return cls(concurrency, NAN, NAN, NAN, running, waiting, kv_max, queue_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +122,25 @@ def growth_per_doubling(c0: float, t0: float, c1: float, t1: float) -> float:
     return float((t1 / t0) ** (1.0 / math.log2(c1 / c0)) - 1.0)
 
 
+def queued(concurrency: float, running: float, waiting: float) -> bool:
+    """The server's batch full at ``concurrency``: some running and a fifth or more of the
+    offered streams waiting (``QUEUE_SHARE``)."""
+    return running > 0 and waiting >= max(1.0, QUEUE_SHARE * concurrency)
+
+
+def queued_throughout(
+    concurrency: float, times_s: Sequence[float], running: Sequence[float], waiting: Sequence[float]
+) -> bool:
+    """Every scrape (``times_s``, with its ``running`` and ``waiting``) saw the batch full, and
+    there were ``EARLY_SAMPLES`` or more over ``EARLY_SPAN_S`` or more."""
+    if len(times_s) < EARLY_SAMPLES or times_s[-1] - times_s[0] < EARLY_SPAN_S:
+        return False
+    return all(queued(concurrency, r, w) for r, w in zip(running, waiting, strict=True))
+
+
 def saturation(prev: KneePoint, cur: KneePoint) -> str | None:
     """Why the server was saturated at ``cur`` (None when it was not, or cannot tell)."""
-    if cur.running > 0 and cur.waiting >= max(1.0, QUEUE_SHARE * cur.concurrency):
+    if queued(cur.concurrency, cur.running, cur.waiting):
         why = (
             "KV cache full"
             if cur.kv_max >= KV_FULL
@@ -143,7 +180,7 @@ def _server_knee(pts: list[KneePoint]) -> Knee | None:
     for a, b in itertools.pairwise(pts):
         why = saturation(a, b)
         if why is not None:
-            return Knee(int(a.concurrency), why, True, "server")
+            return Knee(int(a.concurrency), why, not b.queue_only, "server")
     return None
 
 
@@ -177,7 +214,8 @@ def _knee(pts: list[KneePoint]) -> Knee | None:
     if by_tput is None or by_server.concurrency <= by_tput.concurrency:
         if by_tput is not None and by_tput.concurrency == by_server.concurrency:
             reason = f"{by_server.reason}; {by_tput.reason}"
-            return Knee(by_server.concurrency, reason, True, "server")
+            confirmed = by_server.confirmed or by_tput.confirmed
+            return Knee(by_server.concurrency, reason, confirmed, "server")
         return by_server
     return by_tput  # flat before the server saturated (two or more flat doublings: confirmed)
 

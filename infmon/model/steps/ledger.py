@@ -42,7 +42,13 @@ from infmon.model.steps.gathering import (
     chunks_between,
     tokens_per_chunk,
 )
-from infmon.model.steps.knee import Knee, KneePoint, find_knee, slo_max_concurrency
+from infmon.model.steps.knee import (
+    Knee,
+    KneePoint,
+    find_knee,
+    queued_throughout,
+    slo_max_concurrency,
+)
 from infmon.model.steps.step_levels import SpecCounters, StepLevels, spec_counters
 from infmon.model.steps.tally import StepTally
 
@@ -57,7 +63,8 @@ MAX_SAMPLES = 20_000
 
 class StepResultEntry(StepStatsEntry, total=False):
     """``StepResult.to_dict()``: the step's figures and where it sat in the session (times in
-    seconds from ``origin_s``); ``transition`` only on a step never clean."""
+    seconds from ``origin_s``); ``transition`` only on a step never clean, ``queued`` only on
+    one not eligible whose every scrape saw the server's batch full (``StepResult.queued``)."""
 
     step: int
     level: str
@@ -70,6 +77,7 @@ class StepResultEntry(StepStatsEntry, total=False):
     settled: bool
     server_evidence: ServerEvidenceInfo | None
     transition: bool
+    queued: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +89,9 @@ class StepResult:
     evidence: ServerEvidence | None
     eligible: bool
     settled: bool
+    queued: bool = False
+    """Not eligible, and every scrape of it saw the server's batch full
+    (``knee.queued_throughout``): the knee rule reads its server evidence alone."""
 
     @property
     def index(self) -> int:
@@ -90,9 +101,12 @@ class StepResult:
     def knee_point(self) -> KneePoint | None:
         """What the knee rule reads of this step (None: not a closed-loop step it may judge)."""
         c = self.span.level.concurrency
+        ev = self.evidence
+        if c is not None and self.queued and ev is not None:
+            return KneePoint.of_queue(float(c), ev.running_p50, ev.waiting_p50, ev.kv_usage_max)
         if c is None or not self.eligible:
             return None
-        s, ev = self.stats, self.evidence
+        s = self.stats
         return KneePoint(
             float(c),
             s.output_throughput_tok_s,
@@ -127,6 +141,8 @@ class StepResult:
         }
         if self.transition:
             d["transition"] = True
+        if self.queued:
+            d["queued"] = True
         return d
 
 
@@ -409,7 +425,8 @@ class StepLedger:
         attempts = stats.completed + stats.failed + stats.cancelled
         held = attempts if settled else max(attempts, entry.sent)
         eligible = duration >= self.min_hold_s and held >= self.min_requests and not span.transition
-        return StepResult(span, stats, evidence_of(entry.samples), eligible, settled)
+        queued = not eligible and _queued_throughout(span, entry.samples)
+        return StepResult(span, stats, evidence_of(entry.samples), eligible, settled, queued)
 
     def _credit(self, rec: RequestRecord) -> None:
         times = rec.chunk_times_s
@@ -435,3 +452,12 @@ def _sending_s(span: StepSpan, fig: StepFigures, duration_s: float) -> float:
     if not rate or len(span.segments) != 1 or math.isnan(fig.last_sent_s):
         return duration_s
     return min(duration_s, fig.last_sent_s - span.measure_from_s + 1.0 / rate)
+
+
+def _queued_throughout(span: StepSpan, samples: list[ServerSample]) -> bool:
+    c = span.level.concurrency
+    if c is None:
+        return False
+    return queued_throughout(
+        c, [x.t for x in samples], [x.running for x in samples], [x.waiting for x in samples]
+    )

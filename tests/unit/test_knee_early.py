@@ -1,0 +1,106 @@
+"""The server's queue names the knee before the client's figures can (issue 17: the demo names
+its knee within 90 s).
+
+A level's step is judged by the client's figures only once it has run ``MIN_HOLD_S`` (5 s);
+the server's queue is plain sooner. At c=512 on a server whose batch holds 256, every scrape
+from the first says 256 running and ~256 waiting: the knee at c=256 is named two seconds into
+the level, as confirming, and confirmed when the step is judged. A level's step-up queue (the
+new streams waiting their turn for a prefill) drains within a scrape or two and names nothing.
+"""
+
+from __future__ import annotations
+
+from infmon.model.records.request import RequestRecord
+from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.evidence import ServerSample
+from infmon.model.steps.knee import EARLY_SPAN_S, find_knee, queued_throughout
+from infmon.model.steps.ledger import StepLedger
+from infmon.report.doc import StepEntry
+from infmon.report.stepstats import knee_points
+
+WARMUP_S = 0.6
+STEP_S = 30.0
+
+
+def stream(rid: int, step: int, sent: float, tokens: int = 64, tpot: float = 0.03) -> RequestRecord:
+    first = sent + 0.05
+    times = tuple(first + i * tpot for i in range(tokens))
+    return RequestRecord(
+        rid, sent, times, times[-1] + 1e-4, prompt_tokens=128, output_tokens=tokens, step=step
+    )
+
+
+def level_256_then_512(waiting_at_512: list[float]) -> tuple[StepLedger, float]:
+    """c=128 and c=256 judged (the batch not full), then c=512 from ``t``: one scrape a
+    second after its warm-up, ``waiting_at_512`` waiting behind 256 running."""
+    led = StepLedger()
+    for i, c in enumerate((128, 256), start=1):
+        t0 = STEP_S * (i - 1)
+        led.apply(led.book.begin(Level(CLOSED, c), t0, "sweep", WARMUP_S, {}))
+        led.note_inflight(0, t0 + 0.1, [(i, c)])
+        for k in range(60 * i):  # twice the throughput at twice the streams
+            led.add_record(stream(1000 * i + k, i, t0 + 1 + 0.4 / i * k, tpot=0.02 * i))
+        for s in range(2, 29):
+            led.add_sample(ServerSample(t0 + s, running=c, waiting=0.0, kv_usage=0.4))
+    t = 2 * STEP_S
+    led.apply(led.book.begin(Level(CLOSED, 512), t, "sweep", WARMUP_S, {2: 256}))
+    led.note_inflight(0, t + 0.1, [(2, 256), (3, 512)])
+    for k, w in enumerate(waiting_at_512):
+        led.add_sample(ServerSample(t + 1.0 + k, running=256, waiting=w, kv_usage=0.6))
+    return led, t
+
+
+def test_every_scrape_queued_over_two_seconds_is_saturation() -> None:
+    ts = [0.0, 1.0, 2.0]
+    assert queued_throughout(512, ts, [256] * 3, [254, 256, 250])
+    assert not queued_throughout(512, ts, [256] * 3, [254, 40, 250])  # it drained once
+    assert not queued_throughout(512, ts[:2], [256] * 2, [254, 256])  # too few scrapes
+    assert not queued_throughout(512, [0.0, 0.5, 1.0], [256] * 3, [254] * 3)  # too short
+    assert not queued_throughout(512, ts, [0.0] * 3, [254] * 3)  # nothing running: not a batch
+    assert EARLY_SPAN_S == 2.0
+
+
+def test_the_queue_names_the_knee_two_seconds_into_the_level() -> None:
+    led, t = level_256_then_512([254, 255, 256])
+    now = t + 3.5  # three scrapes, 2 s apart end to end; the step is 2.9 s measured
+    result = led.results(now)[-1]
+    assert not result.eligible and result.queued
+    knee = find_knee(led.knee_points(now))
+    assert knee is not None and knee.concurrency == 256 and knee.evidence == "server"
+    assert not knee.confirmed, "named from the queue alone: confirming until the step is judged"
+    assert "running capped at 256 while 255 wait at c=512" in knee.reason
+    assert knee.label == "c=256 (confirming)"
+
+
+def test_two_scrapes_are_not_enough_and_a_step_up_queue_names_nothing() -> None:
+    led, t = level_256_then_512([254, 255])
+    assert find_knee(led.knee_points(t + 3.0)) is None
+    led, t = level_256_then_512([200, 12, 0, 0])  # the new streams admitted within a second
+    assert not led.results(t + 5.0)[-1].queued
+    assert find_knee(led.knee_points(t + 5.0)) is None
+
+
+def test_the_knee_is_confirmed_when_the_step_is_judged() -> None:
+    led, t = level_256_then_512([254, 255, 256, 256, 255, 254, 256, 255])
+    for k in range(60):
+        led.add_record(stream(3000 + k, 3, t + 1 + 0.1 * k, tpot=0.06))
+    now = t + 9.0
+    result = led.results(now)[-1]
+    assert result.eligible and not result.queued
+    knee = find_knee(led.knee_points(now))
+    assert knee is not None and knee.concurrency == 256 and knee.confirmed
+
+
+def test_a_level_ended_before_it_was_judged_keeps_its_queue_in_the_report() -> None:
+    """The operator quits 3.5 s into c=512: the step is never judged by the client's figures,
+    but the report says what the server's queue said, by the same rule."""
+    led, t = level_256_then_512([254, 255, 256])
+    led.apply(led.book.end(t + 3.5))
+    led.settle()
+    entries: list[StepEntry] = [StepEntry(**r.to_dict()) for r in led.settled_results()]
+    assert entries[-1]["queued"] is True and entries[-1]["eligible"] is False
+    assert all("queued" not in e for e in entries[:-1])
+    live = find_knee([r.knee_point for r in led.settled_results()])
+    replayed = find_knee(knee_points(entries))
+    assert live is not None and live == replayed
+    assert (live.concurrency, live.confirmed) == (256, False)
