@@ -3,9 +3,10 @@
 A real `infmon demo` journal (``tests/fixtures/sessions/demo-knee.source.txt``): its sweep stopped
 on the knee at c=256 at 85.73 s. The live monitor stops the sweep once the knee is confirmed and the
 step past it measured ``step_duration`` (6 s), and its knee pane names the knee from the same step
-ledger once that step measured ``min_step_s`` (5 s). So the replay, fed the journal to the same
+ledger: from the server's queue once that step's scrapes span ``EARLY_SPAN_S`` (confirming),
+confirmed once it measured ``min_step_s`` (5 s). So the replay, fed the journal to the same
 time, must name the same knee for the same reason by the sweep's stop, and not before the ledger
-could (the c=512 step's 5 s, one 250 ms window of slack). Its knee table must end with the figures
+could (two 250 ms windows of slack). Its knee table must end with the figures
 the live screen showed (c=256 6,410 tok/s ◀ knee, c=512 6,571 tok/s).
 
 Before: the replay fed its records, windows and scrapes to the Session but not to its step ledger,
@@ -26,6 +27,7 @@ from infmon.commands.replay import load_replay
 from infmon.journal.reader import SessionReader
 from infmon.model.live.session import SessionConfig
 from infmon.model.live.session_replay import WINDOW_S, Replay
+from infmon.model.steps.knee import EARLY_SPAN_S
 from infmon.ui.panes import EventsPane, KneePane
 from infmon.ui.replay import ReplayApp
 from tests.recorded import unpack_journal
@@ -69,13 +71,20 @@ def test_the_replay_names_the_knee_when_the_live_sweep_stopped_on_it(demo) -> No
     at_stop = replay.at(stop_t).snapshot(stop_t).knee
     assert (at_stop.knee_level, at_stop.knee_confirmed) == (knee, True), at_stop
     assert at_stop.knee_reason.startswith(reason), at_stop.knee_reason
-    # the live pane could name it once the step past the knee measured min_step_s: not before
-    earliest = stop_t - (step_s - SessionConfig().min_step_s) - 2 * WINDOW_S
+    # the live pane names it from the server's queue once the step past the knee has scrapes
+    # over EARLY_SPAN_S (confirming), and confirms it once that step measured min_step_s: the
+    # step began measuring step_s before the stop; neither may come sooner
+    measuring = stop_t - step_s
+    earliest = measuring + EARLY_SPAN_S - 2 * WINDOW_S
+    judged = measuring + SessionConfig().min_step_s - 2 * WINDOW_S
     named = first_named(replay, stop_t - 10.0, stop_t)
     print(
         f"sweep stopped {stop_t - replay.start_s:.2f} s; replay named it {named and named - replay.start_s:.2f} s"
     )
     assert named is not None and earliest <= named <= stop_t, (named, earliest, stop_t)
+    if named < judged:
+        early = replay.at(named).snapshot(named).knee
+        assert (early.knee_level, early.knee_confirmed) == (knee, False), early
 
 
 def test_the_replayed_knee_table_ends_with_the_live_figures(demo) -> None:
