@@ -10,10 +10,19 @@ new streams waiting their turn for a prefill) drains within a scrape or two and 
 
 from __future__ import annotations
 
+import math
+
 from infmon.model.records.request import RequestRecord
 from infmon.model.steps.book import CLOSED, Level
 from infmon.model.steps.evidence import ServerSample
-from infmon.model.steps.knee import EARLY_SPAN_S, find_knee, queued_throughout
+from infmon.model.steps.knee import (
+    EARLY_SPAN_S,
+    KneePoint,
+    find_knee,
+    points_of,
+    queued_throughout,
+    slo_max_concurrency,
+)
 from infmon.model.steps.ledger import StepLedger
 from infmon.report.doc import StepEntry
 from infmon.report.stepstats import knee_points
@@ -104,3 +113,20 @@ def test_a_level_ended_before_it_was_judged_keeps_its_queue_in_the_report() -> N
     replayed = find_knee(knee_points(entries))
     assert live is not None and live == replayed
     assert (live.concurrency, live.confirmed) == (256, False)
+
+
+def test_a_judged_step_at_the_level_outranks_an_earlier_queue_only_one() -> None:
+    """The operator left c=512 after 3 s, came back later and held it: that step's figures are
+    the level's point, not the first visit's queue alone."""
+    queue_only = KneePoint.of_queue(512.0, 256.0, 255.0, 0.6)
+    judged = KneePoint(512.0, 6571.0, 9000.0, math.nan, 256.0, 254.0, 0.6)
+    assert points_of([queue_only, None, judged]) == [judged]
+    assert points_of([judged, queue_only]) == [judged]
+    assert points_of([queue_only]) == [queue_only]
+
+
+def test_the_slo_limit_reads_no_queue_only_point() -> None:
+    met = [KneePoint(float(c), 100.0 * c, 100.0, 0.99) for c in (1, 2, 4)]
+    early = KneePoint.of_queue(8.0, 4.0, 4.0, 0.5)
+    assert slo_max_concurrency([*met, early]) == 4
+    assert slo_max_concurrency([met[0], KneePoint.of_queue(2.0, 1.0, 1.0, 0.5), met[2]]) == 4

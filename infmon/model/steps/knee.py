@@ -15,9 +15,9 @@ a second flat doubling; until then the pane says "knee ≈ c=N (confirming)". Th
 is read before the client's figures are: a level too short to judge (yet, or ended so) whose
 every scrape, ``EARLY_SAMPLES`` or more over ``EARLY_SPAN_S``, saw the batch full
 (``queued_throughout``) names the knee before it, as confirming, confirmed once its step is
-judged. Steps too short to
-judge (``eligible`` false) and revisits of a level are left out: one point per level, the first
-eligible step at it. A knee the live pane showed and the figures stop holding is said
+judged. Otherwise steps too short to judge (``eligible`` false) and revisits of a level are
+left out: one point per level, the first eligible step at it (a queue-only point only where no
+judged step holds the level). A knee the live pane showed and the figures stop holding is said
 withdrawn (``KneeWatch``), with the doubling that grew. The rule reads ``KneePoint``s: a live
 or bench step gives its own (``StepResult.knee_point``), a report's ``steps[]`` entry its
 (``report.stepstats.knee_point``).
@@ -105,10 +105,14 @@ class Knee:
 
 
 def points_of(points: Iterable[KneePoint | None]) -> list[KneePoint]:
-    """One point per concurrency (the first at it, steps in order), by concurrency."""
+    """One point per concurrency (the first at it, steps in order; a queue-only point only
+    where no judged step holds that level), by concurrency."""
     first: dict[float, KneePoint] = {}
     for p in points:
-        if p is not None and p.concurrency not in first:
+        if p is None:
+            continue
+        had = first.get(p.concurrency)
+        if had is None or (had.queue_only and not p.queue_only):
             first[p.concurrency] = p
     return sorted(first.values(), key=lambda p: p.concurrency)
 
@@ -226,6 +230,8 @@ def slo_max_concurrency(
     """Largest concurrency such that it and every lower step meet the SLO (None if none/no SLO)."""
     best: int | None = None
     for p in points_of(points):
+        if p.queue_only:
+            continue  # no client figures: the SLO is not judged at it
         if math.isnan(p.slo_attainment) or p.slo_attainment < attainment:
             break
         best = int(p.concurrency)
