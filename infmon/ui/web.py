@@ -94,7 +94,27 @@ class GuardedServer(Server):
         logging.basicConfig(level=logging.WARNING, format="infmon serve: %(message)s")
 
     async def on_startup(self, app: web.Application) -> None:
-        print(self.banner, flush=True)
+        """Nothing: textual-serve's prints its own banner here, before the socket listens."""
+
+    def serve(self, debug: bool = False) -> None:
+        """textual-serve's ``serve``, with our banner printed once the socket listens: aiohttp
+        runs ``on_startup`` before it binds, so a URL printed there could be refused (a test
+        that opened it at once was, on a loaded host)."""
+        self.debug = debug
+        self.initialize_logging()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGINT, self.request_exit)
+            loop.add_signal_handler(signal.SIGTERM, self.request_exit)
+        web.run_app(
+            self._make_app(),
+            host=self.host,
+            port=self.port,
+            handle_signals=False,
+            loop=loop,
+            print=lambda *_: print(self.banner, flush=True),
+        )
 
     async def _make_app(self) -> web.Application:
         app = web.Application()
