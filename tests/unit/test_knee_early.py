@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.records.request import RequestRecord
 from infmon.model.steps.book import CLOSED, Level
 from infmon.model.steps.evidence import ServerSample
 from infmon.model.steps.knee import (
@@ -26,17 +25,10 @@ from infmon.model.steps.knee import (
 from infmon.model.steps.ledger import StepLedger
 from infmon.report.doc import StepEntry
 from infmon.report.stepstats import knee_points
+from tests.unit.test_clean_steps import stream
 
 WARMUP_S = 0.6
 STEP_S = 30.0
-
-
-def stream(rid: int, step: int, sent: float, tokens: int = 64, tpot: float = 0.03) -> RequestRecord:
-    first = sent + 0.05
-    times = tuple(first + i * tpot for i in range(tokens))
-    return RequestRecord(
-        rid, sent, times, times[-1] + 1e-4, prompt_tokens=128, output_tokens=tokens, step=step
-    )
 
 
 def level_256_then_512(waiting_at_512: list[float]) -> tuple[StepLedger, float]:
@@ -48,7 +40,7 @@ def level_256_then_512(waiting_at_512: list[float]) -> tuple[StepLedger, float]:
         led.apply(led.book.begin(Level(CLOSED, c), t0, "sweep", WARMUP_S, {}))
         led.note_inflight(0, t0 + 0.1, [(i, c)])
         for k in range(60 * i):  # twice the throughput at twice the streams
-            led.add_record(stream(1000 * i + k, i, t0 + 1 + 0.4 / i * k, tpot=0.02 * i))
+            led.add_record(stream(1000 * i + k, i, t0 + 1 + 0.4 / i * k, 64, 0.02 * i))
         for s in range(2, 29):
             led.add_sample(ServerSample(t0 + s, running=c, waiting=0.0, kv_usage=0.4))
     t = 2 * STEP_S
@@ -92,7 +84,7 @@ def test_two_scrapes_are_not_enough_and_a_step_up_queue_names_nothing() -> None:
 def test_the_knee_is_confirmed_when_the_step_is_judged() -> None:
     led, t = level_256_then_512([254, 255, 256, 256, 255, 254, 256, 255])
     for k in range(60):
-        led.add_record(stream(3000 + k, 3, t + 1 + 0.1 * k, tpot=0.06))
+        led.add_record(stream(3000 + k, 3, t + 1 + 0.1 * k, 64, 0.06))
     now = t + 9.0
     result = led.results(now)[-1]
     assert result.eligible and not result.queued
