@@ -35,6 +35,7 @@ from infmon.load.h1 import UNANSWERED
 from infmon.load.params import ClientError
 from infmon.load.runtime import (
     HIGH_NICE,
+    ControllerWatch,
     WakeCanary,
     high_fair_share,
     normal_priority,
@@ -98,6 +99,9 @@ class WorkerCore:
         self._realtime_watch: asyncio.Task[None] | None = None
         self.canary_factory: Callable[[], WakeCanary] = WakeCanary
         """The normal thread whose late wake-ups tell that real time starves the host."""
+        self.controller_watch: Callable[[], ControllerWatch] | None = None
+        """infmon's controller process on this host, watched for starvation beside a real-time
+        load thread (a process worker: its parent; None: no controller here to watch)."""
         self.realtime_retry_s: float | None = None
         """Seconds at normal priority after a starvation (None: ``retry_after``'s back-off)."""
         self.fed: FedArrivals | None = None
@@ -262,16 +266,20 @@ class WorkerCore:
         """Once a second: the real-time thread goes back to normal priority, and says so, when its
         own load kept it busy over ``REALTIME_BUSY_SHARE`` of that second (its load is then
         CPU-bound: for good) or when a normal thread beside it (``WakeCanary``) waited
-        ``STARVED_WAIT_S`` for a core (real time starves the host's other threads here: to the
+        ``STARVED_WAIT_S`` for a core, or infmon's controller on this host (``ControllerWatch``)
+        went ``CONTROLLER_STARVED_S`` runnable with no CPU (real time starves the host's other
+        threads here: to the
         high fair share until ``retry_after``, when it takes real time again and says so; with
         ``again`` False, for good, watched as ``_watch_busy`` watches)."""
         canary = self.canary_factory()
         canary.start()
+        controller = self.controller_watch() if self.controller_watch is not None else None
         retry_s = 0.0
         since = self.clock.now()  # real time held since
         try:
             async for busy, elapsed in self._seconds(every_s):
-                harm = realtime_harm(busy, canary.waited(), elapsed - every_s)
+                starved = controller.starved_s() if controller is not None else 0.0
+                harm = realtime_harm(busy, canary.waited(), elapsed - every_s, starved)
                 if harm is None or not normal_priority():
                     continue
                 if not harm.retry:
@@ -316,6 +324,8 @@ class WorkerCore:
                     )
                 )
                 canary.waited()  # what it saw at normal priority is not real time's doing
+                if self.controller_watch is not None:
+                    controller = self.controller_watch()  # nor what the controller went through
                 since = self.clock.now()
         finally:
             canary.stop()
@@ -486,6 +496,8 @@ async def serve(ctrl_fd: int, data_fd: int, parent: int | None = None) -> None:
     )
     writer = _PipeWriter(transport)
     core = WorkerCore(writer, own_process=True)
+    controller = parent or os.getppid()
+    core.controller_watch = lambda: ControllerWatch(controller)
     watch = asyncio.ensure_future(_until_orphaned(parent or os.getppid(), reader))
     try:
         while True:

@@ -32,6 +32,11 @@ the load thread at normal priority, beside vLLM at c=4 (3 Dec). So a
 ``WakeCanary`` (a normal thread that sleeps 0.1 s and notes how late it wakes) runs beside a
 real-time load thread, and a wait of ``STARVED_WAIT_S`` while the load thread kept time sends
 it back to normal priority, saying so, until ``retry_after`` says to try real time again.
+The canary lives in the load worker's process, and the host can starve another process while
+the canary keeps time: infmon's own controller (the monitor's screen and journal) got 0.2 s of
+CPU in 11.9 s beside the real vLLM (6 Dec) and the canary saw nothing. So the worker also reads
+the controller's accounts in the kernel (``ControllerWatch``): ``CONTROLLER_STARVED_S`` runnable
+and unfed sends the load thread to normal priority the same way.
 Plain normal priority here costs the truth (beside vLLM at c=4: TTFT p99 ~900 ms against ~20 ms,
 half the tokens a second, which the client self-check flags), so the bar is a starvation no busy
 host explains, not a slow wake-up.
@@ -68,7 +73,10 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from infmon.load.selfcheck import thread_sched
 
 REALTIME_PRIORITY = 1
 REALTIME_BUSY_SHARE = 0.5
@@ -89,6 +97,17 @@ time up in every such run (the real-server tests then measured nothing); 5 s kee
 still catches the long starvation. The next run that day met 5.3 s twice in six minutes, gave
 real time up both times and measured nothing in those stretches (the self-check said so): on
 this host in such an hour neither priority gives both a true measurement and a live host."""
+CONTROLLER_STARVED_S = 3.0
+"""infmon's own controller (the monitor's screen and journal, bench's steps) on this host that
+waited this long on a run queue while hardly running, beside a real-time load thread that kept
+time: the load thread goes back to normal, as for ``STARVED_WAIT_S``. The canary sits in the load
+worker's process, and on this VM it can run on time while the controller starves: beside the
+real vLLM at c=2 (6 Dec) the monitor's threads ran 0.2 s in 11.9 s and waited 10.8 s, a report
+asked for with `s` came 12-28 s later in 9 of 36 runs, once not at all in 30 s (a CI run), while
+the canary never waited 5 s; with the load thread at the high fair share, 1.0-4.4 s in 10 of 10.
+The bar is lower than the canary's because the reading is not a wake-up's lateness, which a busy
+host explains, but seconds in which the controller was runnable and got (almost) no CPU, which a
+fair scheduler does not do to it: ``ControllerWatch``."""
 OWN_LATE_S = 0.5
 """The load thread's own once-a-second wake-up later than this: the host took the CPU from every
 thread (a vCPU the hypervisor paused, a suspended VM), and real time is not what starved them."""
@@ -242,10 +261,19 @@ class Harm:
     retry: bool
 
 
-def realtime_harm(busy: float, waited_s: float, own_late_s: float) -> Harm | None:
+def realtime_harm(
+    busy: float, waited_s: float, own_late_s: float, controller_s: float = 0.0
+) -> Harm | None:
     """Why a real-time load thread should go back to normal priority (None: it should not), from
     the share of the last second its own load kept it busy, the longest a normal thread beside it
-    waited past a wake-up for a core, and how late its own wake-up came over that second."""
+    waited past a wake-up for a core, how late its own wake-up came over that second, and how long
+    infmon's controller on this host has been starved (``ControllerWatch``)."""
+    if own_late_s < OWN_LATE_S and controller_s >= CONTROLLER_STARVED_S:
+        return Harm(
+            f"infmon's own controller (the screen, the journal) got no CPU for {controller_s:.0f} s "
+            "while it ran on time (this host's kernel lets a real-time thread starve the others)",
+            retry=True,
+        )
     if waited_s >= STARVED_WAIT_S and own_late_s < OWN_LATE_S:
         return Harm(
             f"a normal thread beside it waited {waited_s:.1f} s for a core while it ran on time "
@@ -302,3 +330,60 @@ class WakeCanary:
             now = time.monotonic()
             self._late.append(now - self._beat - self.every_s)
             self._beat = now
+
+
+STARVED_SHARE = 0.5
+"""Over a span in which one of the controller's threads waited on a run queue at least this share
+of it while the whole process ran under ``STARVED_CPU`` of it, the controller was starved."""
+STARVED_CPU = 0.01
+"""Under a fair scheduler a runnable process gets its weight's share however busy the host: a
+default-weight one beside six spinners in groups weighing 3x each still runs ~5% of a core
+(``tests/e2e/test_starved_client.py``). Starved beside real time it ran 0.00 s in 8-11 s."""
+WATCH_SPAN = 16
+"""Readings kept (about one a second): the longest starvation ``ControllerWatch`` can report."""
+
+
+class ControllerWatch:
+    """infmon's controller process, seen from a load worker on its host through the kernel's
+    accounts (``/proc/PID/task/*/schedstat``: CPU time, run-queue wait). ``starved_s()``, read
+    about once a second, is how long the controller has been starved up to now: the longest span
+    back from now over which a thread of it waited for a core ``STARVED_SHARE`` of the time while
+    the process ran under ``STARVED_CPU`` of it (0: it ran, it is gone, or the kernel keeps no
+    accounts). A controller blocked on its own work is not runnable and never counts; one that
+    competes on a busy host gets its fair share and does not either."""
+
+    def __init__(
+        self, pid: int, proc: str = "/proc", clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.tasks = f"{proc}/{pid}/task"
+        self.clock = clock
+        self._seen: collections.deque[tuple[float, dict[str, tuple[float, float]]]] = (
+            collections.deque(maxlen=WATCH_SPAN)
+        )
+
+    def _read(self) -> dict[str, tuple[float, float]]:
+        """Each thread's (CPU s, run-queue wait s); empty when the process or its accounts are
+        not there."""
+        out = {}
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(self.tasks):
+                if (acct := thread_sched(f"{self.tasks}/{tid}/schedstat")) is not None:
+                    out[tid] = acct[:2]
+        return out
+
+    def starved_s(self) -> float:
+        now, threads = self.clock(), self._read()
+        if not threads:  # gone, or no accounts: nothing to say
+            self._seen.clear()
+            return 0.0
+        longest = 0.0
+        for then, before in self._seen:
+            span = now - then
+            if span <= longest:
+                continue
+            cpu = sum(c - before.get(tid, (c, w))[0] for tid, (c, w) in threads.items())
+            wait = max(w - before.get(tid, (c, w))[1] for tid, (c, w) in threads.items())
+            if wait >= STARVED_SHARE * span and cpu < STARVED_CPU * span:
+                longest = span
+        self._seen.append((now, threads))
+        return longest

@@ -53,6 +53,11 @@ class StarvedCanary:
         StarvedCanary.readings += 1
         return 6.0 if sys.argv[1] == "starved" or StarvedCanary.readings == 1 else 0.0
 
+class StarvedController:
+    # infmon's controller as ControllerWatch reads it on such a host: runnable, no CPU for 4 s
+    def starved_s(self):
+        return 4.0
+
 class Config:
     load_priority = sys.argv[2]
     realtime_again = sys.argv[3] == "again"  # False: infmon bench's one priority per run
@@ -65,6 +70,8 @@ async def main():
     if STARVED:
         core.canary_factory = StarvedCanary
         core.realtime_retry_s = 0.5 if sys.argv[1] == "passes" else None
+    if sys.argv[1] == "controller":
+        core.controller_watch = StarvedController
     said = core._load_thread(Config())
     if "real-time" not in said and "high fair share" not in said:
         print("SKIP", said)
@@ -119,6 +126,11 @@ def run(kind: str, priority: str = "realtime", again: bool = True) -> str:
     [
         ("busy", "its load kept it busy"),  # then: real time would take that CPU from the server
         ("starved", "a normal thread beside it waited 6.0 s for a core while it ran on time"),
+        (
+            "controller",
+            "infmon's own controller (the screen, the journal) got no CPU for 4 s while it ran "
+            "on time",
+        ),
     ],
 )
 def test_a_real_time_load_thread_goes_back_to_normal_and_says_why(kind: str, why: str) -> None:
