@@ -270,7 +270,8 @@ def realtime_harm(
     infmon's controller on this host has been starved (``ControllerWatch``)."""
     if own_late_s < OWN_LATE_S and controller_s >= CONTROLLER_STARVED_S:
         return Harm(
-            f"infmon's own controller (the screen, the journal) got no CPU for {controller_s:.0f} s "
+            "infmon's own controller (the process that journals and shows the load) got no CPU "
+            f"for {controller_s:.0f} s "
             "while it ran on time (this host's kernel lets a real-time thread starve the others)",
             retry=True,
         )

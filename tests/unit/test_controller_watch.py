@@ -69,7 +69,10 @@ def test_a_controller_runnable_with_no_cpu_is_starved_for_as_long_as_it_lasts(
     assert got[3] == CONTROLLER_STARVED_S  # the bar: the load thread goes back to normal
     harm = realtime_harm(0.05, 0.0, 0.01, got[3])
     assert harm is not None and harm.retry
-    assert "infmon's own controller (the screen, the journal) got no CPU for 3 s" in harm.text
+    assert (
+        "infmon's own controller (the process that journals and shows the load) got no CPU for 3 s"
+        in harm.text
+    )
     assert realtime_harm(0.05, 0.0, 0.01, got[2]) is None  # 2 s: not yet
     # the load thread's own second came late too: the host paused everything, not real time
     assert realtime_harm(0.05, 0.0, 0.9, got[5]) is None

@@ -128,8 +128,8 @@ def run(kind: str, priority: str = "realtime", again: bool = True) -> str:
         ("starved", "a normal thread beside it waited 6.0 s for a core while it ran on time"),
         (
             "controller",
-            "infmon's own controller (the screen, the journal) got no CPU for 4 s while it ran "
-            "on time",
+            "infmon's own controller (the process that journals and shows the load) got no CPU "
+            "for 4 s while it ran on time",
         ),
     ],
 )
