@@ -268,9 +268,8 @@ class WorkerCore:
         CPU-bound: for good) or when a normal thread beside it (``WakeCanary``) waited
         ``STARVED_WAIT_S`` for a core, or infmon's controller on this host (``ControllerWatch``)
         went ``CONTROLLER_STARVED_S`` runnable with no CPU (real time starves the host's other
-        threads here: to the
-        high fair share until ``retry_after``, when it takes real time again and says so; with
-        ``again`` False, for good, watched as ``_watch_busy`` watches)."""
+        threads here: to the high fair share until ``retry_after``, when it takes real time again
+        and says so; with ``again`` False, for good, watched as ``_watch_busy`` watches)."""
         canary = self.canary_factory()
         canary.start()
         controller = self.controller_watch() if self.controller_watch is not None else None

@@ -36,7 +36,7 @@ The canary lives in the load worker's process, and the host can starve another p
 the canary keeps time: infmon's own controller (the monitor's screen and journal) got 0.2 s of
 CPU in 11.9 s beside the real vLLM (6 Dec) and the canary saw nothing. So the worker also reads
 the controller's accounts in the kernel (``ControllerWatch``): ``CONTROLLER_STARVED_S`` runnable
-and unfed sends the load thread to normal priority the same way.
+with no CPU sends the load thread away from real time the same way.
 Plain normal priority here costs the truth (beside vLLM at c=4: TTFT p99 ~900 ms against ~20 ms,
 half the tokens a second, which the client self-check flags), so the bar is a starvation no busy
 host explains, not a slow wake-up.
