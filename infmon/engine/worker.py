@@ -497,7 +497,7 @@ async def serve(ctrl_fd: int, data_fd: int, parent: int | None = None) -> None:
     core = WorkerCore(writer, own_process=True)
     controller = parent or os.getppid()
     core.controller_watch = lambda: ControllerWatch(controller)
-    watch = asyncio.ensure_future(_until_orphaned(parent or os.getppid(), reader))
+    watch = asyncio.ensure_future(_until_orphaned(controller, reader))
     try:
         while True:
             msg = await p.read_frame(reader)
