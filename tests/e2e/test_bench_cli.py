@@ -224,7 +224,15 @@ def test_rate_steps(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     steps = json.loads(out.read_text())["steps"]
     assert [s["rate"] for s in steps] == [10.0, 40.0] and all("concurrency" not in s for s in steps)
-    assert steps[1]["request_throughput_req_s"] > 2 * steps[0]["request_throughput_req_s"]
+    # Arrivals are random (a fresh seed a run): a 1 s step at 10 req/s completes Poisson(10)
+    # requests, at 40 Poisson(40). "Four times the rate gives more than twice the requests" failed
+    # 1.6% of runs (CI saw 18 then 34); "more requests" fails 6e-6 of them, and each step's count
+    # stays within 4.5 sigma of its rate (1e-5 each).
+    done = [s["completed"] for s in steps]
+    assert done[1] > done[0], done
+    for s in steps:
+        expected = s["rate"] * s["duration_s"]
+        assert abs(s["completed"] - expected) <= 4.5 * expected**0.5 + 1, s
     assert "40 req/s" in r.stdout
 
 
