@@ -49,15 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for session in args.sessions:
         obs, _ = read_session(session, "both", [])
         doc = build_summary(session)  # each step's server evidence holds the histogram's mean
-        steps = [int(st["step"]) for st in doc["steps"] if not st.get("client_late")]
         hist = {
             int(st["step"]): ev.server_ttft_s
             for st in doc["steps"]
             if (ev := ServerEvidence.from_dict(st.get("server_evidence"))) is not None
         }
         rows: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
-        for step, o in zip(steps, obs, strict=True):
-            h = hist.get(step, math.nan)
+        tok_s: dict[int, list[float]] = defaultdict(list)
+        for o in obs:
+            tok_s[o.concurrency].append(o.output_tok_s)
+            h = hist.get(o.step, math.nan)
             if math.isfinite(h):
                 rows[o.concurrency].append((o.ttft_s, h, o.server_ttft_s))
         print(f"{session}: ms, means over each level's rounds")
@@ -70,7 +71,34 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"  {c:4}  {client:11.2f}  {api:21.2f}  {engine:19.2f}  {client - api:7.2f}"
                 f"  {api - engine:6.2f}"
             )
+        if line := growth_line(rows, tok_s):
+            print(line)
     return 0
+
+
+def growth_line(
+    rows: dict[int, list[tuple[float, float, float]]], tok_s: dict[int, list[float]]
+) -> str | None:
+    """How the front (client TTFT - the engine's queued -> first token) grew past c=1 from
+    c=4 to the widest level, beside what ``sim --fit``'s two forms make of a fit at c = 1-4:
+    the line (one wait per other open stream, ``c - 1``) and the rate form (one per token/s
+    the other streams take). None without c = 1, 4 and a wider level."""
+    top = max(rows, default=0)
+    if not {1, 4} <= rows.keys() or top <= 4:
+        return None
+
+    def front(c: int) -> float:
+        return sum(r[0] - r[2] for r in rows[c]) / len(rows[c])
+
+    def others_tok_s(c: int) -> float:
+        return sum(tok_s[c]) / len(tok_s[c]) * (c - 1) / c
+
+    grew = (front(top) - front(1)) / (front(4) - front(1))
+    rate = others_tok_s(top) / others_tok_s(4)
+    return (
+        f"  front past c=1, c=4 -> c={top}: grew {grew:.1f}x; "
+        f"the line {(top - 1) / 3:.1f}x, the rate form {rate:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -200,6 +200,7 @@ def read_session(
                 acceptance=acceptance,
                 arrival_wave=facts.waves.get(step, math.nan),
                 output_spread=facts.output_spread,
+                step=step,
             )
         )
     return out, ServerLimits.of(doc["server"])

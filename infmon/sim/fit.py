@@ -96,6 +96,8 @@ class Observation:
     Not fitted: it says which state of the loop a round's TTFT was measured in."""
     output_spread: int = 0
     """Half the range of its output lengths (``levels.output_spread``; 0: all alike)."""
+    step: int = 0
+    """The session's step it was measured in (0: not from a session's steps)."""
 
     @property
     def shape(self) -> Shape:
