@@ -82,7 +82,8 @@ def growth_line(
     """How the front (client TTFT - the engine's queued -> first token) grew past c=1 from
     c=4 to the widest level, beside what ``sim --fit``'s two forms make of a fit at c = 1-4:
     the line (one wait per other open stream, ``c - 1``) and the rate form (one per token/s
-    the other streams take). None without c = 1, 4 and a wider level."""
+    the other streams take). None without c = 1, 4 and a wider level, or when the front did
+    not grow from c=1 to c=4 (no growth to compare)."""
     top = max(rows, default=0)
     if not {1, 4} <= rows.keys() or top <= 4:
         return None
@@ -93,6 +94,8 @@ def growth_line(
     def others_tok_s(c: int) -> float:
         return sum(tok_s[c]) / len(tok_s[c]) * (c - 1) / c
 
+    if front(4) <= front(1):
+        return None
     grew = (front(top) - front(1)) / (front(4) - front(1))
     rate = others_tok_s(top) / others_tok_s(4)
     return (
