@@ -138,6 +138,9 @@ class CpuUsers:
     def __init__(self, clock: Clock, proc: str = "/proc") -> None:
         self.clock, self.proc = clock, proc
         self.tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+        self.cores = float(os.cpu_count() or 1)
+        """No process uses more than every core (one first read between the samples: its
+        whole life, which a read missed before could make look longer)."""
         self._prev: tuple[float, dict[int, tuple[str, int]]] | None = None
         self._last: tuple[float, dict[int, tuple[str, int]]] | None = None
 
@@ -152,7 +155,9 @@ class CpuUsers:
 
     def top(self, n: int = 3, exclude: frozenset[int] = frozenset()) -> list[CpuUser]:
         """The ``n`` busiest process names between the two last samples (a server's or a
-        job's processes count together), busiest first."""
+        job's processes count together), busiest first. A process that began between them
+        (its pid unseen before, or held then by another name) used all its CPU time since: a
+        job started as the load did is named, not left out for want of an earlier reading."""
         if self._prev is None or self._last is None:
             return []
         (t0, a), (t1, b) = self._prev, self._last
@@ -160,10 +165,14 @@ class CpuUsers:
             return []
         by_name: dict[str, tuple[list[int], float]] = {}
         for pid, (name, ticks) in b.items():
-            if pid in a and pid not in exclude and ticks > a[pid][1]:
+            before = a.get(pid)
+            same = before is not None and before[0] == name and ticks >= before[1]
+            was = before[1] if before is not None and same else 0
+            if pid not in exclude and ticks > was:
+                used = min((ticks - was) * self.tick_s / (t1 - t0), self.cores)
                 pids, cores = by_name.get(name, ([], 0.0))
                 pids.append(pid)
-                by_name[name] = (pids, cores + (ticks - a[pid][1]) * self.tick_s / (t1 - t0))
+                by_name[name] = (pids, cores + used)
         users = [CpuUser(name, tuple(p), c) for name, (p, c) in by_name.items()]
         users.sort(key=lambda u: -u.cores)
         return users[:n]
