@@ -17,7 +17,7 @@ from infmon.load.selfcheck import CpuUsers
 
 SPIN = """
 import ctypes, sys, time
-ctypes.CDLL(None).prctl(15, b"infmon-spin", 0, 0, 0)  # PR_SET_NAME: /proc/PID/stat's name
+ctypes.CDLL(None).prctl(15, sys.argv[2].encode(), 0, 0, 0)  # PR_SET_NAME: its /proc name
 end = time.process_time() + float(sys.argv[1])
 while time.process_time() < end:
     pass
@@ -26,9 +26,10 @@ time.sleep(60)
 """
 
 
-def spinner(cpu_s: float) -> subprocess.Popen[bytes]:
-    """A process that uses ``cpu_s`` of CPU, says so, then sleeps (it stays in /proc)."""
-    proc = subprocess.Popen([sys.executable, "-c", SPIN, str(cpu_s)], stdout=subprocess.PIPE)
+def spinner(cpu_s: float, name: str) -> subprocess.Popen[bytes]:
+    """A process named ``name`` that uses ``cpu_s`` of CPU, says so, then sleeps (it stays in
+    /proc). Each test names its own: under ``-n 2`` the other test's may spin meanwhile."""
+    proc = subprocess.Popen([sys.executable, "-c", SPIN, str(cpu_s), name], stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline() == b"spun\n"
     return proc
 
@@ -37,13 +38,13 @@ def test_a_process_that_began_between_the_readings_is_named_with_its_cpu() -> No
     users = CpuUsers(MonotonicClock())
     users.sample()
     t0 = time.monotonic()
-    proc = spinner(0.5)
+    proc = spinner(0.5, "infmon-spin-new")
     try:
         users.sample()
         interval = time.monotonic() - t0
         top = {u.name: u for u in users.top(5)}
-        assert "infmon-spin" in top, [u.text() for u in top.values()]
-        spin = top["infmon-spin"]
+        assert "infmon-spin-new" in top, [u.text() for u in top.values()]
+        spin = top["infmon-spin-new"]
         assert spin.pids == (proc.pid,)
         # 0.5 s of its own CPU (plus its interpreter's start) over the interval, in ticks
         assert 0.45 / interval <= spin.cores <= (0.5 + 0.5) / interval + 0.02
@@ -54,12 +55,14 @@ def test_a_process_that_began_between_the_readings_is_named_with_its_cpu() -> No
 
 def test_a_process_seen_at_both_readings_counts_only_the_time_between() -> None:
     users = CpuUsers(MonotonicClock())
-    proc = spinner(0.4)  # its 0.4 s before the first reading are not the interval's
+    proc = spinner(
+        0.4, "infmon-spin-old"
+    )  # its 0.4 s before the first reading are not the interval's
     try:
         users.sample()
         time.sleep(0.3)
         users.sample()
-        assert "infmon-spin" not in {u.name for u in users.top(10)}
+        assert "infmon-spin-old" not in {u.name for u in users.top(10)}
     finally:
         proc.kill()
         proc.wait()
