@@ -84,6 +84,13 @@ from tests.recorded import unpack_journal
 # 14:41 passed (c=8 0.91, 0.96, 1.07; c=16 1.07, 1.06, 0.90): 4 of 6 that day. The API server's
 # part of TTFT past c=1's grew 2.2-6.4x from c=4 to c=16 over eleven sweeps of 5-6 Dec, where the
 # rate form fitted at c = 1, 2, 4 reads 2.2-3.5x (bench/front_split.py; 10:31's miss: 6.4x).
+# 17:37 missed on c=16 TTFT p50 alone (0.80; the carried shape 0.82), after a ten-round sweep by
+# hand whose rounds knew c=16's means to +-7-8% and the fit missed beyond them (c=16 TPOT 0.85,
+# TTFT p50 0.66, tok/s 1.17). Over twelve sweeps (bench/growth_reach.py) the growth from c=4 to
+# 16 ran against the growth from 1 to 4 (r -0.41 to -0.48), and the other sweeps' mean curve
+# scaled to each sweep's c = 1, 2, 4 held all six in 6 of 12, the fit in 5: about one in two is
+# what this host gives any forecast from c = 1, 2, 4, so the issue's must-show 1 is reported
+# blocked here and this test stays unmet (README, "What this host leaves any forecast").
 pytestmark = [pytest.mark.real_server, pytest.mark.unmet]
 
 LOAD = ("--prompt-tokens", "32", "--output-tokens", "29-35", "--endpoint", "completions")
