@@ -100,6 +100,8 @@ def _labels(text: str) -> tuple[str, str]:
 def _rounds(args: argparse.Namespace) -> tuple[int, float | None]:
     """The most A-B rounds and ``--until-ci``'s target: ``--repeat N`` is N rounds."""
     opts = trials_from_args(args)
+    if getattr(args, "until_ci_on", None) is not None:
+        raise CliError("--until-ci-on: the A-B rounds wait on their speed ratio (--until-ci)")
     repeat, rounds = getattr(args, "repeat", None), args.rounds
     if repeat is not None and rounds is not None and repeat != rounds:
         raise CliError(

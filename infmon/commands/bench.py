@@ -53,6 +53,7 @@ from infmon.commands.simfit import session_wander
 from infmon.commands.trials_out import (
     TrialOptions,
     add_trial_arguments,
+    loose_note,
     stop_rule,
     trials_from_args,
     write_trials,
@@ -346,7 +347,9 @@ async def _bench(
             results = await runner.rounds(
                 plan, opts.trials.repeat, stop_rule(opts.trials), progress.step, progress.tick
             )
-            trials = write_trials([r for r, _ in results], session_dir, {})
+            trials = write_trials([r for r, _ in results], session_dir, {}, opts.trials.until_on)
+            if note := loose_note([r for r, _ in results], opts.trials):
+                _say_wrapped(note)
         elif opts.search is None:
             results = await runner.run(plan, on_step=progress.step, on_tick=progress.tick)
         else:

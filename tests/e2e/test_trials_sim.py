@@ -96,3 +96,30 @@ def test_until_ci_stops_early_on_a_steady_server(tmp_path):
         0.1 * c8["figures"]["output_tok_s"]["mean"] + 1e-6
     )
     assert f"within ±10.0% after {c8['n']} rounds" in out.stdout
+
+
+@pytest.mark.timeout(300)
+def test_until_ci_on_latency_says_which_level_is_still_wide(tmp_path):
+    """``--until-ci-on`` waits on the named figures; a target no three rounds can meet runs
+    every round asked and ends by naming each level's figure still wider than asked."""
+    session = tmp_path / "s"
+    with running_sim("--scenario", "baseline") as url:
+        out = subprocess.run(
+            infmon_cmd("bench", url, "--concurrency", "4,8", "--repeat", "3", "--until-ci",
+                       "0.1%", "--until-ci-on", "ttft_p50_ms,output_tok_s",
+                       "--session-dir", str(session), *LOAD),
+            cwd=REPO, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    trials = _trials(session)
+    assert trials["c=4"]["n"] == trials["c=8"]["n"] == 3  # never tight: every round ran
+    text = " ".join(line.strip() for line in out.stdout.splitlines())  # the note is wrapped
+    note = text[
+        text.index("trials: after 3 rounds (the most asked) not every level within ±0.1%") :
+    ]
+    note = note[: note.index("narrow them")]
+    for level in ("c=4", "c=8"):
+        for name in ("ttft_p50_ms", "output_tok_s"):
+            width = trials[level]["figures"][name]
+            half = (width["ci_high"] - width["ci_low"]) / 2 / width["mean"]
+            assert f"{level} {name} ±{half:.1%}" in note

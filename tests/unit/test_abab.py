@@ -121,6 +121,8 @@ def test_rounds_are_the_trials(tmp_path):
         rounds("--repeat", "5", "--rounds", "3")
     with pytest.raises(CliError, match="at least 1"):
         rounds("--rounds", "0")
+    with pytest.raises(CliError, match="wait on their speed ratio"):
+        rounds("--until-ci", "5%", "--until-ci-on", "ttft_p50_ms")
 
 
 def test_a_round_whose_client_was_late_is_left_out_with_its_pair_and_said():

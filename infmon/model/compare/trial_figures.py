@@ -25,8 +25,11 @@ FIGURES: tuple[tuple[str, Callable[[StepStats], float]], ...] = (
     ("e2el_p50_ms", lambda s: s.e2el.p50 * 1e3),
 )
 """Each figure a trial contributes: its name (unit in the name) and how a step gives it."""
+FIGURE_NAMES: tuple[str, ...] = tuple(name for name, _ in FIGURES)
 STOP_FIGURE = "output_tok_s"
-"""The figure ``--until-ci`` waits on."""
+"""The figure ``--until-ci`` waits on unless ``--until-ci-on`` names others."""
+SLO_FIGURES = frozenset({"goodput_req_s", "slo_attainment"})
+"""Figures a step has only under an SLO."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,21 @@ def trials_by_level(
     return out
 
 
-def all_tight(levels: Sequence[LevelTrials], target: float) -> bool:
-    """Every level's ``STOP_FIGURE`` interval is within ``target`` of its mean."""
-    return bool(levels) and all(tight(lv.get(STOP_FIGURE), target) for lv in levels)
+def loose(
+    levels: Sequence[LevelTrials], target: float, figures: Sequence[str] = (STOP_FIGURE,)
+) -> list[tuple[str, str, TrialStats]]:
+    """Each level's figure (of ``figures``) whose interval is not yet within ``target`` of its
+    mean (fewer than three trials, or wider): (level, figure, its trials)."""
+    return [
+        (lv.label, name, lv.get(name))
+        for lv in levels
+        for name in figures
+        if not tight(lv.get(name), target)
+    ]
+
+
+def all_tight(
+    levels: Sequence[LevelTrials], target: float, figures: Sequence[str] = (STOP_FIGURE,)
+) -> bool:
+    """Every level's interval of every one of ``figures`` is within ``target`` of its mean."""
+    return bool(levels) and not loose(levels, target, figures)
