@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import lzma
 import sys
 import tempfile
 from collections import defaultdict
@@ -64,17 +63,10 @@ class Row:
 def rows_of_session(source: str, tmp: Path) -> list[Row]:
     """A session directory's (or a fixture's) steps, as ``sim --fit`` reads them: the steps the
     client self-check flagged are left out."""
+    from bench.shape_transfer import session_dir
     from infmon.commands.simfit_read import read_session
 
-    path = Path(source)
-    if not path.is_dir():
-        if not path.exists():
-            path = ROOT / "tests" / "fixtures" / "sessions" / f"{source}.journal.sqlite.xz"
-        out = tmp / path.name.split(".")[0]
-        out.mkdir()
-        (out / "journal.sqlite").write_bytes(lzma.decompress(path.read_bytes()))
-        path = out
-    obs, _ = read_session(path, "auto", [])
+    obs, _ = read_session(session_dir(source, tmp), "auto", [])
     return [
         Row(source, o.step, o.concurrency, (o.tpot_s * 1e3, o.ttft_p50_s * 1e3, o.output_tok_s))
         for o in obs

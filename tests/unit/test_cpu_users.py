@@ -55,9 +55,8 @@ def test_a_process_that_began_between_the_readings_is_named_with_its_cpu() -> No
 
 def test_a_process_seen_at_both_readings_counts_only_the_time_between() -> None:
     users = CpuUsers(MonotonicClock())
-    proc = spinner(
-        0.4, "infmon-spin-old"
-    )  # its 0.4 s before the first reading are not the interval's
+    # its 0.4 s of CPU, all spent before the first reading, are not the interval's
+    proc = spinner(0.4, "infmon-spin-old")
     try:
         users.sample()
         time.sleep(0.3)
