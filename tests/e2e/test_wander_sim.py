@@ -2,7 +2,9 @@
 then every step twice as long, by turns, as this project's VM ran by turns at two speeds):
 ``bench --repeat`` ends by saying the rounds wandered and whose the wander was. With vLLM's
 per-request timings (``--enable-per-request-metrics``) the server's own TPOT moved with the
-client's, so it names the server's pace; without them it says it cannot tell."""
+client's, so it names the server's pace (a client on a loaded host, as in CI beside a second
+test, may read a round a few percent off the server's own: it says so and still names the
+server's pace); without them it says it cannot tell."""
 
 from __future__ import annotations
 
@@ -36,9 +38,10 @@ def test_bench_of_rounds_names_the_servers_wandering_pace(tmp_path):
     assert b.returncode == 0, b_out
     said = " ".join(out.stdout.split())  # wrapped to the table's 100 columns
     assert "warning: rounds of one level wandered" in said, out.stdout
-    assert "worst c=1" in said
-    assert "the server's pace moved, not this client's reading of it" in said
-    assert "A comparison of these rounds carries that much noise" in said
+    assert "worst c=1" in said, out.stdout
+    # the server's pace, with or without a few percent of a loaded client host's reading
+    assert "the server's pace moved" in said and "cannot tell" not in said, out.stdout
+    assert "A comparison of these rounds carries that much noise" in said, out.stdout
     bare_said = " ".join(b_out.split())
     assert "warning: rounds of one level wandered" in bare_said, b_out
-    assert "cannot tell the server's pace from this client's reading" in bare_said
+    assert "cannot tell the server's pace from this client's reading" in bare_said, b_out
