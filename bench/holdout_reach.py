@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from infmon.sim.fit import Observation  # noqa: E402
+from infmon.sim.observation import Observation  # noqa: E402
 from infmon.sim.rounds import FIGURES, figure_value, forecast_figures, round_index  # noqa: E402
 
 Forecast = Callable[[frozenset[int], list[Observation], int], dict[str, float]]

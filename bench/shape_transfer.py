@@ -7,7 +7,7 @@ with the tokens streamed per second) unless ``--shape-from`` carries the shape o
 This script takes sweeps of c = 1-16 (session directories, or the ``.journal.sqlite.xz``
 fixtures of ``tests/fixtures/sessions``) and fits each one's c = 1, 2, 4 three ways: the line,
 the rate form (the check as written), and with every other sweep's shape, read from its own
-levels (``infmon.sim.fit.growth_shape``). It compares each forecast at c = 8 and 16 with the
+levels (``infmon.sim.growth.growth_shape``). It compares each forecast at c = 8 and 16 with the
 mean of the sweep's rounds there: mean TPOT, TTFT p50 and output tok/s, within
 ``--tolerance`` (15%) as the test asks. ``--no-carry`` skips the carried shapes (one fit per
 sweep and form: fast).
@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from infmon.sim.fit import Growth, Observation  # noqa: E402
+from infmon.sim.growth import Growth  # noqa: E402
+from infmon.sim.observation import Observation  # noqa: E402
 from infmon.sim.rounds import FIGURES  # noqa: E402
 
 FIXTURES = ("wandering-vllm", "steady-vllm", "jittered-vllm")
@@ -73,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from infmon.commands.simfit_read import base_config, read_session
-    from infmon.sim.fit import growth_shape
+    from infmon.sim.growth import growth_shape
 
     with tempfile.TemporaryDirectory() as tmp:
         data = {}

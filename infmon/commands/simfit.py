@@ -18,9 +18,11 @@ from infmon.commands.simfit_read import base_config, read_session
 
 if TYPE_CHECKING:
     from infmon.sim.costmodel import FittedCost
-    from infmon.sim.fit import FitResult, Growth, Observation
+    from infmon.sim.fit import FitResult
     from infmon.sim.forecast import Forecast, HeldOut
+    from infmon.sim.growth import Growth
     from infmon.sim.levels import Shape
+    from infmon.sim.observation import Observation
     from infmon.sim.roofline import EngineConfig
     from infmon.sim.rounds import HeldLevel, Rounds
 
@@ -155,7 +157,7 @@ def run_fit(args: argparse.Namespace) -> int:
 def carried_growth(path: Path | None) -> Growth | None:
     """The growth's shape of an earlier profile (``--shape-from``)."""
     from infmon.sim import fitio
-    from infmon.sim.fit import Growth
+    from infmon.sim.growth import Growth
     from infmon.sim.profiles import ProfileError
 
     if path is None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from infmon.commands import CliError
 
 if TYPE_CHECKING:
-    from infmon.sim.fit import Observation
+    from infmon.sim.observation import Observation
     from infmon.sim.roofline import EngineConfig
 
 
@@ -109,7 +109,7 @@ def _step_facts(session_dir: Path, timed: bool) -> StepFacts:
 
 def _client_step(session: str, st: Mapping[str, Any]) -> tuple[int, Observation] | None:
     """One closed-loop step of a report document as the client measured it (None: not one)."""
-    from infmon.sim.fit import Observation
+    from infmon.sim.observation import Observation
 
     c, done = st.get("concurrency"), st.get("completed") or 0
     prompt, output = _num(st.get("prompt_tokens")), _num(st.get("output_tokens"))

@@ -23,7 +23,7 @@ concurrency may slow: ``seq_s`` is paid ``running ** seq_exponent`` times a step
 ``frontend_stream_s`` ``box_cox(c, stream_exponent)`` times a request (``c - 1`` at 1, ``ln c``
 at 0). On the real vLLM here TPOT grew ~0.3 ms per sequence to c=4 and half that past it, and
 the API server's wait slower still. Levels up to c=4 cannot show such a bend, so a fit reads
-the exponents from levels that span 8x (``infmon.sim.fit.growth_shape``) or carries them from a
+the exponents from levels that span 8x (``infmon.sim.growth.growth_shape``) or carries them from a
 profile of a wider sweep. Otherwise it takes the **rate** form (``growth = "rate"``): both grow
 with the tokens streamed per second, not with the sequences. A step of ``n`` sequences lasting
 ``t`` pays ``seq_s x n / t`` (so ``t = w + seq_s x n / t``, solved in ``features``), and a new

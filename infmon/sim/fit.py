@@ -16,7 +16,6 @@ covariance is ``(A'A / s^2 + PRIOR_PRECISION)^-1`` with ``s`` the residual scatt
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,9 +33,10 @@ from infmon.sim.costmodel import (
     SPEC_PARAMS,
     FittedCost,
     FittedRange,
-    box_cox,
 )
-from infmon.sim.levels import LevelVectors, Shape, replay
+from infmon.sim.growth import Growth, fit_growth, wave_exponent
+from infmon.sim.levels import LevelVectors, replay
+from infmon.sim.observation import Observation, conditional_acceptance
 from infmon.sim.roofline import EngineConfig
 
 NOISE_FLOOR = 0.01
@@ -51,10 +51,6 @@ RIDGE = 1e-6
 PRIOR_PRECISION = 1.0
 """The covariance's prior: one cost explains about one figure at most (unit variance on the
 normalised scale), so a cost the data leaves open gets a band of its own size, not infinity."""
-FIGURES = ("tpot", "ttft", "tok_s", "server_tpot", "server_ttft", "server_prefill")
-"""What an observation can carry: the client's mean TPOT and TTFT, output tokens/s, and the
-server's own (vLLM's per-request timings: inter-token time, queued → first token, and of that
-the prefill: scheduled → first token, the step that prefilled it)."""
 SPLITS = (0.9, 0.5, 0.1)
 """Shares of the decode step's fixed cost given to the weights at the roofline fit's starts."""
 RUNS = 1
@@ -69,81 +65,9 @@ class FitError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Observation:
-    """One measured level of a session (all times in seconds)."""
-
-    session: str
-    concurrency: int
-    prompt_tokens: float  # mean per request
-    output_tokens: float
-    tpot_s: float  # mean
-    ttft_s: float  # mean (a median jumps between the waves of a lockstep burst)
-    output_tok_s: float
-    speculative_k: int = 0
-    acceptance: tuple[float, ...] = ()  # marginal per position (vLLM's per-position counters)
-    source: str = "client"
-    """Whose TTFT and TPOT: ``client`` (the streams as read), ``server`` (vLLM's own
-    per-request timings on its engine clock: queued → first token, mean inter-token time), or
-    ``both`` (``tpot_s`` and ``ttft_s`` the client's, ``server_*`` the server's: the engine's
-    steps are pinned by the server's, and the client's TTFT adds the API server's time)."""
-    ttft_p50_s: float = float("nan")
-    """The median TTFT from the same source (the client's with ``both``; NaN: not known)."""
-    server_tpot_s: float = float("nan")
-    server_ttft_s: float = float("nan")
-    server_prefill_s: float = float("nan")
-    arrival_wave: float = float("nan")
-    """The closed loop's wave: the mean number of requests sent together (NaN: not known).
-    Not fitted: it says which state of the loop a round's TTFT was measured in."""
-    output_spread: int = 0
-    """Half the range of its output lengths (``levels.output_spread``; 0: all alike)."""
-    step: int = 0
-    """The session's step it was measured in (0: not from a session's steps)."""
-
-    @property
-    def shape(self) -> Shape:
-        return Shape(
-            self.concurrency,
-            max(1, round(self.prompt_tokens)),
-            max(2, round(self.output_tokens)),
-            self.speculative_k,
-            conditional_acceptance(self.acceptance),
-            output_spread=self.output_spread,
-        )
-
-    def targets(self) -> tuple[tuple[str, float], ...]:
-        """(figure, value) of each measured figure linear in the costs: mean TPOT, mean TTFT,
-        seconds per output token (the reciprocal of ``tok_s``'s value)."""
-        server = self.source == "server"
-        out: tuple[tuple[str, float], ...] = (
-            ("server_tpot" if server else "tpot", self.tpot_s),
-            ("server_ttft" if server else "ttft", self.ttft_s),
-            ("tok_s", 1.0 / self.output_tok_s),
-        )
-        if self.source == "both":
-            out += (("server_tpot", self.server_tpot_s), ("server_ttft", self.server_ttft_s))
-            if self.server_prefill_s > 0:
-                out += (("server_prefill", self.server_prefill_s),)
-        return out
-
-    def measured(self, figure: str) -> float:
-        """A figure as measured (``tok_s`` in tokens/s)."""
-        value = dict(self.targets())[figure]
-        return 1.0 / value if figure == "tok_s" else value
-
-
-def conditional_acceptance(marginal: tuple[float, ...]) -> tuple[float, ...]:
-    """Per-position acceptance given the earlier positions were accepted."""
-    out, prev = [], 1.0
-    for m in marginal:
-        out.append(min(1.0, m / prev) if prev > 0 else 0.0)
-        prev = m
-    return tuple(out)
-
-
-@dataclass(frozen=True, slots=True)
 class Residual:
     observation: Observation
-    figure: str  # one of FIGURES
+    figure: str  # one of infmon.sim.observation.FIGURES
     measured: float
     fitted: float
 
@@ -160,6 +84,16 @@ class FitResult:
     held_at_zero: tuple[str, ...]
     unseen: tuple[str, ...] = ()  # costs no replayed step used: a neutral guess, not fitted
     api_scatter: tuple[tuple[str, float], ...] = ()  # each API server shape tried: its scatter
+
+
+@dataclass(frozen=True, slots=True)
+class _Form:
+    """What a fit holds fixed while it solves for the costs: the API server's shape, the
+    growth's, and the closed loop's wave exponent (each read once from the observations)."""
+
+    api: str
+    growth: Growth
+    waves: float
 
 
 def vector(vec: LevelVectors, figure: str) -> np.ndarray:
@@ -439,120 +373,6 @@ def _residuals(
                 fitted = 1.0 / fitted
             out.append(Residual(o, figure, o.measured(figure), fitted))
     return tuple(out)
-
-
-def wave_exponent(obs: list[Observation]) -> float:
-    """``b`` in waves of ``c ** b`` requests, by least squares on ``log w = b log c`` over the
-    levels above one user whose waves were measured (a level of one user sends one at a time,
-    so the line goes through there); 1.0 (every user together) when none were. On the real
-    vLLM here the waves at c = 2, 4, 8, 16 were 1.0-1.1, 1.6-2.0, 1.6-2.8 and 1.6-4.9: b ≈ 0.43
-    over all four, 0.26-0.35 from c = 2 and 4 alone (a fit that holds 8 and 16 out)."""
-    pairs = [
-        (math.log(o.concurrency), math.log(o.arrival_wave))
-        for o in obs
-        if o.concurrency >= 2 and math.isfinite(o.arrival_wave) and o.arrival_wave >= 1
-    ]
-    if not pairs:
-        return 1.0
-    b = sum(x * y for x, y in pairs) / sum(x * x for x, _ in pairs)
-    return min(1.0, max(0.0, b))
-
-
-@dataclass(frozen=True, slots=True)
-class Growth:
-    """How the host's work per step grows with the running sequences (``running ** seq``) and
-    the API server's wait with the open streams (``box_cox(c, stream)``), and whence; or, with
-    ``rate``, both with the tokens streamed per second (``costmodel``'s rate form)."""
-
-    seq: float = 1.0
-    stream: float = 1.0
-    source: str = ""  # "" = not read from any levels (assumed)
-    rate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Form:
-    """What a fit holds fixed while it solves for the costs: the API server's shape, the
-    growth's, and the closed loop's wave exponent (each read once from the observations)."""
-
-    api: str
-    growth: Growth
-    waves: float
-
-
-SHAPE_LEVELS = 4
-SHAPE_SPAN = 8
-"""A growth's shape is read from the levels only when there are four at least and the highest
-is eight times the lowest: on the real vLLM here TPOT grew by 0.3 ms per sequence to c=4 and
-half that past it, which levels up to 4 cannot show (their three points fit any curvature)."""
-SHAPE_MARGIN = 0.75
-"""A slowing growth is kept only when it cuts the line's relative scatter over the levels by a
-quarter at least: on a simulator session (linear by construction) the line stays; on five
-sweeps of the real vLLM here (c = 1-16) the curve cut it by 31-79% (TPOT exponents 0.4-0.75,
-the API server's wait 0.1-0.55)."""
-EXPONENTS = tuple(i / 20 for i in range(21))
-
-
-def _curve_exponent(points: dict[int, list[float]]) -> float | None:
-    """The exponent ``e`` of ``y = a + b x box_cox(c, e)`` (``e`` in 0-1) that fits the levels'
-    mean figures best in relative terms, 1.0 unless it beats the line (``SHAPE_MARGIN``);
-    None when the levels do not span enough to tell (``SHAPE_LEVELS``, ``SHAPE_SPAN``)."""
-    means = {c: float(np.mean(v)) for c, v in points.items() if v and float(np.mean(v)) > 0}
-    if len(means) < SHAPE_LEVELS or max(means) < SHAPE_SPAN * min(means):
-        return None
-    cs = sorted(means)
-    y = np.array([means[c] for c in cs])
-
-    def scatter(e: float) -> float:
-        a = np.vstack([np.ones(len(cs)), [box_cox(c, e) for c in cs]]).T / y[:, None]
-        coef, *_ = np.linalg.lstsq(a, np.ones(len(cs)), rcond=None)
-        r = a @ coef - 1.0
-        return float(np.sqrt(r @ r / len(cs)))
-
-    scatters = {e: scatter(e) for e in EXPONENTS}
-    best = min(scatters, key=scatters.__getitem__)
-    return best if scatters[best] <= SHAPE_MARGIN * scatters[1.0] else 1.0
-
-
-def growth_shape(obs: list[Observation], carried: Growth | None = None) -> Growth:
-    """The growth's shapes from the levels' own curves: the server's TPOT (the client's where
-    the server gave none) for the host's work per sequence, and the client's TTFT less the
-    server's (the API server's part) for its wait per stream. A curve the levels do not span
-    keeps ``carried``'s exponent, or the line."""
-    tpot: dict[int, list[float]] = {}
-    front: dict[int, list[float]] = {}
-    for o in obs:
-        if o.speculative_k:
-            continue
-        own = o.server_tpot_s if math.isfinite(o.server_tpot_s) else o.tpot_s
-        tpot.setdefault(o.concurrency, []).append(own)
-        if o.source == "both" and math.isfinite(o.server_ttft_s):
-            front.setdefault(o.concurrency, []).append(o.ttft_s - o.server_ttft_s)
-    seq, stream = _curve_exponent(tpot), _curve_exponent(front)
-    old = carried or Growth()
-    if seq is None and stream is None:
-        return old
-    span = f"fitted over c={min(tpot)}-{max(tpot)}"
-    if seq is not None and stream is not None:
-        source = span
-    else:  # one curve read (the other had no server timings, or too few levels)
-        read, other = (
-            ("TPOT's", "the API server's") if stream is None else ("the API server's", "TPOT's")
-        )
-        source = f"{read} {span}; {other} {old.source or 'linear (assumed)'}"
-    return Growth(old.seq if seq is None else seq, old.stream if stream is None else stream, source)
-
-
-def fit_growth(
-    obs: list[Observation], carried: Growth | None = None, rate: bool | None = None
-) -> Growth:
-    """The growth a fit of ``obs`` takes: the levels' own shape or ``carried``'s
-    (``growth_shape``), else the rate form; ``rate`` True or False asks for the rate form or
-    for the shape (the line where none is read or carried)."""
-    growth = growth_shape(obs, carried)
-    if rate or (rate is None and not growth.source):  # a shape nobody read: the rate form
-        return Growth(rate=True, source=growth.source if growth.rate else "")
-    return growth
 
 
 def _cost(

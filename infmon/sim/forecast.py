@@ -25,8 +25,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from infmon.sim.costmodel import NONE_UNLESS_FITTED, PARAMS, FittedCost
-from infmon.sim.fit import FitResult, Growth, Observation, fit, with_cost
+from infmon.sim.fit import FitResult, fit, with_cost
+from infmon.sim.growth import Growth
 from infmon.sim.levels import LevelVectors, Shape, replay
+from infmon.sim.observation import Observation
 from infmon.sim.roofline import EngineConfig
 
 Z95 = 1.96

@@ -19,8 +19,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from infmon.sim.fit import Observation
 from infmon.sim.forecast import Band, Forecast, HeldOut
+from infmon.sim.observation import Observation
 
 WANDER_CV = 0.075
 """Rounds of one level whose coefficient of variation (sample) is above this wandered: half the

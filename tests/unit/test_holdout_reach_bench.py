@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from infmon.sim.fit import Observation
+from infmon.sim.observation import Observation
 from tests.scripts import load_script
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 from infmon.sim.costmodel import PARAMS
-from infmon.sim.fit import Observation, fit
+from infmon.sim.fit import fit
 from infmon.sim.forecast import forecast, holdout
 from infmon.sim.levels import Shape, measure
+from infmon.sim.observation import Observation
 from infmon.sim.scenarios import SCENARIOS, build_config
 
 # the fit replays the scheduler ~200k steps (~100 s on CI): CI's slow tier runs it, the

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange
-from infmon.sim.fit import Observation, fit, vector
+from infmon.sim.fit import fit, vector
 from infmon.sim.levels import Shape, replay
+from infmon.sim.observation import Observation
 from infmon.sim.scenarios import SCENARIOS, build_config
 
 TRUTH = {

@@ -1,4 +1,4 @@
-"""How a fitted server's costs grow with concurrency (``infmon.sim.fit.growth_shape``): read
+"""How a fitted server's costs grow with concurrency (``infmon.sim.growth.growth_shape``): read
 from the levels' own curves where they span enough, carried from a wider sweep's profile
 (``--shape-from``) where they do not; and the replay that uses the shape. The rate form a fit
 takes when neither is there: ``tests/unit/test_sim_rate.py``."""
@@ -15,8 +15,9 @@ from infmon.commands.simfit import render_growth
 from infmon.commands.simfit_read import ServerLimits, read_session
 from infmon.sim import fitio
 from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange, box_cox, features
-from infmon.sim.fit import Growth, Observation, growth_shape
+from infmon.sim.growth import Growth, growth_shape
 from infmon.sim.levels import Shape, replay
+from infmon.sim.observation import Observation
 from infmon.sim.profiles import ProfileError
 from infmon.sim.roofline import PassLoad, StepLoad
 from infmon.sim.scenarios import SCENARIOS, build_config

@@ -14,9 +14,11 @@ import pytest
 from infmon.commands.simfit import render_growth
 from infmon.sim import fitio
 from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange, features, step_time_s
-from infmon.sim.fit import Growth, Observation, fit, fit_growth
+from infmon.sim.fit import fit
 from infmon.sim.forecast import forecast, other_form
+from infmon.sim.growth import Growth, fit_growth
 from infmon.sim.levels import Shape, measure, replay
+from infmon.sim.observation import Observation
 from infmon.sim.profiles import ProfileError
 from infmon.sim.roofline import PassLoad, StepLoad
 from infmon.sim.scenarios import SCENARIOS, build_config

@@ -15,7 +15,7 @@ import pytest
 from infmon.cli import main
 from infmon.commands.simfit import render_held_rounds, session_wander, wander_warning
 from infmon.commands.simfit_read import read_session
-from infmon.sim.fit import Observation
+from infmon.sim.observation import Observation
 from infmon.sim.rounds import (
     SAME_PACE,
     WANDER_CV,

@@ -10,8 +10,9 @@ import pytest
 
 from infmon.cli import main
 from infmon.sim import fitio
-from infmon.sim.fit import Observation, fit, with_cost
+from infmon.sim.fit import fit, with_cost
 from infmon.sim.levels import Shape, measure
+from infmon.sim.observation import Observation
 from infmon.sim.scenarios import SCENARIOS, build_config
 from infmon.sim.spec_fit import break_even
 

@@ -13,8 +13,9 @@ from infmon.model.records.columns import RecordColumns
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.waves import step_wave, wave_size
 from infmon.sim.costmodel import PARAMS, FittedCost, FittedRange
-from infmon.sim.fit import Observation, wave_exponent
+from infmon.sim.growth import wave_exponent
 from infmon.sim.levels import Shape, _Replay, level_config, replay
+from infmon.sim.observation import Observation
 from infmon.sim.rounds import WAVE_ROUNDS, wave_links, wave_sentence
 from infmon.sim.scenarios import SCENARIOS, build_config
 from tests.recorded import unpack_journal
