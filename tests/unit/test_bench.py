@@ -11,7 +11,7 @@ import pytest
 from infmon.cli import main
 from infmon.clock import MonotonicClock
 from infmon.commands import CliError
-from infmon.commands.bench import _verdict
+from infmon.commands.bench_out import verdict
 from infmon.commands.bench_table import header, row
 from infmon.commands.trials_out import write_trials
 from infmon.config import Config
@@ -131,17 +131,17 @@ def test_verdict_exit_codes(capsys) -> None:
         "slo_max_concurrency": None,
         "top_errors": [],
     }
-    assert _verdict(ok) == 0
+    assert verdict(ok) == 0
     some = {
         **ok,
         "steps": [stats(1, 3, failed=1).to_dict()],
         "top_errors": [{"error": "reset: x", "count": 1}],
     }
-    assert _verdict(some) == 1 and "1 of 4 requests failed" in capsys.readouterr().err
+    assert verdict(some) == 1 and "1 of 4 requests failed" in capsys.readouterr().err
     with pytest.raises(CliError, match="no request succeeded"):
-        _verdict({**some, "steps": [stats(1, 0, failed=2).to_dict()]})
+        verdict({**some, "steps": [stats(1, 0, failed=2).to_dict()]})
     with pytest.raises(CliError, match="lengthen --step-duration") as exc:
-        _verdict({**ok, "steps": [stats(1, 0).to_dict()]})
+        verdict({**ok, "steps": [stats(1, 0).to_dict()]})
     assert str(exc.value).startswith("no measured request: none was sent in the 1.0 s measured")
     assert "unknown error" not in str(exc.value) and "0 failed" not in str(exc.value)
 
