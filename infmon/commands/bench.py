@@ -55,7 +55,7 @@ from infmon.commands.scale import (
     stop_exporter,
 )
 from infmon.commands.search_args import add_search_arguments, run_search, search_from_args
-from infmon.commands.simfit import session_wander
+from infmon.commands.simfit_rounds import session_wander
 from infmon.commands.trials_out import (
     TrialOptions,
     add_trial_arguments,

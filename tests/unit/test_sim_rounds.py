@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from infmon.cli import main
-from infmon.commands.simfit import render_held_rounds, session_wander, wander_warning
 from infmon.commands.simfit_read import read_session
+from infmon.commands.simfit_rounds import render_held_rounds, session_wander, wander_warning
 from infmon.sim.observation import Observation
 from infmon.sim.rounds import (
     SAME_PACE,
