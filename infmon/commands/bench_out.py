@@ -25,7 +25,8 @@ from infmon.journal import JournalWriter
 from infmon.journal.safefile import write_text_atomic
 from infmon.model.base.sanitize import redact_url
 from infmon.model.records.anatomy import per_request_line
-from infmon.model.steps.ledger import StepLedger, StepResult
+from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.result import StepResult
 from infmon.model.steps.slo_verdict import slo_verdict
 from infmon.report.doc import BENCH_SCHEMA as SCHEMA
 

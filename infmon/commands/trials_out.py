@@ -23,7 +23,7 @@ from infmon.model.compare.trial_figures import (
     trials_by_level,
 )
 from infmon.model.compare.trial_stats import MIN_TRIALS, TrialStats, min_detectable_effect
-from infmon.model.steps.ledger import StepResult
+from infmon.model.steps.result import StepResult
 
 TRIALS_FILE = "trials.json"
 TRIALS_SCHEMA = "infmon.trials/1"

@@ -27,7 +27,8 @@ from infmon.model.search.policy import Next, SearchSpec, Verdict, next_move
 from infmon.model.server.snapshot import ServerSnapshot
 from infmon.model.steps.book import CLOSED, RATE, REPLAY, Level, StepEvent
 from infmon.model.steps.knee import KneePoint, points_of
-from infmon.model.steps.ledger import StepLedger, StepResult
+from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.result import StepResult
 
 
 @dataclass(frozen=True, slots=True)

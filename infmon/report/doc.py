@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 
 from infmon.model.base.jsontypes import JSON
 from infmon.model.server.gpu_steps import StepGpuInfo
-from infmon.model.steps.ledger import StepResultEntry
+from infmon.model.steps.result import StepResultEntry
 from infmon.report.perreq import PerRequestPart
 from infmon.report.server_detail import ServerDetailPart
 

@@ -23,7 +23,8 @@ from infmon.model.steps.book import (
     starts_clean,
 )
 from infmon.model.steps.knee import find_knee, points_of
-from infmon.model.steps.ledger import StepLedger, StepResult
+from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.result import StepResult
 
 WINDOW_S = 0.25
 WARMUP_S = 1.0

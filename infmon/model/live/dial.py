@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from infmon.model.steps.book import CLOSED, RATE, Level, Mode
 from infmon.model.steps.knee import SLO_ATTAINMENT, Knee
-from infmon.model.steps.ledger import StepResult
+from infmon.model.steps.result import StepResult
 
 NAN = math.nan
 E2E_STEPS = 3.0

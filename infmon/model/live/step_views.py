@@ -17,7 +17,7 @@ from infmon.model.live.windows import LiveWindows
 from infmon.model.records.measures import SLO
 from infmon.model.steps.book import CLOSED, RATE
 from infmon.model.steps.knee import Knee, Withdrawn, growth_per_doubling
-from infmon.model.steps.ledger import StepResult
+from infmon.model.steps.result import StepResult
 from infmon.model.steps.slo_verdict import slo_verdict
 
 NAN = math.nan

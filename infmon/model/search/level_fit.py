@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from infmon.model.records.measures import SLO, Distribution
 from infmon.model.records.stats import StepStats
-from infmon.model.steps.ledger import StepResult
+from infmon.model.steps.result import StepResult
 
 NAN = math.nan
 Z95 = 1.959963984540054

@@ -21,7 +21,7 @@ from infmon.model.search.level_fit import Probe, probe_of
 from infmon.model.search.policy import Next, SearchSpec, Verdict, next_move
 from infmon.model.search.search_json import SearchDoc, search_doc, verdict_line
 from infmon.model.steps.knee import KneePoint, points_of
-from infmon.model.steps.ledger import StepResult
+from infmon.model.steps.result import StepResult
 
 NEVER_CLEAN_STEPS = 2.0
 """A step never clean (still settling) ends after this many ``step_s`` (a transition)."""

@@ -1,1 +1,2 @@
-"""The one step model: the step book, each step's figures (ledger), the knee rule."""
+"""The one step model: the step book, each step's figures (ledger) and its typed result
+(result), the knee rule."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,12 +26,10 @@ from infmon.model.base.loghist import LogHistogram
 from infmon.model.records.columns import US, RecordColumns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
-from infmon.model.records.stats import StepFigures, StepStats, StepStatsEntry, assemble
+from infmon.model.records.stats import StepFigures, assemble
 from infmon.model.server.snapshot import ServerSnapshot
 from infmon.model.steps.book import StepBook, StepEvent, StepSpan
 from infmon.model.steps.evidence import (
-    ServerEvidence,
-    ServerEvidenceInfo,
     ServerSample,
     evidence_of,
 )
@@ -49,101 +46,16 @@ from infmon.model.steps.knee import (
     queued_throughout,
     slo_max_concurrency,
 )
+from infmon.model.steps.result import StepResult
 from infmon.model.steps.step_levels import SpecCounters, StepLevels, spec_counters
 from infmon.model.steps.tally import StepTally
 
-NAN = math.nan
 MIN_HOLD_S = 5.0
 MIN_REQUESTS = 20
 """A step shorter than ``MIN_HOLD_S`` of measured time or that held fewer requests than
 ``MIN_REQUESTS`` (sent in its measured time: finished, failed or cancelled at a quit) is shown
 but never feeds the knee (its figures are noise)."""
 MAX_SAMPLES = 20_000
-
-
-class StepResultEntry(StepStatsEntry, total=False):
-    """``StepResult.to_dict()``: the step's figures and where it sat in the session (times in
-    seconds from ``origin_s``); ``transition`` only on a step never clean, ``queued`` only on
-    one not eligible whose every scrape saw the server's batch full (``StepResult.queued``)."""
-
-    step: int
-    level: str
-    origin: str
-    revisit_of: int | None
-    start_s: float
-    end_s: float | None
-    measured_s: float
-    eligible: bool
-    settled: bool
-    server_evidence: ServerEvidenceInfo | None
-    transition: bool
-    queued: bool
-
-
-@dataclass(frozen=True, slots=True)
-class StepResult:
-    """One step with its statistics: a row of the bench table, the knee pane and the report."""
-
-    span: StepSpan
-    stats: StepStats
-    evidence: ServerEvidence | None
-    eligible: bool
-    settled: bool
-    queued: bool = False
-    """Not eligible, and every scrape of it saw the server's batch full
-    (``knee.queued_throughout``): the knee rule reads its server evidence alone."""
-
-    @property
-    def index(self) -> int:
-        return self.span.index
-
-    @property
-    def knee_point(self) -> KneePoint | None:
-        """What the knee rule reads of this step (None: not a closed-loop step it may judge)."""
-        c = self.span.level.concurrency
-        ev = self.evidence
-        if c is not None and self.queued and ev is not None:
-            return KneePoint.of_queue(float(c), ev.running_p50, ev.waiting_p50, ev.kv_usage_max)
-        if c is None or not self.eligible:
-            return None
-        s = self.stats
-        return KneePoint(
-            float(c),
-            s.output_throughput_tok_s,
-            s.e2el.p50 * 1e3,
-            s.slo_attainment,
-            ev.running_p50 if ev else NAN,
-            ev.waiting_p50 if ev else NAN,
-            ev.kv_usage_max if ev else NAN,
-            ev.preemptions if ev else NAN,
-            ev.api_server_cpu_cores if ev else NAN,
-        )
-
-    @property
-    def transition(self) -> bool:
-        """Ended before its load was ever clean: measured nothing (``StepSpan.transition``)."""
-        return self.span.transition
-
-    def to_dict(self, origin_s: float = 0.0) -> StepResultEntry:
-        end = self.span.end_s
-        d: StepResultEntry = {
-            **self.stats.to_dict(),
-            "step": self.span.index,
-            "level": self.span.level.label,
-            "origin": self.span.origin,
-            "revisit_of": self.span.revisit_of,
-            "start_s": round(self.span.start_s - origin_s, 6),
-            "end_s": None if end is None else round(end - origin_s, 6),
-            "measured_s": round(self.stats.duration_s, 6),
-            "eligible": self.eligible,
-            "settled": self.settled,
-            "server_evidence": self.evidence.to_dict() if self.evidence else None,
-        }
-        if self.transition:
-            d["transition"] = True
-        if self.queued:
-            d["queued"] = True
-        return d
 
 
 class StepLedger:

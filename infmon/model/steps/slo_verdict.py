@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from infmon.model.steps.knee import SLO_ATTAINMENT
-from infmon.model.steps.ledger import StepResult
+from infmon.model.steps.result import StepResult
 
 SloStep = StepResult | Mapping[str, object]
 """A step the verdict reads: the ledger's result, or a ``steps[]`` entry of a report or of
