@@ -11,9 +11,7 @@ Keys in the file and in the environment use the option names with ``_`` for ``-`
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping
@@ -21,19 +19,32 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from infmon.config_values import (
+    ConfigError,
+    as_bool,
+    as_float_list,
+    as_int_list,
+    as_lengths,
+    as_nonneg_duration,
+    as_nonneg_int,
+    as_positive_duration,
+    as_positive_float,
+    as_positive_int,
+    as_schedule,
+    as_seed,
+    as_workload,
+    one_of,
+    parse_size_bytes,
+    parse_slo,
+)
 from infmon.model.base.sanitize import REDACTED
 from infmon.model.records.measures import SLO
-from infmon.model.shape.lengths import LengthError, Lengths, fixed, parse_lengths
-from infmon.model.shape.schedule import ScheduleError, parse_schedule
+from infmon.model.shape.lengths import Lengths, fixed
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message is one line for the operator."""
 
 
 DEFAULT_LABEL = "run"
@@ -138,219 +149,47 @@ class Config:
         return out
 
 
-# ---------------------------------------------------------------- value parsers
-
-_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*$")
-
-
-def parse_duration_s(text: str | float) -> float:
-    """``500ms`` / ``2s`` / ``1.5`` (seconds) / ``1m`` → seconds."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    m = _DURATION_RE.match(str(text))
-    if not m:
-        raise ConfigError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)")
-    value = float(m.group(1))
-    unit = m.group(2) or "s"
-    return value * {"ms": 1e-3, "s": 1.0, "m": 60.0}[unit]
-
-
-def parse_slo(text: str) -> SLO:
-    """``ttft=500ms,tpot=50ms,e2el=10s`` → SLO (any subset of the three)."""
-    bounds: dict[str, float] = {}
-    for part in str(text).split(","):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        key = key.strip().lower()
-        if not sep or key not in ("ttft", "tpot", "e2el"):
-            raise ConfigError(
-                f"bad --slo part {part.strip()!r} (use ttft=500ms,tpot=50ms,e2el=10s)"
-            )
-        bounds[f"{key}_s"] = parse_duration_s(value)
-    return SLO(**bounds)
-
-
-def _lengths(text: str | int) -> Lengths:
-    try:
-        return parse_lengths(text)
-    except LengthError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _schedule(text: Any) -> str:
-    try:
-        return parse_schedule(str(text)).spec
-    except ScheduleError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _workload(text: Any) -> str:
-    value = str(text).strip()
-    if not value:
-        raise ConfigError("empty workload (use corpus, synthetic or a dataset file)")
-    return value.lower() if value.lower() in ("corpus", "synthetic") else value
-
-
-def _whole(text: object, what: str = "an integer") -> int:
-    """``text`` as an int: a whole number (TOML's ``64.0`` too), never a truncated ``2.7``,
-    an ``inf`` or a boolean."""
-    if not isinstance(text, (str, int, float)) or isinstance(text, bool):
-        raise ConfigError(f"not {what}: {text!r}")
-    if isinstance(text, float) and not text.is_integer():
-        raise ConfigError(f"not {what}: {text!r}")
-    try:
-        return int(text)
-    except ValueError:  # a string that is not an integer (types, inf and nan are out above)
-        raise ConfigError(f"not {what}: {text!r}") from None
-
-
-def _nonneg_int(text: str | int) -> int:
-    value = _whole(text)
-    if value < 0:
-        raise ConfigError(f"must be >= 0: {text!r}")
-    return value
-
-
-def _positive_float(text: Any) -> float:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"not a number: {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise ConfigError(f"must be a positive number: {text!r}")
-    return value
-
-
-def _int_list(text: str | int | list[Any]) -> tuple[int, ...]:
-    items = text if isinstance(text, list) else str(text).split(",")
-    try:
-        values = tuple(int(str(x).strip()) for x in items if str(x).strip())
-    except ValueError:
-        raise ConfigError(f"not a list of integers: {text!r} (use e.g. 1,2,4,8)") from None
-    if any(v < 1 for v in values):
-        raise ConfigError(f"concurrency must be >= 1: {text!r}")
-    return values
-
-
-def _float_list(text: str | float | list[Any]) -> tuple[float, ...]:
-    items = text if isinstance(text, list) else str(text).split(",")
-    try:
-        values = tuple(float(str(x).strip()) for x in items if str(x).strip())
-    except ValueError:
-        raise ConfigError(f"not a list of numbers: {text!r} (use e.g. 0.5,1,2)") from None
-    if any(not (v > 0 and math.isfinite(v)) for v in values):
-        raise ConfigError(f"rates must be positive: {text!r}")
-    return values
-
-
-def _bool(text: str | bool) -> bool:
-    if isinstance(text, bool):
-        return text
-    low = str(text).strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"not a boolean: {text!r}")
-
-
-def _positive_int(text: str | int) -> int:
-    value = _whole(text)
-    if value < 1:
-        raise ConfigError(f"must be >= 1: {text!r}")
-    return value
-
-
-def _choice(*allowed: str) -> Callable[[Any], str]:
-    def parse(text: Any) -> str:
-        value = str(text).strip().lower()
-        if value not in allowed:
-            raise ConfigError(f"{text!r} is not one of {', '.join(allowed)}")
-        return value
-
-    return parse
-
-
-def _nonneg_duration(text: Any) -> float:
-    value = parse_duration_s(text)
-    if value < 0:
-        raise ConfigError(f"must not be negative: {text!r}")
-    return value
-
-
-def _positive_duration(text: Any) -> float:
-    value = parse_duration_s(text)
-    if not value > 0:
-        raise ConfigError(f"must be positive: {text!r}")
-    return value
-
-
-_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*(k|kb|kib|m|mb|mib|g|gb|gib)?\s*$", re.IGNORECASE)
-
-
-def parse_size_bytes(text: str | int) -> int:
-    """``1048576`` / ``512KiB`` / ``16MB`` / ``1G`` → bytes (binary units: 1 MB = 1 MiB)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    else:
-        m = _SIZE_RE.match(str(text))
-        if not m:
-            raise ConfigError(f"not a size: {text!r} (use e.g. 1048576, 512KiB, 16MB)")
-        scale = (
-            {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2)[0].lower()] if m.group(2) else 1
-        )
-        value = int(m.group(1)[:15]) * scale
-    if value < 1:
-        raise ConfigError(f"must be >= 1 byte: {text!r}")
-    return value
-
-
-def _seed(text: Any) -> int:
-    return _whole(text, "an integer seed")
-
-
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "url": str,
     "api_key": str,
     "model": str,
-    "endpoint": _choice("completions", "chat"),
-    "prompt_tokens": _lengths,
-    "output_tokens": _lengths,
-    "lockstep": _bool,
+    "endpoint": one_of("completions", "chat"),
+    "prompt_tokens": as_lengths,
+    "output_tokens": as_lengths,
+    "lockstep": as_bool,
     "dataset": str,
-    "workload": _workload,
-    "shared_prefix_tokens": _nonneg_int,
-    "prefix_groups": _positive_int,
-    "turns": _positive_int,
-    "think_time": _nonneg_duration,
+    "workload": as_workload,
+    "shared_prefix_tokens": as_nonneg_int,
+    "prefix_groups": as_positive_int,
+    "turns": as_positive_int,
+    "think_time": as_nonneg_duration,
     "trace": str,
-    "time_scale": _positive_float,
-    "schedule": _schedule,
-    "seed": _seed,
+    "time_scale": as_positive_float,
+    "schedule": as_schedule,
+    "seed": as_seed,
     "slo": parse_slo,
     "session_dir": str,
     "label": str,
-    "concurrency": _int_list,
-    "rate": _float_list,
-    "max_concurrency": _positive_int,
-    "arrival": _choice("poisson", "gamma"),
-    "step_duration": _positive_duration,
-    "step_requests": _positive_int,
-    "warmup": _nonneg_duration,
-    "ignore_eos": _bool,
-    "per_request_metrics": _bool,
-    "load_priority": _choice("realtime", "high", "normal"),
-    "connect_timeout": _positive_duration,
-    "read_timeout": _positive_duration,
-    "stall_timeout": _nonneg_duration,
+    "concurrency": as_int_list,
+    "rate": as_float_list,
+    "max_concurrency": as_positive_int,
+    "arrival": one_of("poisson", "gamma"),
+    "step_duration": as_positive_duration,
+    "step_requests": as_positive_int,
+    "warmup": as_nonneg_duration,
+    "ignore_eos": as_bool,
+    "per_request_metrics": as_bool,
+    "load_priority": one_of("realtime", "high", "normal"),
+    "connect_timeout": as_positive_duration,
+    "read_timeout": as_positive_duration,
+    "stall_timeout": as_nonneg_duration,
     "ca_bundle": str,
-    "insecure": _bool,
+    "insecure": as_bool,
     "max_event_bytes": parse_size_bytes,
-    "metrics_timeout": _positive_duration,
+    "metrics_timeout": as_positive_duration,
     "metrics_max_bytes": parse_size_bytes,
-    "metrics_max_series": _positive_int,
-    "gpu_peak_tflops": _positive_float,
+    "metrics_max_series": as_positive_int,
+    "gpu_peak_tflops": as_positive_float,
 }
 """Every settable key (file / env / CLI name) and how to read its value."""
 

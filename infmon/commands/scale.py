@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from infmon.commands import CliError
 from infmon.commands.common import say
-from infmon.config import Config, ConfigError, normalise_url
+from infmon.config import Config, normalise_url
+from infmon.config_values import ConfigError
 from infmon.engine.ray_setup import PLACEMENTS
 from infmon.engine.spread import ROUND_ROBIN, SPREADS
 

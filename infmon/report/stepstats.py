@@ -57,7 +57,7 @@ def parse_slo(value: object) -> SLO | None:
         keys = ("ttft_s", "tpot_s", "e2el_s")
         slo = SLO(**{k: value.get(k) for k in keys})
     else:
-        from infmon.config import parse_slo as parse
+        from infmon.config_values import parse_slo as parse
 
         slo = parse(str(value))
     return None if slo.empty else slo

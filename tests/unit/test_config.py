@@ -11,16 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infmon.commands import CliError
-from infmon.commands.common import add_load_arguments, config_from_args
-from infmon.config import (
-    SLO,
-    Config,
-    ConfigError,
-    build_config,
-    config_path,
-    parse_duration_s,
-    parse_slo,
-)
+from infmon.commands.load_args import add_load_arguments, config_from_args
+from infmon.config import SLO, Config, build_config, config_path
+from infmon.config_values import ConfigError, parse_duration_s, parse_slo
 from infmon.model.shape.lengths import Lengths, fixed
 
 

@@ -17,12 +17,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infmon.config import ConfigError, build_config
+from infmon.config import build_config
+from infmon.config_values import ConfigError
 from infmon.load.client import StreamFailure, StreamState
 from infmon.load.sse import SSEDecoder, SSEError
 from infmon.load.workload import DatasetError, Prompt, load_dataset
-from infmon.sources.canonical import read_page, snapshot_from, snapshot_of_page
+from infmon.sources.canonical import snapshot_from, snapshot_of_page
 from infmon.sources.exposition import ExpositionError, Page, parse_exposition
+from infmon.sources.readings import read_page
 from tests.conftest import FIXTURES
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from infmon.commands import method, quality
-from infmon.config import parse_slo
+from infmon.config_values import parse_slo
 from infmon.journal import JournalWriter
 from infmon.model.steps.slo_verdict import slo_verdict
 from infmon.report import write_reports

@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from infmon.clock import FakeClock
-from infmon.config import ConfigError, build_config, parse_size_bytes
+from infmon.config import build_config
+from infmon.config_values import ConfigError, parse_size_bytes
 from infmon.load.stream_state import StreamState
 from infmon.load.workload.items import Prompt
 from infmon.model.base.sanitize import is_clean
