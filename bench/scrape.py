@@ -12,8 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infmon.sources.canonical import read_page, snapshot_from
+from infmon.sources.canonical import snapshot_from
 from infmon.sources.exposition import parse_exposition
+from infmon.sources.readings import read_page
 
 
 def fixtures_dir() -> Path:

@@ -19,12 +19,13 @@ from urllib.parse import urlsplit
 from infmon.config import Config
 from infmon.model.server.snapshot import ServerSnapshot
 from infmon.sources.backends import table_named
-from infmon.sources.canonical import Readings, read_page, snapshot_from
+from infmon.sources.canonical import snapshot_from
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import (
     Sample,
     page_from_samples,
 )
+from infmon.sources.readings import Readings, read_page
 from infmon.sources.scraper import (
     DirectSource,
     ScrapeLimits,

@@ -34,10 +34,11 @@ from infmon.model.server.snapshot import (
 from infmon.net import TLSConfigError, requests_verify
 from infmon.sources.backends import detect, table_named
 from infmon.sources.backends.table import BackendTable
-from infmon.sources.canonical import read_page, snapshot_from
+from infmon.sources.canonical import snapshot_from
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import MAX_SERIES, Sample, clean_labels, page_from_samples
 from infmon.sources.gpu import dcgm_gpus, gpus_of_pods, promql_regex
+from infmon.sources.readings import read_page
 
 _PREFIXES = ("vllm:", "sglang:", "tgi_", "llamacpp:")
 _DCGM = "DCGM_FI_.+"

@@ -1,7 +1,8 @@
 """The direct source: GET a server's ``/metrics`` (and ``/v1/models``, ``/version``) with httpx.
 
-Transport only; parsing and derivation live in ``exposition`` and ``canonical``. Keeps the
-previous page so each snapshot carries rates and window statistics over the poll interval.
+Transport only; parsing and derivation live in ``exposition``, ``readings`` and ``canonical``.
+Keeps the previous page so each snapshot carries rates and window statistics over the poll
+interval.
 
 Bounded (``ScrapeLimits``): one read of ``/metrics`` has a total deadline (default 5 s: a page
 that drips a byte a second fails as ``timeout``), a size cap (16 MiB: a page that never ends
@@ -26,7 +27,7 @@ from infmon.model.server.snapshot import ServerSnapshot
 from infmon.net import FetchTimeout, FetchTooLarge, TLSConfigError, bounded_get, tls_verify
 from infmon.sources.backends import table_named
 from infmon.sources.backends.table import BackendTable
-from infmon.sources.canonical import Readings, read_page, snapshot_from
+from infmon.sources.canonical import snapshot_from
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import (
     MAX_SERIES,
@@ -39,6 +40,7 @@ from infmon.sources.exposition import (
 )
 from infmon.sources.gpu import GpuReading, dcgm_gpus
 from infmon.sources.poller import SnapshotSource
+from infmon.sources.readings import Readings, read_page
 
 INFO_MAX_BYTES = 1024 * 1024
 """``/v1/models`` and ``/version`` are read up to this."""

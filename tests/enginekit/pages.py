@@ -9,8 +9,9 @@ import re
 from dataclasses import dataclass, field
 
 from infmon.model.server.snapshot import ServerSnapshot
-from infmon.sources.canonical import Readings, read_page, snapshot_from
+from infmon.sources.canonical import snapshot_from
 from infmon.sources.exposition import parse_exposition
+from infmon.sources.readings import Readings, read_page
 from tests.conftest import FIXTURES
 
 PAGE = (FIXTURES / "metrics" / "vllm-v1-0.32-cpu-tiny-gpt2.prom").read_text()

@@ -16,8 +16,9 @@ from infmon.model.live.server_view import server_view_from
 from infmon.model.live.session_replay import snapshot_of
 from infmon.model.steps.evidence import ServerEvidence, ServerSample, evidence_of
 from infmon.model.steps.knee import API_CPU_BUSY, KneePoint, find_knee
-from infmon.sources.canonical import read_page, snapshot_from, snapshot_of_page
+from infmon.sources.canonical import snapshot_from, snapshot_of_page
 from infmon.sources.exposition import parse_exposition
+from infmon.sources.readings import read_page
 from tests.conftest import REPO
 
 PAGE = (REPO / "tests/fixtures/metrics/vllm-v1-0.32-cpu-perreq.prom").read_text()

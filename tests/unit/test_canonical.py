@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infmon.sources.backends import table_named
-from infmon.sources.canonical import read_page, restarted, snapshot_from, snapshot_of_page
+from infmon.sources.canonical import restarted, snapshot_from, snapshot_of_page
 from infmon.sources.exposition import ExpositionError, parse_exposition
+from infmon.sources.readings import read_page
 
 
 def page(gen0: float, gen1: float, ttft_le1: float = 1.0, extra: str = "") -> str:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from infmon.model.server.gpu import GpuSnapshot
-from infmon.sources.canonical import read_page, snapshot_of_page
+from infmon.sources.canonical import snapshot_of_page
 from infmon.sources.exposition import parse_exposition
 from infmon.sources.gpu import dcgm_gpus, is_blank, reading, throttle_names
+from infmon.sources.readings import read_page
 
 METRICS = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 

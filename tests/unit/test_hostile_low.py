@@ -3,8 +3,8 @@ count is unknown, a Markdown link in a model id is inert."""
 
 from __future__ import annotations
 
-from infmon.sources.canonical import _histogram
 from infmon.sources.exposition import parse_exposition
+from infmon.sources.readings import read_histogram
 
 LAB = 'model_name="m",engine="0"'
 
@@ -24,7 +24,7 @@ def test_negative_histogram_counts_are_unknown() -> None:
         'h_bucket{le="0.1"} -5\nh_bucket{le="1"} 2\nh_bucket{le="+Inf"} 2\n'
         "h_sum -3\nh_count -2\n"
     )
-    hist = _histogram(page, "h")
+    hist = read_histogram(page, "h")
     assert hist is not None
     assert hist.sum is None and hist.count is None
     assert 0.1 not in hist.bounds and all(c >= 0 for c in hist.cumulative)

@@ -10,8 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infmon.cli import main
 from infmon.model.server.families import DETAIL_KEYS
-from infmon.sources.canonical import read_page, snapshot_from, snapshot_of_page
+from infmon.sources.canonical import snapshot_from, snapshot_of_page
 from infmon.sources.exposition import parse_exposition
+from infmon.sources.readings import read_page
 from tests.conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "metrics"
