@@ -41,7 +41,7 @@ READ = """
 import json, sys, time
 from pathlib import Path
 from infmon.journal import SessionReader
-from infmon.model.records.stats import summarize_columns
+from infmon.model.records.figures import summarize_columns
 r = SessionReader(Path(sys.argv[1]))
 origin = r.origin_s()
 t0 = time.perf_counter()

@@ -12,9 +12,9 @@ import numpy as np
 
 from infmon.journal.events import StepPartial
 from infmon.model.records.columns import RecordColumns
+from infmon.model.records.figures import figures_of_columns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
-from infmon.model.records.stats import figures_of_columns
 from infmon.model.steps.book import CLOSED, EVENT_KINDS, RATE, StepEvent
 from infmon.model.steps.evidence import ServerEvidence, ServerSample
 from infmon.model.steps.gathering import ClientCheck

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import cast
 
 from infmon.model.records.columns import RecordColumns
+from infmon.model.records.figures import summarize_columns
 from infmon.model.records.measures import SLO, number
 from infmon.model.records.request import RequestRecord
-from infmon.model.records.stats import summarize_columns
 from infmon.model.steps.knee import Knee, KneePoint, find_knee, slo_max_concurrency
 from infmon.model.steps.slo_verdict import SloVerdict, slo_verdict
 from infmon.report.doc import JournalLine, KneeInfo, ReportDoc, StepEntry

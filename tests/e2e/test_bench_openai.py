@@ -31,7 +31,7 @@ from infmon.clock import MonotonicClock
 from infmon.load.client import StreamingClient
 from infmon.load.params import ClientParams
 from infmon.load.workload.words import RandomWords as Workload
-from infmon.model.records.stats import summarize
+from infmon.model.records.figures import summarize
 from tests.loadkit.server import serve_subprocess
 
 pytestmark = pytest.mark.e2e

@@ -18,9 +18,9 @@ from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.engine.runner import EdgeRate, StepRunner, StepSpec
 from infmon.model.base.loghist import LogHistogram
+from infmon.model.records.figures import summarize
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
-from infmon.model.records.stats import summarize
 from infmon.model.steps.ledger import StepLedger
 from tests.enginekit import random_words, scripted
 

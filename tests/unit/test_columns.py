@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from infmon.journal.codec import decode_record, encode_record
 from infmon.model.records.columns import RecordColumns
+from infmon.model.records.figures import summarize, summarize_columns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import ErrorKind, RequestRecord
-from infmon.model.records.stats import StepStats, summarize, summarize_columns
+from infmon.model.records.stats import StepStats
 
 _KINDS = (None, None, None, ErrorKind.HTTP, ErrorKind.CANCELLED, ErrorKind.TIMEOUT)
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from infmon.journal import JournalWriter, SessionReader
 from infmon.model.records.columns import RecordColumns
+from infmon.model.records.figures import summarize, summarize_columns
 from infmon.model.records.measures import SLO
-from infmon.model.records.stats import summarize, summarize_columns
 from tests.unit.test_columns import _same, records
 
 

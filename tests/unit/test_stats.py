@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infmon.model.records.figures import summarize
 from infmon.model.records.measures import SLO, Distribution
 from infmon.model.records.request import ErrorKind, RequestRecord
-from infmon.model.records.stats import summarize
 
 
 def rec(rid: int, sent: float, chunks: tuple[float, ...], out: int | None, **kw) -> RequestRecord:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infmon.model.records.figures import summarize
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import ErrorKind, RequestRecord
-from infmon.model.records.stats import summarize
 from infmon.model.steps.book import EVENT_KINDS, JOURNAL_KIND, Level, StepBook, StepEvent
 from infmon.model.steps.evidence import ServerSample
 from infmon.model.steps.gathering import ClientCheck

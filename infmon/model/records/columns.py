@@ -6,7 +6,7 @@ of ``RequestRecord`` at the journal's precision (times as integer microseconds a
 exactly what the journal stores), and computes TTFT, E2EL and TPOT with the very float
 operations that decoding a journal record and reading its properties perform, so the step
 statistics from columns equal those from the decoded records to the last bit
-(``infmon.model.records.stats.summarize_columns``; a hypothesis test holds the two together).
+(``infmon.model.records.figures.summarize_columns``; a hypothesis test holds the two together).
 
 Missing values: ``-1`` in the integer columns (no offset, unknown token count, no HTTP status,
 no concurrency), ``nan`` in the float ones. Text columns (error kind, finish reason) are codes

@@ -13,8 +13,8 @@ from typing import Any, TypedDict
 
 from infmon.model.base.loghist import LogHistogram
 from infmon.model.records.client_late import NO_CAUSE, LateCause, ThreadTime, late_cause
+from infmon.model.records.figures import StepFigures
 from infmon.model.records.request import RequestRecord
-from infmon.model.records.stats import StepFigures
 from infmon.model.steps.evidence import ServerSample
 from infmon.model.steps.tally import StepTally
 

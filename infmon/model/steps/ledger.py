@@ -24,9 +24,10 @@ import numpy as np
 
 from infmon.model.base.loghist import LogHistogram
 from infmon.model.records.columns import US, RecordColumns
+from infmon.model.records.figures import StepFigures
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
-from infmon.model.records.stats import StepFigures, assemble
+from infmon.model.records.stats import assemble
 from infmon.model.server.snapshot import ServerSnapshot
 from infmon.model.steps.book import StepBook, StepEvent, StepSpan
 from infmon.model.steps.evidence import (

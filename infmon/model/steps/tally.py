@@ -3,7 +3,7 @@
 The live session cannot hold every record of a long step (a record's chunk times are ~4 KB), so
 a tally keeps per request only what the statistics read: TTFT, TPOT and E2EL in growable numpy
 arrays (24 bytes a request), the counts, and the inter-token gaps in a mergeable log-bucket
-histogram. ``figures()`` gives the same ``StepFigures`` as ``infmon.model.records.stats.figures``
+histogram. ``figures()`` gives the same ``StepFigures`` as ``infmon.model.records.figures.figures``
 on the same records, except the ITL distribution, which is read from the histogram (within 1 %);
 reports, rebuilt from the journal, compute ITL exactly.
 
@@ -22,6 +22,7 @@ from collections import Counter
 import numpy as np
 
 from infmon.model.base.loghist import LogHistogram
+from infmon.model.records.figures import StepFigures
 from infmon.model.records.measures import (
     NO_PROMPT_LENGTHS,
     SLO,
@@ -30,7 +31,6 @@ from infmon.model.records.measures import (
     meets_slo,
 )
 from infmon.model.records.request import ErrorKind, RequestRecord
-from infmon.model.records.stats import StepFigures
 
 _PS = (0.5, 0.9, 0.95, 0.99)
 LIVE_EXACT_LIMIT = 200_000
