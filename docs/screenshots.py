@@ -20,8 +20,8 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))
 
 from infmon.cli import build_parser  # noqa: E402
-from infmon.commands.common import config_from_args  # noqa: E402
 from infmon.commands.demo import simulator_process  # noqa: E402
+from infmon.commands.load_args import config_from_args  # noqa: E402
 from infmon.commands.monitor import build_monitor, finish  # noqa: E402
 
 

@@ -34,16 +34,15 @@ from infmon.commands.bench_partial import partial_step
 from infmon.commands.budget import BudgetedPlan
 from infmon.commands.common import (
     StopSignals,
-    add_load_arguments,
     check_dir_usable,
     check_reachable,
-    config_from_args,
     default_session_dir,
     make_workload,
     open_journal,
     say,
     write_session_reports,
 )
+from infmon.commands.load_args import add_load_arguments, config_from_args
 from infmon.commands.scale import (
     ScaleOptions,
     add_scale_arguments,

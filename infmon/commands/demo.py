@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 
 from infmon.clock import MonotonicClock
 from infmon.commands import CliError
-from infmon.commands.common import add_load_arguments, config_from_args, say
+from infmon.commands.common import say
+from infmon.commands.load_args import add_load_arguments, config_from_args
 from infmon.commands.monitor import add_monitor_arguments, run_monitor
 from infmon.sim.launch import SimulatorStartError, start_simulator, stop_process
 

@@ -24,7 +24,8 @@ from typing import Any
 from infmon.commands import CliError, abab, bench, quality
 from infmon.commands.against import finish as finish_against
 from infmon.commands.against import read_options, write_comparison
-from infmon.commands.common import add_load_arguments, say
+from infmon.commands.common import say
+from infmon.commands.load_args import add_load_arguments
 from infmon.commands.search_args import add_search_arguments
 from infmon.commands.trials_out import add_trial_arguments
 from infmon.journal.safefile import write_text_atomic

@@ -19,16 +19,10 @@ from typing import Any
 
 from infmon.clock import Clock, MonotonicClock
 from infmon.commands import CliError
-from infmon.commands.common import (
-    Reachability,
-    add_load_arguments,
-    config_from_args,
-    default_session_dir,
-    energy_of,
-    open_journal,
-)
+from infmon.commands.common import Reachability, default_session_dir, energy_of, open_journal
 from infmon.commands.live import LiveController
 from infmon.commands.live_baseline import load_reference, watch_baseline
+from infmon.commands.load_args import add_load_arguments, config_from_args
 from infmon.commands.scale import (
     ScaleOptions,
     add_scale_arguments,

@@ -13,12 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from infmon.commands import CliError
-from infmon.commands.common import (
-    add_server_arguments,
-    config_from_args,
-    say,
-    write_session_reports,
-)
+from infmon.commands.common import say, write_session_reports
+from infmon.commands.load_args import add_server_arguments, config_from_args
 from infmon.journal.safefile import write_text_atomic
 from infmon.model.base.sanitize import clean, strict_json
 

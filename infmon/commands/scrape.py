@@ -14,22 +14,23 @@ from pathlib import Path
 
 from infmon.clock import MonotonicClock
 from infmon.commands import CliError
-from infmon.commands.common import (
+from infmon.commands.common import say
+from infmon.commands.load_args import (
     add_metrics_bounds_arguments,
     add_tls_arguments,
     config_from_args,
-    say,
 )
 from infmon.config import Config
 from infmon.model.base.sanitize import strict_json
 from infmon.model.server.snapshot import ServerSnapshot, SourceState, unavailable
 from infmon.report.fmt import DASH, count, pct, rate, seconds
 from infmon.sources.backends import BACKENDS, UnknownBackendError, forced_mismatch, table_named
-from infmon.sources.canonical import read_page, snapshot_from
+from infmon.sources.canonical import snapshot_from
 from infmon.sources.detail import with_mfu
 from infmon.sources.errors import SourceError
 from infmon.sources.exposition import ExpositionError, parse_exposition
 from infmon.sources.promql import PrometheusSource
+from infmon.sources.readings import read_page
 from infmon.sources.scraper import DirectSource, ScrapeLimits
 
 

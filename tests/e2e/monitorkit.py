@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from infmon.cli import build_parser
-from infmon.commands.common import config_from_args
+from infmon.commands.load_args import config_from_args
 from infmon.commands.monitor import build_monitor
 from infmon.commands.scale import scale_from_args
 

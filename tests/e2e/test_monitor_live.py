@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import Input
 
 from infmon.cli import build_parser
-from infmon.commands.common import config_from_args
+from infmon.commands.load_args import config_from_args
 from infmon.commands.monitor import build_monitor, finish
 from infmon.journal import SessionReader
 from tests.loadkit.server import Behaviour, serve

@@ -9,7 +9,7 @@ import pytest
 from infmon.cli import build_parser
 from infmon.commands import CliError
 from infmon.commands.against import read_options
-from infmon.commands.common import config_from_args
+from infmon.commands.load_args import config_from_args
 from infmon.commands.method import REPEATED, repeated_options
 
 
