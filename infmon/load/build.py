@@ -17,7 +17,8 @@ from infmon.config import Config
 from infmon.load.feed import PREBUILD_LENGTHS, Feed, WorkloadError
 from infmon.load.params import ClientParams, http_client
 from infmon.load.sizing import PromptMaker
-from infmon.load.tokenize import PROBE_SIZES_CHARS, Counter, TokenizeError, make_counter
+from infmon.load.token_line import PROBE_SIZES_CHARS, make_counter
+from infmon.load.tokenize import Counter, TokenizeError
 from infmon.load.workload.corpus import make_task
 from infmon.load.workload.datasets import load_dataset
 from infmon.load.workload.items import Prompt, WorkItem

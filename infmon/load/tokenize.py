@@ -12,8 +12,9 @@ Endpoints, tried in this order (one request each):
 Where the tokenize endpoint cannot count a chat template (llama.cpp, TGI), or adds special
 tokens differently from generation, one probe generation request (``max_tokens`` 1) measures
 the difference from its ``usage.prompt_tokens``, and every count is corrected by it. A server
-with no tokenize endpoint gets :class:`ApproxCounter`: a straight line through a few probes'
-``usage.prompt_tokens``, and its counts say "approximate (±k tokens)".
+with no tokenize endpoint is counted by ``infmon.load.token_line`` instead (a straight line
+through a few probes' ``usage.prompt_tokens``), which also picks between the two; the probe
+request, the :class:`Counter` both are and the HTTP helpers they share are here.
 
 Every response is read with a size cap and a deadline (the tokenizer's own, not the
 stream's): an answer may be at most 64 KiB plus 16 bytes per byte of its request (a token
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,10 +48,6 @@ TOKENIZE_BUDGET_S = 60.0
 for a CPU (a starved client's calls are slow by its own waits, which are not the server's)."""
 ANSWER_BASE_BYTES = 64 * 1024
 ANSWER_BYTES_PER_REQUEST_BYTE = 16
-PROBE_SIZES_CHARS = (256, 1024, 3072)
-"""Prompt sizes of the calibration probes when the server has no tokenize endpoint."""
-GUESS_CHARS_PER_TOKEN = 4.0
-"""When nothing can be measured: English text and code average about 4 characters a token."""
 
 
 class TokenizeError(Exception):
@@ -257,11 +253,11 @@ class ServerTokenizer:
                 raise TokenizeError(f"/tokenize (messages) failed (HTTP {status}): {_error(data)}")
             count = data.get("count")
             return int(count) if isinstance(count, int) else len(data.get("tokens") or ())
-        text = prompt.as_text() if not self.chat else "\n".join(c for _, c in _pairs(prompt))
+        text = prompt.as_text() if not self.chat else "\n".join(c for _, c in prompt_pairs(prompt))
         return len(await self.token_ids(text))
 
     async def count(self, prompt: Prompt) -> int:
-        extra = len(_pairs(prompt)) - 1 if self.chat else 0
+        extra = len(prompt_pairs(prompt)) - 1 if self.chat else 0
         return await self.raw_count(prompt) + self.offset + self.per_message * extra
 
     async def calibrate(self, sample: Prompt) -> int:
@@ -271,7 +267,7 @@ class ServerTokenizer:
         self.offset = await self._miss(sample)
         info = self._info()
         if self.chat and not info.counts_chat:
-            two = Prompt(messages=(("system", "Be brief."), *_pairs(sample)))
+            two = Prompt(messages=(("system", "Be brief."), *prompt_pairs(sample)))
             self.per_message = await self._miss(two) - self.offset
         return self.offset
 
@@ -286,7 +282,8 @@ class ServerTokenizer:
         return self.info
 
 
-def _pairs(prompt: Prompt) -> tuple[tuple[str, str], ...]:
+def prompt_pairs(prompt: Prompt) -> tuple[tuple[str, str], ...]:
+    """The (role, content) pairs of ``prompt``; a plain text is one user message."""
     return prompt.messages if prompt.messages is not None else (("user", prompt.text or ""),)
 
 
@@ -353,83 +350,6 @@ def _json(raw: bytes) -> Any:
         return loads_json(raw)
     except ValueError:
         return None
-
-
-class ApproxCounter:
-    """No tokenize endpoint: tokens ≈ a·characters + b, fitted to a few probes' usage."""
-
-    exact = False
-
-    def __init__(self, slope: float, intercept: float, error_tokens: int, probes: int) -> None:
-        self.slope, self.intercept = slope, intercept
-        self.error_tokens = error_tokens
-        self.probes = probes
-
-    def describe(self) -> str:
-        if not self.probes:
-            return (
-                "approximate (no tokenize endpoint and no usage.prompt_tokens: sized at "
-                f"{1 / self.slope:.0f} characters per token, unchecked)"
-            )
-        return (
-            f"approximate (±{self.error_tokens} tokens: no tokenize endpoint, calibrated from "
-            f"usage.prompt_tokens of {self.probes} probe requests)"
-        )
-
-    async def count(self, prompt: Prompt) -> int:
-        return self.estimate(_chars(prompt))
-
-    def estimate(self, chars: int) -> int:
-        return max(1, round(self.slope * chars + self.intercept))
-
-    @classmethod
-    async def calibrate(
-        cls, http: httpx.AsyncClient, model: str, chat: bool, texts: list[Prompt]
-    ) -> ApproxCounter:
-        """Fit the line to probes; the ± is the largest residual (at least 1)."""
-        points: list[tuple[int, int]] = []
-        for prompt in texts:
-            try:
-                used = await probe_prompt_tokens(http, model, chat, prompt)
-            except TokenizeError:
-                break  # too long for the model, most likely: fit what we have
-            if used is None:
-                raise TokenizeError("the server reports no usage.prompt_tokens: cannot calibrate")
-            points.append((_chars(prompt), used))
-        if len(points) < 2:
-            raise TokenizeError("fewer than two calibration probes succeeded")
-        slope, intercept = _line(points)
-        if not slope > 0:
-            raise TokenizeError("usage.prompt_tokens does not grow with the prompt")
-        worst = max(abs(slope * x + intercept - y) for x, y in points)
-        return cls(slope, intercept, max(1, math.ceil(worst)), len(points))
-
-
-def _chars(prompt: Prompt) -> int:
-    return sum(len(c) for _, c in _pairs(prompt))
-
-
-def _line(points: list[tuple[int, int]]) -> tuple[float, float]:
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
-    return slope, my - slope * mx
-
-
-async def make_counter(
-    http: httpx.AsyncClient, model: str, chat: bool, probes: list[Prompt]
-) -> Counter:
-    """The best counter this server allows: its tokenizer (calibrated), else the probe line."""
-    tok = ServerTokenizer(http, model, chat)
-    if await tok.detect() is not None:
-        await tok.calibrate(probes[0])
-        return tok
-    try:
-        return await ApproxCounter.calibrate(http, model, chat, probes)
-    except TokenizeError:
-        return ApproxCounter(1 / GUESS_CHARS_PER_TOKEN, 0.0, 0, probes=0)
 
 
 async def gather_limited(n: int, coros: list[Any]) -> list[Any]:

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from infmon.load import tokenize
-from infmon.load.tokenize import ApproxCounter, ServerTokenizer, make_counter
+from infmon.load.token_line import ApproxCounter, make_counter
+from infmon.load.tokenize import ServerTokenizer
 from infmon.load.workload.items import Prompt
 
 
