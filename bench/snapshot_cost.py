@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from infmon.model.live.session import Session
 from infmon.model.records.request import RequestRecord
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 
 RATE = 100.0
 """Requests a second, filled and measured (the monitor's 30 s windows hold ~3,000)."""

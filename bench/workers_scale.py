@@ -40,8 +40,8 @@ from infmon.engine.link import ProcessLink  # noqa: E402
 from infmon.journal import JournalWriter  # noqa: E402
 from infmon.model.records.request import RequestRecord  # noqa: E402
 from infmon.model.shape.lengths import parse_lengths  # noqa: E402
-from infmon.model.steps.book import CLOSED, Level  # noqa: E402
 from infmon.model.steps.ledger import StepLedger  # noqa: E402
+from infmon.model.steps.span import CLOSED, Level  # noqa: E402
 from infmon.sim.launch import start_simulator, stop_process  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")

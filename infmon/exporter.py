@@ -41,7 +41,7 @@ from prometheus_client.core import (
 from infmon.engine.types import RecordBatch
 from infmon.model.records.request import ErrorKind, RequestRecord
 from infmon.model.records.window import LoadWindow
-from infmon.model.steps.book import CLOSED, RATE
+from infmon.model.steps.span import CLOSED, RATE
 
 FAILURE_KINDS: tuple[str, ...] = tuple(
     str(v)

@@ -16,7 +16,8 @@ from pathlib import Path
 from infmon.clock import FakeClock
 from infmon.journal.writer import JournalWriter
 from infmon.model.records.request import RequestRecord
-from infmon.model.steps.book import CLOSED, JOURNAL_KIND, Level, StepBook
+from infmon.model.steps.book import StepBook
+from infmon.model.steps.span import CLOSED, JOURNAL_KIND, Level
 
 
 @dataclass(frozen=True)

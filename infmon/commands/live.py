@@ -37,7 +37,7 @@ from infmon.model.live.dial import DialChange, LoadDial, sweep_step
 from infmon.model.live.session import Session
 from infmon.model.search.live_search import LiveMove, LiveSearch
 from infmon.model.search.search_json import SearchDoc
-from infmon.model.steps.book import CLOSED, RATE, Level, StepEvent
+from infmon.model.steps.span import CLOSED, RATE, Level, StepEvent
 from infmon.sources.errors import SourceError
 from infmon.sources.thread import ScrapeThread
 

@@ -42,7 +42,7 @@ from infmon.model.live.dial import DialState, LoadDial
 from infmon.model.live.session import Session, SessionConfig
 from infmon.model.search.live_search import LiveSearch
 from infmon.model.server.health import ServerHealth
-from infmon.model.steps.book import CLOSED, RATE
+from infmon.model.steps.span import CLOSED, RATE
 
 RETRY_S = 2.0
 """How often the load retries finding the model while the server is unreachable."""

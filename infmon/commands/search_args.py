@@ -19,8 +19,8 @@ from infmon.journal.safefile import write_text_atomic
 from infmon.model.search.level_fit import Probe
 from infmon.model.search.policy import GOALS, Next, SearchSpec, Verdict
 from infmon.model.search.search_json import SearchDoc, search_doc, verdict_line
-from infmon.model.steps.book import RATE
 from infmon.model.steps.result import StepResult
+from infmon.model.steps.span import RATE
 from infmon.report.frontier import frontier_chart
 
 SEARCH_FILE = "search.json"

@@ -21,9 +21,9 @@ from infmon.model.records.request import RequestRecord
 from infmon.model.records.survivors import LossMark, SurvivorCheck
 from infmon.model.server.health import HealthEvent, ServerHealth
 from infmon.model.server.snapshot import ServerSnapshot, SourceState
-from infmon.model.steps.book import JOURNAL_KIND, StepEvent
 from infmon.model.steps.gathering import ClientCheck
 from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.span import JOURNAL_KIND, StepEvent
 
 
 class RunWiring:

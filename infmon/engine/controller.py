@@ -37,7 +37,7 @@ from infmon.engine.spread import ROUND_ROBIN
 from infmon.engine.types import EngineError, RecordBatch, Target, Totals, _Held
 from infmon.engine.worker import host_id
 from infmon.journal.codec import decode_record
-from infmon.model.steps.book import CLOSED, RATE, REPLAY, Level
+from infmon.model.steps.span import CLOSED, RATE, REPLAY, Level
 
 FEED_TICK_S = 0.25
 """How often the controller deals arrival times in a fed (gamma) rate step."""

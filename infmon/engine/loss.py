@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infmon.model.records.request import ErrorKind, RequestRecord
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from infmon.config import Config
 from infmon.engine import protocol as p
 from infmon.engine.link import WorkerLink
 from infmon.engine.types import _Held
-from infmon.model.steps.book import Level
+from infmon.model.steps.span import Level
 
 Replacement = Callable[[int, WorkerLink], WorkerLink]
 """Makes the link of a new worker (its id) for a lost one's link (raises when it cannot)."""

@@ -25,10 +25,10 @@ from infmon.model.records.measures import SLO
 from infmon.model.search.level_fit import Probe, probe_of
 from infmon.model.search.policy import Next, SearchSpec, Verdict, next_move
 from infmon.model.server.snapshot import ServerSnapshot
-from infmon.model.steps.book import CLOSED, RATE, REPLAY, Level, StepEvent
 from infmon.model.steps.knee import KneePoint, points_of
 from infmon.model.steps.ledger import StepLedger
 from infmon.model.steps.result import StepResult
+from infmon.model.steps.span import CLOSED, RATE, REPLAY, Level, StepEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from infmon.model.steps.book import CLOSED
+from infmon.model.steps.span import CLOSED
 
 LOOKAHEAD_S = 1.0
 """Arrival times are dealt this far ahead of their send time (a batch every window)."""

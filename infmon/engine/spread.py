@@ -18,7 +18,7 @@ from typing import Any
 
 from infmon.load.stream_state import TokenMeter
 from infmon.model.records.request import RequestRecord
-from infmon.model.steps.book import CLOSED, RATE
+from infmon.model.steps.span import CLOSED, RATE
 
 ROUND_ROBIN = "round-robin"
 LEAST_INFLIGHT = "least-inflight"

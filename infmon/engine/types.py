@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from infmon.load.feed import WorkloadInfo
 from infmon.model.records.request import RequestRecord
-from infmon.model.steps.book import Level
+from infmon.model.steps.span import Level
 
 
 class EngineError(Exception):

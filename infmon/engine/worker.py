@@ -45,7 +45,7 @@ from infmon.load.runtime import (
     retry_after,
 )
 from infmon.load.selfcheck import thread_sched
-from infmon.model.steps.book import CLOSED, REPLAY
+from infmon.model.steps.span import CLOSED, REPLAY
 
 Control = p.SetLevel | p.Arrivals | p.Pause | p.Resume | p.LimitSends | p.Flush
 """The protocol's messages that steer the load (``WorkerCore._apply``)."""

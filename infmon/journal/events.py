@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol, TypedDict
 
 from infmon.model.base.jsontypes import JSON
 from infmon.model.search.search_json import SearchDoc, SearchDocError, parse_search_doc
-from infmon.model.steps.book import CLOSED, Mode, is_mode
+from infmon.model.steps.span import CLOSED, Mode, is_mode
 
 Line = Mapping[str, object]
 """A journal event line (or a report's ``events[]`` entry: the same fields)."""

@@ -24,7 +24,7 @@ from infmon.load.backoff import Backoff, BackoffSummary, summarise
 from infmon.load.selfcheck import SelfCheck
 from infmon.load.workload.items import Prompt, WorkItem
 from infmon.model.records.request import ErrorKind, RequestRecord
-from infmon.model.steps.book import CLOSED, RATE
+from infmon.model.steps.span import CLOSED, RATE
 
 EARLY_WAKE_S = 0.0015
 """Replay sends wake this early and yield until their time (timer rounding is 1 ms)."""

@@ -24,9 +24,9 @@ from infmon.model.compare.baseline import (
 )
 from infmon.model.compare.spec_econ import MODEL as SPEC_MODEL
 from infmon.model.compare.trial_deltas import METHOD as TRIALS_METHOD
-from infmon.model.steps.book import Level
 from infmon.model.steps.knee import Knee
 from infmon.model.steps.kv_fill import knee_limit
+from infmon.model.steps.span import Level
 from infmon.model.steps.step_levels import LevelSample, by_level
 from infmon.report import explain
 from infmon.report.compare_trials import TrialLevel, base_cell, run_trials, trials_text, with_trials

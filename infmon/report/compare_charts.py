@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from infmon.model.compare.baseline import BY_KEY, value_text
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 from infmon.report import svg
 from infmon.report.compare import Comparison
 

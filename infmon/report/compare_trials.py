@@ -17,7 +17,7 @@ from pathlib import Path
 from infmon.model.compare.baseline import BaselineView, LevelComparison, MetricDelta
 from infmon.model.compare.noise import Delta
 from infmon.model.compare.trial_deltas import MIN_TRIALS, trial_delta
-from infmon.model.steps.book import CLOSED, RATE, Level
+from infmon.model.steps.span import CLOSED, RATE, Level
 from infmon.report.doc import StepEntry
 from infmon.report.runs import Run
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from infmon.journal.events import BaselineSet, Note
 from infmon.model.records.measures import PromptLengths
-from infmon.model.steps.book import RATE, REPLAY
+from infmon.model.steps.span import RATE, REPLAY
 from infmon.report.doc import EventMark, MemoryBudget, ReportDoc, StepEntry
 
 DASH = "—"

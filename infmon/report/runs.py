@@ -26,9 +26,9 @@ from infmon.journal.reader import is_session_dir
 from infmon.model.base.sanitize import clean
 from infmon.model.compare.baseline import Reference, RunFacts
 from infmon.model.records.measures import Latency
-from infmon.model.steps.book import CLOSED, RATE, Level, StepSpan
 from infmon.model.steps.evidence import ServerEvidence
 from infmon.model.steps.kv_fill import max_num_seqs_seen
+from infmon.model.steps.span import CLOSED, RATE, Level, StepSpan
 from infmon.model.steps.step_levels import LevelSample, StepLevel, by_level
 from infmon.report.doc import SCHEMA, ReportDoc, StepEntry
 from infmon.report.docjson import ReportFormatError, json_ready, parse_report

@@ -15,10 +15,10 @@ from infmon.model.records.columns import RecordColumns
 from infmon.model.records.figures import figures_of_columns
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
-from infmon.model.steps.book import CLOSED, EVENT_KINDS, RATE, StepEvent
 from infmon.model.steps.evidence import ServerEvidence, ServerSample
 from infmon.model.steps.gathering import ClientCheck
 from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.span import CLOSED, EVENT_KINDS, RATE, StepEvent
 from infmon.model.steps.step_levels import LevelSample
 from infmon.report.doc import JournalLine, ReportDoc, StepEntry
 from infmon.report.perreq import PerRequestReport

@@ -25,7 +25,7 @@ from infmon.model.base.sanitize import clean
 from infmon.model.live.dashboard import DashboardSnapshot
 from infmon.model.live.session import Session
 from infmon.model.live.step_views import closing_text
-from infmon.model.steps.book import CLOSED, RATE, Level
+from infmon.model.steps.span import CLOSED, RATE, Level
 from infmon.ui.commands import (
     FOOTER,
     LevelCommands,

@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from infmon.model.search.frontier import SEARCHES_FOR
-from infmon.model.steps.book import CLOSED, RATE, Level
+from infmon.model.steps.span import CLOSED, RATE, Level
 
 if TYPE_CHECKING:
     from infmon.ui.app import InfmonApp

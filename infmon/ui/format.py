@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from infmon.model.base.units import latency_text, sig3
-from infmon.model.steps.book import CLOSED
+from infmon.model.steps.span import CLOSED
 
 MISSING = "—"
 

@@ -18,7 +18,7 @@ import subprocess
 import pytest
 
 from infmon.model.compare.baseline import compare_run
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 from infmon.report.runs import load_run
 from tests.conftest import REPO, infmon_cmd, running_sim
 from tests.e2e.test_tmux_demo import Tmux

@@ -183,7 +183,7 @@ async def test_a_level_change_reaches_every_worker_within_one_window(fast_sim: s
     from infmon.clock import MonotonicClock
     from infmon.config import Config
     from infmon.engine.controller import LoadEngine
-    from infmon.model.steps.book import CLOSED, Level
+    from infmon.model.steps.span import CLOSED, Level
 
     clock = MonotonicClock()
     windows = []

@@ -28,7 +28,7 @@ from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.window import LatencyHists, LoadWindow
 from infmon.model.server.snapshot import ServerSnapshot
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 from tests.enginekit.pages import ServerFeed
 
 

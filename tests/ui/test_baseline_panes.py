@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 from infmon.ui.panes import HeaderBar, KneePane, SpecPane
 from tests.ui.conftest import make_app
 from tests.ui.fakes import new_session

@@ -8,7 +8,7 @@ import time
 import pytest
 from textual.command import CommandPalette
 
-from infmon.model.steps.book import CLOSED, RATE, Level
+from infmon.model.steps.span import CLOSED, RATE, Level
 from infmon.ui.commands import parse_level
 from infmon.ui.screens import LevelScreen
 from tests.ui.conftest import make_app

@@ -54,7 +54,7 @@ def test_live_levels_give_the_recorded_runs_latencies(sessions):
 
 
 def test_live_window_tokens_become_bins_of_measured_time():
-    from infmon.model.steps.book import CLOSED, Level
+    from infmon.model.steps.span import CLOSED, Level
 
     ledger = StepLedger()
     ledger.apply(ledger.book.begin(Level(CLOSED, 4), 0.0, "bench", 1.0))

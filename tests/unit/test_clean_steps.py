@@ -13,18 +13,11 @@ import math
 import pytest
 
 from infmon.model.records.request import RequestRecord
-from infmon.model.steps.book import (
-    CLOSED,
-    EVENT_KINDS,
-    RATE,
-    Level,
-    StepBook,
-    StepEvent,
-    starts_clean,
-)
+from infmon.model.steps.book import StepBook, starts_clean
 from infmon.model.steps.knee import find_knee, points_of
 from infmon.model.steps.ledger import StepLedger
 from infmon.model.steps.result import StepResult
+from infmon.model.steps.span import CLOSED, EVENT_KINDS, RATE, Level, StepEvent
 
 WINDOW_S = 0.25
 WARMUP_S = 1.0

@@ -42,7 +42,7 @@ def test_paired_ratio_is_the_default_for_interleaved_trials():
 
 
 def test_the_note_says_which_levels_are_over_trials_and_why_others_are_not():
-    from infmon.model.steps.book import CLOSED, Level
+    from infmon.model.steps.span import CLOSED, Level
     from infmon.report.compare_trials import TrialLevel, trials_text
 
     seen = (

@@ -14,8 +14,8 @@ from infmon.model.live.dial import (
 )
 from infmon.model.server.health import DOWN, NO_METRICS, UP, ServerHealth
 from infmon.model.server.snapshot import ServerSnapshot, SourceState, unavailable
-from infmon.model.steps.book import CLOSED, RATE
 from infmon.model.steps.knee import Knee
+from infmon.model.steps.span import CLOSED, RATE
 
 
 def dial(**kw) -> LoadDial:

@@ -13,7 +13,7 @@ from infmon.config import Config
 from infmon.engine.controller import LoadEngine
 from infmon.engine.link import InProcessLink, WorkerLink
 from infmon.engine.restart import WorkerJoin
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 from tests.enginekit import random_words, scripted
 from tests.unit.test_engine_workers import Sink
 

@@ -16,7 +16,7 @@ from infmon.engine.link import InProcessLink
 from infmon.engine.shares import ArrivalDealer, split_level
 from infmon.engine.spread import LEAST_INFLIGHT, ROUND_ROBIN, SpreadClient
 from infmon.engine.types import EngineError, RecordBatch
-from infmon.model.steps.book import CLOSED, RATE, Level
+from infmon.model.steps.span import CLOSED, RATE, Level
 from tests.enginekit import ScriptedClient, random_words, scripted
 
 

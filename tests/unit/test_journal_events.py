@@ -26,7 +26,7 @@ from infmon.journal.events import (
     TargetResolved,
 )
 from infmon.journal.reader import SessionReader
-from infmon.model.steps.book import CLOSED, RATE
+from infmon.model.steps.span import CLOSED, RATE
 from infmon.report.fmt import mark_text
 
 CAPS = {"stream_options": True, "vllm_fields": False, "per_request_metrics": True}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 
-from infmon.model.steps.book import CLOSED, Level
 from infmon.model.steps.evidence import ServerSample
 from infmon.model.steps.knee import (
     EARLY_SPAN_S,
@@ -23,6 +22,7 @@ from infmon.model.steps.knee import (
     slo_max_concurrency,
 )
 from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.span import CLOSED, Level
 from infmon.report.doc import StepEntry
 from infmon.report.stepstats import knee_points
 from tests.unit.test_clean_steps import stream

@@ -10,7 +10,7 @@ from infmon.clock import FakeClock
 from infmon.engine.types import RecordBatch
 from infmon.model.compare.baseline import Reference, compare_run
 from infmon.model.live.session import Session
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 from infmon.model.steps.step_levels import by_level
 from tests.ui.fakes import ServerFeed, ended, feeder, new_session, record, window_of
 

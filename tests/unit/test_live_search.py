@@ -26,7 +26,7 @@ from infmon.model.search.level_fit import probe_of
 from infmon.model.search.live_search import LiveSearch
 from infmon.model.search.policy import Next, SearchSpec, Verdict, next_move
 from infmon.model.search.search_json import parse_search_doc
-from infmon.model.steps.book import CLOSED
+from infmon.model.steps.span import CLOSED
 from tests.enginekit.fluid import FluidServer
 from tests.ui.fakes import RecordingEngine
 

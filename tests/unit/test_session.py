@@ -12,7 +12,7 @@ from infmon.model.live.session import Session, SessionConfig
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
 from infmon.model.server.snapshot import SourceState, unavailable
-from infmon.model.steps.book import CLOSED, Level
+from infmon.model.steps.span import CLOSED, Level
 from tests.enginekit.pages import ServerFeed
 from tests.ui.fakes import deliver, ended, record, window_of
 

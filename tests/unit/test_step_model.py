@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from infmon.model.records.figures import summarize
 from infmon.model.records.measures import SLO
 from infmon.model.records.request import ErrorKind, RequestRecord
-from infmon.model.steps.book import EVENT_KINDS, JOURNAL_KIND, Level, StepBook, StepEvent
+from infmon.model.steps.book import StepBook
 from infmon.model.steps.evidence import ServerSample
 from infmon.model.steps.gathering import ClientCheck
 from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.span import EVENT_KINDS, JOURNAL_KIND, Level, StepEvent
 from infmon.model.steps.tally import StepTally
 
 C = "closed"

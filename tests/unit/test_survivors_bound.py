@@ -17,8 +17,8 @@ from infmon.model.base.loghist import LogHistogram
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.survivors import LossMark, SurvivorCheck
 from infmon.model.records.window import LoadWindow
-from infmon.model.steps.book import CLOSED, Level, StepEvent
 from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.span import CLOSED, Level, StepEvent
 from infmon.report import build_summary
 
 T0, WARMUP, LOSS_T, END = 100.0, 0.5, 103.0, 109.0

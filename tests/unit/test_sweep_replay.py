@@ -21,7 +21,7 @@ from infmon.journal import JournalWriter
 from infmon.model.live.dial import DialState, LoadDial
 from infmon.model.live.session import Session, SessionConfig
 from infmon.model.records.measures import SLO
-from infmon.model.steps.book import CLOSED
+from infmon.model.steps.span import CLOSED
 from infmon.report import write_reports
 from tests.conftest import REPO, infmon_cmd
 from tests.enginekit.fluid import FluidServer

@@ -24,7 +24,7 @@ from infmon.model.server.snapshot import (
     SpecDecode,
     WindowStat,
 )
-from infmon.model.steps.book import StepEvent
+from infmon.model.steps.span import StepEvent
 
 
 def _keys(tp: object) -> set[str]:

@@ -87,7 +87,7 @@ def test_latencies_keep_their_unit_and_sub_millisecond_figures() -> None:
 
 def test_a_replaced_step_is_said_once() -> None:
     """`infmon demo` began step 1 paused, then the sweep replaced it: not "step 1: c=1 ×2"."""
-    from infmon.model.steps.book import CLOSED, Level
+    from infmon.model.steps.span import CLOSED, Level
     from tests.ui.fakes import new_session
 
     clock = FakeClock(0.0)
@@ -101,7 +101,7 @@ def test_a_replaced_step_is_said_once() -> None:
 
 
 def test_why_the_sweep_stopped_stays_on_the_hint_line_until_the_operator_moves() -> None:
-    from infmon.model.steps.book import CLOSED, Level
+    from infmon.model.steps.span import CLOSED, Level
     from tests.ui.fakes import new_session
 
     clock = FakeClock(0.0)

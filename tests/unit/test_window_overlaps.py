@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from infmon.model.steps.book import CLOSED, Level, Segment, StepEvent, StepSpan
 from infmon.model.steps.ledger import StepLedger
+from infmon.model.steps.span import CLOSED, Level, Segment, StepEvent, StepSpan
 
 
 def _span() -> StepSpan:

@@ -20,8 +20,8 @@ from typing import Any
 from infmon.model.base.units import latency_text
 from infmon.model.compare import noise
 from infmon.model.compare.spec_econ import SpecEconomics, alpha_for_tokens, economics
-from infmon.model.steps.book import Level
 from infmon.model.steps.kv_fill import kv_fill_concurrency
+from infmon.model.steps.span import Level
 from infmon.model.steps.step_levels import LevelSample, SpecWindow, by_level
 
 NAN = math.nan

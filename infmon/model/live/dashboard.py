@@ -15,8 +15,8 @@ from infmon.model.records.measures import SLO
 from infmon.model.search.frontier import FrontierView
 from infmon.model.server.families import DetailView
 from infmon.model.server.gpu_state import GpuView
-from infmon.model.steps.book import CLOSED, Mode
 from infmon.model.steps.knee import SLO_ATTAINMENT
+from infmon.model.steps.span import CLOSED, Mode
 
 NAN = math.nan
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from infmon.model.compare.spec_econ import acceptance_text
 from infmon.model.live.dashboard import Cause, ServerView
 from infmon.model.server.gpu_state import GpuEvidence
-from infmon.model.steps.book import CLOSED
+from infmon.model.steps.span import CLOSED
 
 KV_FULL_FRACTION = 0.95
 LOW_ACCEPTANCE_RATE = 0.3

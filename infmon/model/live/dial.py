@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from infmon.model.steps.book import CLOSED, RATE, Level, Mode
 from infmon.model.steps.knee import SLO_ATTAINMENT, Knee
 from infmon.model.steps.result import StepResult
+from infmon.model.steps.span import CLOSED, RATE, Level, Mode
 
 NAN = math.nan
 E2E_STEPS = 3.0

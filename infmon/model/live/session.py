@@ -48,11 +48,11 @@ from infmon.model.search.frontier import SEARCHES_FOR, FrontierView
 from infmon.model.server.gpu_state import GpuState
 from infmon.model.server.health import DOWN, NO_METRICS, ServerHealth
 from infmon.model.server.snapshot import ServerSnapshot
-from infmon.model.steps.book import CLOSED, StepEvent
 from infmon.model.steps.knee import Knee, KneePoint, KneeWatch, find_knee
 from infmon.model.steps.ledger import StepLedger
 from infmon.model.steps.result import StepResult
 from infmon.model.steps.slo_verdict import slo_verdict
+from infmon.model.steps.span import CLOSED, StepEvent
 from infmon.model.steps.step_levels import LevelSample
 from infmon.model.steps.tally import LIVE_EXACT_LIMIT
 

@@ -25,9 +25,9 @@ from infmon.model.live.session import Session, SessionConfig
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.window import LatencyHists, LoadWindow
 from infmon.model.server.snapshot import ServerSnapshot, SpecDecode, WindowStat
-from infmon.model.steps.book import EVENT_KINDS, StepEvent
 from infmon.model.steps.evidence import ServerSample
 from infmon.model.steps.gathering import ClientCheck
+from infmon.model.steps.span import EVENT_KINDS, StepEvent
 from infmon.model.steps.step_levels import spec_counters
 
 WINDOW_S = 0.25

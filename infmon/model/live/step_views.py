@@ -15,10 +15,10 @@ from infmon.model.live.dashboard import BaselineStep, LatencyView, Percentiles, 
 from infmon.model.live.series import SampleSeries
 from infmon.model.live.windows import LiveWindows
 from infmon.model.records.measures import SLO
-from infmon.model.steps.book import CLOSED, RATE
 from infmon.model.steps.knee import Knee, Withdrawn, growth_per_doubling
 from infmon.model.steps.result import StepResult
 from infmon.model.steps.slo_verdict import slo_verdict
+from infmon.model.steps.span import CLOSED, RATE
 
 NAN = math.nan
 

@@ -29,7 +29,7 @@ from infmon.model.records.measures import SLO
 from infmon.model.records.request import RequestRecord
 from infmon.model.records.stats import assemble
 from infmon.model.server.snapshot import ServerSnapshot
-from infmon.model.steps.book import StepBook, StepEvent, StepSpan
+from infmon.model.steps.book import StepBook
 from infmon.model.steps.evidence import (
     ServerSample,
     evidence_of,
@@ -48,6 +48,7 @@ from infmon.model.steps.knee import (
     slo_max_concurrency,
 )
 from infmon.model.steps.result import StepResult
+from infmon.model.steps.span import StepEvent, StepSpan
 from infmon.model.steps.step_levels import SpecCounters, StepLevels, spec_counters
 from infmon.model.steps.tally import StepTally
 

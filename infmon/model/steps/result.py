@@ -9,9 +9,9 @@ import math
 from dataclasses import dataclass
 
 from infmon.model.records.stats import StepStats, StepStatsEntry
-from infmon.model.steps.book import StepSpan
 from infmon.model.steps.evidence import ServerEvidence, ServerEvidenceInfo
 from infmon.model.steps.knee import KneePoint
+from infmon.model.steps.span import StepSpan
 
 NAN = math.nan
 

@@ -23,8 +23,9 @@ import numpy as np
 from infmon.model.records.measures import SLO, good_mask, meets_slo
 from infmon.model.records.request import RequestRecord
 from infmon.model.server.snapshot import ServerSnapshot
-from infmon.model.steps.book import CLOSED, RATE, Level, StepBook, StepSpan
+from infmon.model.steps.book import StepBook
 from infmon.model.steps.evidence import ServerEvidence
+from infmon.model.steps.span import CLOSED, RATE, Level, StepSpan
 
 NAN = math.nan
 BIN_S = 1.0

@@ -14,7 +14,7 @@ from textual.containers import Horizontal
 
 from infmon.model.compare.baseline import LevelComparison, delta_text
 from infmon.model.live.dashboard import KneeView, StepPoint
-from infmon.model.steps.book import RATE
+from infmon.model.steps.span import RATE
 from infmon.ui import format as f
 from infmon.ui.panes.base import Body, Pane
 from infmon.ui.panes.frontier import FRONTIER_MIN_HEIGHT, FRONTIER_MIN_WIDTH, FrontierBody
