@@ -54,4 +54,6 @@ def main(out: Path, spec: bool) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[2] not in ("spec", "plain"):
+        sys.exit("usage: python scripts/capture_perreq.py OUT_DIR spec|plain")
     main(Path(sys.argv[1]), sys.argv[2] == "spec")
